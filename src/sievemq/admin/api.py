@@ -1,0 +1,139 @@
+"""The admin API under the CLI: topics and cluster info, spoken to name servers and brokers over remoting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sievemq.errors import RemotingError
+from sievemq.protocol.route import TopicRouteData
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import ConnectionPool
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A broker known to the name server."""
+
+    cluster: str
+    name: str
+    addrs: dict[int, str]
+
+
+class AdminClient:
+    """Administration over name servers (``host:port;host:port``)."""
+
+    def __init__(self, namesrv: str, timeout: float = 5.0) -> None:
+        self.namesrv = [a.strip() for a in namesrv.replace(",", ";").split(";") if a.strip()]
+        self.timeout = timeout
+        self.pool = ConnectionPool()
+
+    async def close(self) -> None:
+        """Close connections."""
+        await self.pool.close()
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(
+        self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        resp = await self.pool.request(addr, RemotingCommand.request(code, fields, body), self.timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingError(resp.code, resp.remark or "")
+        return resp
+
+    async def _namesrv_call(self, code: int, fields: dict[str, Any] | None = None) -> RemotingCommand:
+        last: Exception | None = None
+        for addr in self.namesrv:
+            try:
+                return await self._call(addr, code, fields)
+            except RemotingError:
+                raise
+            except Exception as e:  # try the next name server
+                last = e
+        raise last or RuntimeError("no name server configured")
+
+    async def brokers(self) -> list[BrokerInfo]:
+        """Every broker the name server knows."""
+        resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO)
+        info = orjson.loads(resp.body)
+        out = []
+        for name, bd in sorted((info.get("brokerAddrTable") or {}).items()):
+            addrs = {int(k): v for k, v in (bd.get("brokerAddrs") or {}).items()}
+            out.append(BrokerInfo(bd.get("cluster", ""), name, addrs))
+        return out
+
+    async def route(self, topic: str) -> TopicRouteData:
+        """The route of a topic (RemotingError TOPIC_NOT_EXIST when none)."""
+        resp = await self._namesrv_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return TopicRouteData.from_json(orjson.loads(resp.body))
+
+    async def topic_list(self) -> list[str]:
+        """Every topic known to the name server."""
+        resp = await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return list(orjson.loads(resp.body).get("topicList") or [])
+
+    async def _target_masters(self, broker: str | None, cluster: str | None) -> list[str]:
+        if broker:
+            return [broker]
+        masters = [b.addrs[0] for b in await self.brokers() if 0 in b.addrs and (not cluster or b.cluster == cluster)]
+        if not masters:
+            raise RuntimeError("no master broker found" + (f" in cluster {cluster}" if cluster else ""))
+        return masters
+
+    async def create_topic(
+        self,
+        topic: str,
+        queues: int = 8,
+        perm: int = 6,
+        order: bool = False,
+        filter_type: str = "SINGLE_TAG",
+        broker: str | None = None,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """Create or update a topic on one broker (``host:port``) or every master of a cluster (or all)."""
+        fields = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": queues,
+            "writeQueueNums": queues,
+            "perm": perm,
+            "topicFilterType": filter_type,
+            "topicSysFlag": 0,
+            "order": order,
+        }
+        targets = await self._target_masters(broker, cluster)
+        for addr in targets:
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+        return targets
+
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
+        """Delete a topic on every master broker (of a cluster) and on the name servers."""
+        targets = await self._target_masters(None, cluster)
+        for addr in targets:
+            await self._call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        for ns in self.namesrv:
+            await self._call(ns, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+        return targets
+
+    async def max_offset(self, broker_addr: str, topic: str, queue_id: int) -> int:
+        """Next offset to be written in one queue."""
+        resp = await self._call(broker_addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
+        return int(resp.ext_fields.get("offset", "0"))
+
+    async def min_offset(self, broker_addr: str, topic: str, queue_id: int) -> int:
+        """First offset still stored in one queue."""
+        resp = await self._call(broker_addr, RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id})
+        return int(resp.ext_fields.get("offset", "0"))
+
+    async def runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """A broker's counters."""
+        resp = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        return dict(orjson.loads(resp.body).get("table") or {})

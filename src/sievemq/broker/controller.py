@@ -1,0 +1,187 @@
+"""The broker: wires the store, the managers and the processors, serves them, and registers with name servers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from sievemq.broker.clients import ConsumerManager, ProducerManager
+from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.long_polling import PullHoldService
+from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.processors.admin import AdminProcessor
+from sievemq.broker.processors.client import ClientProcessor
+from sievemq.broker.processors.offsets import OffsetProcessor
+from sievemq.broker.processors.pull import PullProcessor
+from sievemq.broker.processors.query import QueryProcessor
+from sievemq.broker.processors.send import SendProcessor
+from sievemq.broker.registration import NamesrvRegistrar
+from sievemq.broker.schedule import ScheduleService
+from sievemq.broker.stats import BrokerStats
+from sievemq.broker.topics import TopicConfigManager
+from sievemq.config import BrokerConfig
+from sievemq.protocol.message import MessageExt
+from sievemq.remoting.codes import RequestCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.store.delay_levels import parse_levels
+from sievemq.store.message_store import MessageStore, PutStatus, StoreConfig
+
+log = logging.getLogger(__name__)
+
+
+def store_config(cfg: BrokerConfig) -> StoreConfig:
+    """The store settings derived from the broker's."""
+    return StoreConfig(
+        root=Path(cfg.store_path_root_dir),
+        commitlog_file_size=cfg.mapped_file_size_commitlog,
+        cq_entries_per_file=cfg.mapped_file_size_consume_queue_entries,
+        flush_disk_type="SYNC_FLUSH" if cfg.flush_disk_type.upper() == "SYNC_FLUSH" else "ASYNC_FLUSH",
+        flush_interval_ms=cfg.flush_interval_commitlog_ms,
+        sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
+        file_reserved_hours=cfg.file_reserved_time,
+        delete_when_hour=cfg.delete_when,
+        disk_max_used_space_ratio=cfg.disk_max_used_space_ratio / 100.0,
+        max_message_size=cfg.max_message_size,
+    )
+
+
+class BrokerController:
+    """Runs one broker in the current event loop."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        root = Path(config.store_path_root_dir)
+        config_dir = root / "config"
+        config_dir.mkdir(parents=True, exist_ok=True)
+        self.store_host = (config.broker_ip, config.listen_port)
+        self.store = MessageStore(store_config(config), self.store_host)
+        self.topics = TopicConfigManager(
+            config_dir,
+            config.broker_name,
+            config.broker_cluster_name,
+            config.default_topic_queue_nums,
+            config.auto_create_topic_enable,
+        )
+        self.offsets = ConsumerOffsetManager(config_dir)
+        self.groups = SubscriptionGroupManager(
+            config_dir, config.auto_create_subscription_group, config.max_reconsume_times
+        )
+        self.consumers = ConsumerManager(self._notify_consumer_ids_changed)
+        self.producers = ProducerManager()
+        self.hold = PullHoldService()
+        self.stats = BrokerStats()
+        self.schedule = ScheduleService(
+            self.store, parse_levels(config.message_delay_level), config_dir, self._put_scheduled
+        )
+        self.send_processor = SendProcessor(self)
+        self.client_processor = ClientProcessor(self)
+        table = ProcessorTable("broker")
+        for proc in (
+            self.send_processor,
+            PullProcessor(self),
+            self.client_processor,
+            OffsetProcessor(self),
+            QueryProcessor(self),
+            AdminProcessor(self),
+        ):
+            proc.register(table)
+        self.table = table
+        self.server = RemotingServer(table, config.listen_host, config.listen_port, on_close=self._on_close)
+        self.vip_server: RemotingServer | None = None
+        if config.listen_vip_channel:
+            self.vip_server = RemotingServer(table, config.listen_host, config.listen_port - 2, on_close=self._on_close)
+        self.registrar = NamesrvRegistrar(
+            config.namesrv_list(), self._register_header(), self._register_body, config.register_broker_interval_seconds
+        )
+        self.filter_servers: dict[str, float] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ registration
+    def _register_header(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "brokerAddr": c.advertised_addr,
+            "brokerId": c.broker_id,
+            "brokerName": c.broker_name,
+            "clusterName": c.broker_cluster_name,
+            "haServerAddr": f"{c.broker_ip}:{c.listen_port + 1}",
+        }
+
+    def _register_body(self) -> dict[str, Any]:
+        return {"filterServerList": sorted(self.filter_servers), "topicConfigSerializeWrapper": self.topics.wrapper()}
+
+    async def register_now(self) -> None:
+        """Register with every name server at once (after a topic change)."""
+        await self.registrar.register_all()
+
+    # ------------------------------------------------------------------ callbacks
+    def _notify_consumer_ids_changed(self, group: str, conns: list[Connection]) -> None:
+        gc = self.groups.find(group)
+        if gc is not None and not gc.notifyConsumerIdsChangedEnable:
+            return
+        for conn in conns:
+            cmd = RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+            conn.send_oneway(cmd)
+
+    def _on_close(self, conn: Connection) -> None:
+        self.consumers.connection_closed(conn)
+        self.producers.connection_closed(conn)
+
+    def _on_dispatch(self, topic: str, queue_id: int, queue_offset: int, tags_code: int, props: dict[str, str]) -> None:
+        self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code)
+
+    async def _put_scheduled(self, msg: MessageExt) -> bool:
+        result = await self.store.put_message(msg)
+        return result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            try:
+                now = time.monotonic()
+                self.offsets.persist()
+                self.consumers.expire(now, self.config.channel_expired_seconds)
+                self.producers.expire(now, self.config.channel_expired_seconds)
+            except Exception:
+                log.exception("housekeeping failed")
+
+    async def start(self) -> None:
+        """Load state, recover the store, listen, and register with the name servers."""
+        self.topics.load()
+        self.offsets.load()
+        self.groups.load()
+        self.schedule.load()
+        self.store.load()
+        self.store.add_dispatch_listener(self._on_dispatch)
+        await self.store.start()
+        self.topics.on_change = self.registrar.kick
+        await self.server.start()
+        if self.vip_server is not None:
+            await self.vip_server.start()
+        self.schedule.start()
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        await self.registrar.register_all()
+        self.registrar.start()
+        log.info("broker %s listening on %s", self.config.broker_name, self.config.advertised_addr)
+
+    async def stop(self) -> None:
+        """Unregister, stop serving, flush and mark a clean shutdown."""
+        for t in self._tasks:
+            t.cancel()
+        await self.registrar.stop()
+        self.hold.wake_all()
+        await self.server.stop()
+        if self.vip_server is not None:
+            await self.vip_server.stop()
+        await self.schedule.stop()
+        self.offsets.persist(force=True)
+        self.topics.persist()
+        self.groups.persist()
+        await self.store.shutdown()
+        log.info("broker %s stopped cleanly", self.config.broker_name)

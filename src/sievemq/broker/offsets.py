@@ -1,0 +1,67 @@
+"""Consumer offsets per (topic, group, queue), persisted to ``config/consumerOffset.json``.
+
+Format is RocketMQ's: ``{"offsetTable": {"<topic>@<group>": {"<queueId>": offset}}}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sievemq.store.jsonfile import atomic_write_json, read_json
+
+
+class ConsumerOffsetManager:
+    """Committed offsets of consumer groups."""
+
+    def __init__(self, config_dir: Path) -> None:
+        self.path = config_dir / "consumerOffset.json"
+        self.table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        """Read the persisted table."""
+        data = read_json(self.path, None) or {}
+        for key, queues in (data.get("offsetTable") or {}).items():
+            self.table[key] = {int(q): int(o) for q, o in queues.items()}
+
+    def persist(self, force: bool = False) -> None:
+        """Write the table atomically if it changed since the last write."""
+        if not (self._dirty or force):
+            return
+        self._dirty = False
+        atomic_write_json(
+            self.path,
+            {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())}},
+        )
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Store a committed offset (negative offsets, as ali-ons sends for untouched queues, are ignored)."""
+        if offset < 0:
+            return
+        queues = self.table.setdefault(f"{topic}@{group}", {})
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1."""
+        return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)
+
+    def groups_of_topic(self, topic: str) -> list[str]:
+        """Groups with committed offsets on ``topic``."""
+        return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
+
+    def offsets_of_group(self, group: str) -> dict[str, dict[int, int]]:
+        """Topic -> queue -> offset for ``group``."""
+        out: dict[str, dict[int, int]] = {}
+        for key, queues in self.table.items():
+            topic, _, g = key.partition("@")
+            if g == group:
+                out[topic] = dict(queues)
+        return out
+
+    def remove_topic(self, topic: str) -> None:
+        """Forget every offset of ``topic``."""
+        for key in [k for k in self.table if k.split("@", 1)[0] == topic]:
+            del self.table[key]
+            self._dirty = True

@@ -1,0 +1,124 @@
+"""Administration: topics (UPDATE_AND_CREATE_TOPIC 17, GET_ALL_TOPIC_CONFIG 21, GET_TOPIC_NAME_LIST 23,
+DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 207) and GET_BROKER_RUNTIME_INFO (28)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+
+from sievemq import __version__
+from sievemq.broker.topics import AUTO_CREATE_TOPIC_KEY, validate_topic_name
+from sievemq.errors import RemotingError
+from sievemq.protocol.route import TopicConfig
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import get_bool, get_int, get_str, require_str
+from sievemq.remoting.server import ProcessorTable
+
+if TYPE_CHECKING:
+    from sievemq.broker.controller import BrokerController
+
+
+class AdminProcessor:
+    """Topic and group administration."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put the admin codes into ``table``."""
+        table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
+        table.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topic_config)
+        table.register(RequestCode.GET_TOPIC_NAME_LIST, self.topic_names)
+        table.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
+        table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_group)
+        table.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
+        table.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, self.delete_group)
+        table.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info)
+
+    async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """17 UPDATE_AND_CREATE_TOPIC."""
+        f = cmd.ext_fields
+        topic = require_str(f, "topic")
+        validate_topic_name(topic)
+        if topic == AUTO_CREATE_TOPIC_KEY or topic == self.b.config.broker_cluster_name:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words")
+        default_n = self.b.config.default_topic_queue_nums
+        read_n = get_int(f, "readQueueNums", default_n) or default_n
+        write_n = get_int(f, "writeQueueNums", default_n) or default_n
+        if not (0 < read_n <= 1024 and 0 < write_n <= 1024):
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, "queue numbers must be between 1 and 1024")
+        filter_type = get_str(f, "topicFilterType", "SINGLE_TAG") or "SINGLE_TAG"
+        if filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, f"topicFilterType must be SINGLE_TAG or MULTI_TAG, not {filter_type}"
+            )
+        tc = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=read_n,
+            write_queue_nums=write_n,
+            perm=get_int(f, "perm", 6) or 6,
+            topic_filter_type=filter_type,
+            topic_sys_flag=get_int(f, "topicSysFlag", 0) or 0,
+            order=get_bool(f, "order"),
+        )
+        self.b.topics.update(tc)
+        await self.b.register_now()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """21 GET_ALL_TOPIC_CONFIG: TopicConfigSerializeWrapper JSON."""
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.b.topics.wrapper()))
+
+    async def topic_names(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """23 GET_TOPIC_NAME_LIST."""
+        body = {"topicList": sorted(self.b.topics.table), "brokerAddr": self.b.config.advertised_addr}
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """215 DELETE_TOPIC_IN_BROKER: drop the topic, its queues and its offsets."""
+        topic = require_str(cmd.ext_fields, "topic")
+        self.b.topics.delete(topic)
+        self.b.offsets.remove_topic(topic)
+        self.b.store.delete_topics({topic})
+        await self.b.register_now()
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def create_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """200 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (body: SubscriptionGroupConfig JSON)."""
+        try:
+            cfg = orjson.loads(cmd.body)
+            self.b.groups.update(cfg)
+        except (orjson.JSONDecodeError, TypeError, AttributeError) as e:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupConfig: {e}") from None
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
+        from dataclasses import asdict
+
+        body = {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.b.groups.table.items())}}
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """207 DELETE_SUBSCRIPTIONGROUP."""
+        self.b.groups.delete(require_str(cmd.ext_fields, "groupName"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """28 GET_BROKER_RUNTIME_INFO: a KVTable of counters."""
+        s = self.b.stats
+        table = {
+            "brokerVersionDesc": f"sievemq {__version__}",
+            "brokerVersion": "409",
+            "msgPutTotalTodayNow": str(s.put_total),
+            "msgGetTotalTodayNow": str(s.get_total),
+            "commitLogMaxOffset": str(self.b.store.max_phy_offset),
+            "commitLogMinOffset": str(self.b.store.min_phy_offset),
+            "pullHeldCount": str(self.b.hold.held()),
+            "consumerGroups": str(len(self.b.consumers.groups)),
+            "topics": str(len(self.b.topics.table)),
+        }
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

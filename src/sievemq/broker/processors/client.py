@@ -1,0 +1,135 @@
+"""Client management: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+CHECK_CLIENT_CONFIG (46), and the ordered-consumption locks LOCK_BATCH_MQ (41) / UNLOCK_BATCH_MQ (42)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from sievemq.broker.clients import ClientChannel
+from sievemq.broker.filters import build_filter
+from sievemq.broker.topics import retry_topic
+from sievemq.errors import RemotingError
+from sievemq.protocol.heartbeat import HeartbeatData, Subscription
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import get_str, require_str
+from sievemq.remoting.server import ProcessorTable
+
+if TYPE_CHECKING:
+    from sievemq.broker.controller import BrokerController
+
+LOCK_MAX_LIVE_SECONDS = 60.0
+
+
+def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
+    try:
+        data = orjson.loads(cmd.body)
+    except orjson.JSONDecodeError as e:
+        raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{what} body is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{what} body is not a JSON object")
+    return data
+
+
+class ClientProcessor:
+    """Heartbeats, unregistration, group membership and queue locks."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+        # group -> (topic, brokerName, queueId) -> (client id, last lock time)
+        self.locks: dict[str, dict[tuple[str, str, int], tuple[str, float]]] = {}
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put the client-management codes into ``table``."""
+        table.register(RequestCode.HEART_BEAT, self.heartbeat)
+        table.register(RequestCode.UNREGISTER_CLIENT, self.unregister)
+        table.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
+        table.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
+        table.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch)
+        table.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch)
+
+    async def heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """34 HEART_BEAT: record producers, consumers and subscriptions; create retry topics."""
+        try:
+            hb = HeartbeatData.from_json(_json_body(cmd, "heartbeat"))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed heartbeat: {e}") from None
+        now = time.monotonic()
+        channel = ClientChannel(hb.client_id, conn, cmd.language, cmd.version, now)
+        conn.attrs["client_id"] = hb.client_id
+        for data in hb.consumers:
+            if not data.group:
+                continue
+            gc = self.b.groups.find(data.group)
+            if gc is not None:
+                rt = retry_topic(data.group)
+                if self.b.topics.get(rt) is None:
+                    self.b.topics.create_system_topic(rt, gc.retryQueueNums)
+            self.b.consumers.register(channel, data)
+        for group in hb.producer_groups:
+            if group:
+                self.b.producers.register(group, channel)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def unregister(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """35 UNREGISTER_CLIENT."""
+        f = cmd.ext_fields
+        client_id = require_str(f, "clientID")
+        if group := get_str(f, "producerGroup"):
+            self.b.producers.unregister(group, client_id)
+        if group := get_str(f, "consumerGroup"):
+            self.b.consumers.unregister(group, client_id)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def consumer_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """38 GET_CONSUMER_LIST_BY_GROUP: the sorted client ids of a group."""
+        group = require_str(cmd.ext_fields, "consumerGroup")
+        info = self.b.consumers.get(group)
+        ids = info.client_ids() if info else []
+        if not ids:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"consumerIdList": ids}))
+
+    async def check_client_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """46 CHECK_CLIENT_CONFIG: can this subscription be served?"""
+        body = _json_body(cmd, "CheckClientRequestBody")
+        sub = Subscription.from_json(body.get("subscriptionData") or {})
+        if sub.is_tag:
+            return cmd.response(ResponseCode.SUCCESS)
+        if not self.b.config.enable_property_filter:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+            )
+        build_filter(sub)  # raises SUBSCRIPTION_PARSE_FAILED with the reason
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _mq_set(self, body: dict[str, Any]) -> list[tuple[str, str, int]]:
+        return [(str(m["topic"]), str(m["brokerName"]), int(m["queueId"])) for m in body.get("mqSet") or []]
+
+    async def lock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """41 LOCK_BATCH_MQ: lock queues for an orderly consumer; answers the queues it now holds."""
+        body = _json_body(cmd, "LockBatchRequestBody")
+        group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
+        table = self.locks.setdefault(group, {})
+        now = time.monotonic()
+        ok = []
+        for mq in self._mq_set(body):
+            holder = table.get(mq)
+            if holder is None or holder[0] == client or now - holder[1] > LOCK_MAX_LIVE_SECONDS:
+                table[mq] = (client, now)
+                ok.append({"topic": mq[0], "brokerName": mq[1], "queueId": mq[2]})
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": ok}))
+
+    async def unlock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """42 UNLOCK_BATCH_MQ."""
+        body = _json_body(cmd, "UnlockBatchRequestBody")
+        group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
+        table = self.locks.get(group, {})
+        for mq in self._mq_set(body):
+            if table.get(mq, ("",))[0] == client:
+                del table[mq]
+        return cmd.response(ResponseCode.SUCCESS)

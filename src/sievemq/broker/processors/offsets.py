@@ -1,0 +1,81 @@
+"""Offsets: QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import require_int, require_str
+from sievemq.remoting.server import ProcessorTable
+
+if TYPE_CHECKING:
+    from sievemq.broker.controller import BrokerController
+
+
+class OffsetProcessor:
+    """Consumer offsets and queue offset queries."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put the offset codes into ``table``."""
+        table.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
+        table.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
+        table.register(RequestCode.GET_MAX_OFFSET, self.max_offset)
+        table.register(RequestCode.GET_MIN_OFFSET, self.min_offset)
+        table.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_by_time)
+        table.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
+
+    async def query_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """14: the committed offset; 0 for a new group while the queue still starts at 0; else QUERY_NOT_FOUND."""
+        f = cmd.ext_fields
+        group, topic, qid = require_str(f, "consumerGroup"), require_str(f, "topic"), require_int(f, "queueId")
+        offset = self.b.offsets.query(group, topic, qid)
+        if offset >= 0:
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+        if self.b.store.get_min_offset(topic, qid) <= 0:
+            return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
+        return cmd.response(
+            ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+        )
+
+    async def update_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """15: commit an offset."""
+        f = cmd.ext_fields
+        self.b.offsets.commit(
+            require_str(f, "consumerGroup"),
+            require_str(f, "topic"),
+            require_int(f, "queueId"),
+            require_int(f, "commitOffset"),
+        )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """30: the next offset to be written."""
+        f = cmd.ext_fields
+        offset = self.b.store.get_max_offset(require_str(f, "topic"), require_int(f, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    async def min_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """31: the smallest offset still stored."""
+        f = cmd.ext_fields
+        offset = self.b.store.get_min_offset(require_str(f, "topic"), require_int(f, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    async def search_by_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """29: the offset whose store time is nearest the timestamp."""
+        f = cmd.ext_fields
+        offset = self.b.store.get_offset_by_time(
+            require_str(f, "topic"), require_int(f, "queueId"), require_int(f, "timestamp")
+        )
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    async def earliest_store_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """32: store time of the first message still in the queue."""
+        f = cmd.ext_fields
+        ts = self.b.store.get_earliest_store_time(require_str(f, "topic"), require_int(f, "queueId"))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": ts})

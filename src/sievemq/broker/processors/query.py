@@ -1,0 +1,56 @@
+"""Message lookup: VIEW_MESSAGE_BY_ID (33) by commit-log offset and QUERY_MESSAGE (12) by key or unique key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import get_bool, get_int, require_int, require_str
+from sievemq.remoting.server import ProcessorTable
+
+if TYPE_CHECKING:
+    from sievemq.broker.controller import BrokerController
+
+DEFAULT_QUERY_MAX_NUM = 32
+
+
+class QueryProcessor:
+    """Finds stored messages."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put the lookup codes into ``table``."""
+        table.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_by_id)
+        table.register(RequestCode.QUERY_MESSAGE, self.query_by_key)
+
+    async def view_by_id(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """33: one stored record by its commit-log offset (decoded from an offsetMsgId)."""
+        offset = require_int(cmd.ext_fields, "offset")
+        raw = self.b.store.look_message_by_offset(offset)
+        if raw is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return cmd.response(ResponseCode.SUCCESS, body=raw)
+
+    async def query_by_key(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """12: stored records whose KEYS word or UNIQ_KEY equals ``key``, within the time range."""
+        f = cmd.ext_fields
+        max_num = get_int(f, "maxNum", DEFAULT_QUERY_MAX_NUM) or DEFAULT_QUERY_MAX_NUM
+        if get_bool(f, "_UNIQUE_KEY_QUERY"):
+            max_num = DEFAULT_QUERY_MAX_NUM
+        records = self.b.store.query_message(
+            require_str(f, "topic"),
+            require_str(f, "key"),
+            max_num,
+            get_int(f, "beginTimestamp", 0) or 0,
+            get_int(f, "endTimestamp", 2**62) or 2**62,
+        )
+        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": self.b.store.max_phy_offset}
+        if not records:
+            return cmd.response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", header
+            )
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=header, body=b"".join(records))

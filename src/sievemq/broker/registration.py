@@ -1,0 +1,82 @@
+"""Registration with every name server: at start, every ``registerBrokerInterval`` and when topics change."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import ConnectionPool
+
+log = logging.getLogger(__name__)
+
+
+class NamesrvRegistrar:
+    """Sends REGISTER_BROKER to each configured name server."""
+
+    def __init__(
+        self,
+        namesrv_addrs: list[str],
+        header: dict[str, Any],
+        body: Callable[[], dict[str, Any]],
+        interval: float,
+    ) -> None:
+        self.addrs = namesrv_addrs
+        self._header = header
+        self._body = body
+        self._interval = interval
+        self._pool = ConnectionPool()
+        self._task: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+
+    async def register_all(self) -> dict[str, bool]:
+        """Register with every name server now; returns which succeeded."""
+        body = orjson.dumps(self._body())
+        results = await asyncio.gather(*(self._register_one(a, body) for a in self.addrs))
+        return dict(zip(self.addrs, results, strict=True))
+
+    async def _register_one(self, addr: str, body: bytes) -> bool:
+        cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, {**self._header, "compressed": False}, body)
+        try:
+            resp = await self._pool.request(addr, cmd, timeout=6.0)
+        except Exception as e:
+            log.warning("register with name server %s failed: %s", addr, e)
+            return False
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("name server %s refused registration: [%d] %s", addr, resp.code, resp.remark)
+            return False
+        return True
+
+    def kick(self) -> None:
+        """Register again soon (topics changed)."""
+        self._kick.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._kick.wait(), self._interval)
+            except TimeoutError:
+                pass
+            self._kick.clear()
+            await self.register_all()
+
+    def start(self) -> None:
+        """Start periodic registration."""
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        """Unregister from every name server and close connections."""
+        if self._task is not None:
+            self._task.cancel()
+        hdr = {k: self._header[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
+        for addr in self.addrs:
+            try:
+                await self._pool.request(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, hdr), 2.0)
+            except Exception as e:
+                log.debug("unregister from %s failed: %s", addr, e)
+        await self._pool.close()

@@ -1,0 +1,167 @@
+"""Topic configurations held by a broker, persisted to ``config/topics.json`` (RocketMQ's wrapper format).
+
+Also the topic rules: name validation, system topics, auto-creation from the TBW102 template, retry and
+dead-letter topics.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sievemq.config import TOPIC_NAME_RE
+from sievemq.errors import RemotingError
+from sievemq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
+from sievemq.remoting.codes import ResponseCode
+from sievemq.store.jsonfile import atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+TOPIC_MAX_LENGTH = 127
+# Topics clients may not send to directly.
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def validate_topic_name(topic: str) -> None:
+    """Raise RemotingError (SYSTEM_ERROR, as RocketMQ) when ``topic`` is not a legal topic name."""
+    if not topic:
+        raise RemotingError(ResponseCode.SYSTEM_ERROR, "the specified topic is blank")
+    if len(topic.encode()) > TOPIC_MAX_LENGTH:
+        raise RemotingError(
+            ResponseCode.SYSTEM_ERROR,
+            f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH} ({len(topic.encode())} bytes)",
+        )
+    if not TOPIC_NAME_RE.match(topic):
+        raise RemotingError(
+            ResponseCode.SYSTEM_ERROR,
+            f"the specified topic [{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        )
+
+
+class TopicConfigManager:
+    """The broker's topic table."""
+
+    def __init__(
+        self,
+        config_dir: Path,
+        broker_name: str,
+        cluster_name: str,
+        default_queue_nums: int,
+        auto_create_topic_enable: bool,
+    ) -> None:
+        self.path = config_dir / "topics.json"
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version: dict[str, int] = {"counter": 0, "timestamp": int(time.time() * 1000)}
+        self.auto_create = auto_create_topic_enable
+        self.default_queue_nums = default_queue_nums
+        self.on_change: Callable[[], None] | None = None
+        self._system_topics(broker_name, cluster_name)
+
+    def _system_topics(self, broker_name: str, cluster_name: str) -> None:
+        n = self.default_queue_nums
+        rw = PERM_READ | PERM_WRITE
+        self.table[SELF_TEST_TOPIC] = TopicConfig(SELF_TEST_TOPIC, 1, 1)
+        if self.auto_create:
+            self.table[AUTO_CREATE_TOPIC_KEY] = TopicConfig(AUTO_CREATE_TOPIC_KEY, n, n, rw | PERM_INHERIT)
+        self.table[cluster_name] = TopicConfig(cluster_name, 16, 16, rw)
+        self.table[broker_name] = TopicConfig(broker_name, 1, 1, rw)
+        self.table[OFFSET_MOVED_EVENT] = TopicConfig(OFFSET_MOVED_EVENT, 1, 1)
+        self.table[SCHEDULE_TOPIC] = TopicConfig(SCHEDULE_TOPIC, 18, 18)
+
+    def load(self) -> None:
+        """Read the persisted table (system topics stay)."""
+        data = read_json(self.path, None)
+        if not data:
+            return
+        for name, tc in (data.get("topicConfigTable") or {}).items():
+            self.table[name] = TopicConfig.from_json(tc)
+        dv = data.get("dataVersion") or {}
+        self.data_version = {"counter": int(dv.get("counter", 0)), "timestamp": int(dv.get("timestamp", 0))}
+
+    def persist(self) -> None:
+        """Write the table atomically."""
+        atomic_write_json(self.path, self.wrapper())
+
+    def wrapper(self) -> dict[str, Any]:
+        """TopicConfigSerializeWrapper JSON."""
+        return {
+            "dataVersion": dict(self.data_version),
+            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.table.items())},
+        }
+
+    def _changed(self) -> None:
+        self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": int(time.time() * 1000)}
+        self.persist()
+        if self.on_change is not None:
+            self.on_change()
+
+    def get(self, topic: str) -> TopicConfig | None:
+        """The config of ``topic`` or None."""
+        return self.table.get(topic)
+
+    def update(self, tc: TopicConfig) -> None:
+        """Create or replace a topic."""
+        old = self.table.get(tc.topic_name)
+        self.table[tc.topic_name] = tc
+        if old != tc:
+            log.info("topic %s: %s", "created" if old is None else "updated", tc)
+            self._changed()
+
+    def delete(self, topic: str) -> bool:
+        """Remove a topic; True if it existed."""
+        if self.table.pop(topic, None) is None:
+            return False
+        log.info("topic %s deleted", topic)
+        self._changed()
+        return True
+
+    def create_in_send(self, topic: str, default_topic: str, request_queue_nums: int) -> TopicConfig | None:
+        """Auto-create ``topic`` from template ``default_topic`` (RocketMQ's createTopicInSendMessageMethod)."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        template = self.table.get(default_topic or AUTO_CREATE_TOPIC_KEY)
+        if template is None and self.auto_create:
+            template = self.table.get(AUTO_CREATE_TOPIC_KEY)
+        if template is None or not template.perm & PERM_INHERIT:
+            return None
+        queues = max(1, min(request_queue_nums or template.write_queue_nums, template.write_queue_nums))
+        tc = TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT)
+        self.update(tc)
+        return tc
+
+    def create_system_topic(self, topic: str, queue_nums: int, perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
+        """Find or create a retry/DLQ topic."""
+        tc = self.table.get(topic)
+        if tc is None:
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.update(tc)
+        return tc

@@ -1,0 +1,221 @@
+"""Typed request wrappers over one remoting connection (RocketMQ's MQClientAPIImpl, in small functions).
+
+This is the lowest layer of sievemq's client: producers and consumers build on it; tests and the admin tools use
+it directly. It never imports broker code.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sievemq.errors import RemotingError
+from sievemq.protocol.batch import BatchEntry, encode_batch
+from sievemq.protocol.heartbeat import HeartbeatData
+from sievemq.protocol.message import MessageExt, decode_records, properties_to_string
+from sievemq.protocol.route import TopicRouteData
+from sievemq.protocol.send_header import SendMessageHeader
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """What a broker answered to a send."""
+
+    code: int
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    remark: str | None = None
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """What a broker answered to a pull."""
+
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+    remark: str | None = None
+
+
+def _check(resp: RemotingCommand, *ok: int) -> RemotingCommand:
+    if resp.code not in (ok or (ResponseCode.SUCCESS,)):
+        raise RemotingError(resp.code, resp.remark or "")
+    return resp
+
+
+async def get_route(conn: Connection, topic: str, timeout: float = 3.0) -> TopicRouteData:
+    """GET_ROUTEINFO_BY_TOPIC from a name server."""
+    resp = _check(
+        await conn.request(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout)
+    )
+    return TopicRouteData.from_json(orjson.loads(resp.body))
+
+
+async def send_message(
+    conn: Connection,
+    topic: str,
+    body: bytes,
+    *,
+    group: str = "sievemq-producer",
+    tags: str | None = None,
+    keys: list[str] | None = None,
+    properties: dict[str, str] | None = None,
+    queue_id: int = -1,
+    delay_level: int = 0,
+    timeout: float = 3.0,
+) -> SendResult:
+    """SEND_MESSAGE_V2 of one message (raises RemotingError for non-success codes other than flush timeouts)."""
+    props = dict(properties or {})
+    if tags:
+        props["TAGS"] = tags
+    if keys:
+        props["KEYS"] = " ".join(keys)
+    if delay_level:
+        props["DELAY"] = str(delay_level)
+    props.setdefault("WAIT", "true")
+    header = SendMessageHeader(
+        producer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        born_timestamp=int(time.time() * 1000),
+        properties=properties_to_string(props),
+    )
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_fields(v2=True), body)
+    resp = _check(
+        await conn.request(cmd, timeout),
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    )
+    f = resp.ext_fields
+    return SendResult(
+        resp.code, f.get("msgId", ""), int(f.get("queueId", "0")), int(f.get("queueOffset", "0")), resp.remark
+    )
+
+
+async def send_batch(
+    conn: Connection,
+    topic: str,
+    entries: list[BatchEntry],
+    *,
+    group: str = "sievemq-producer",
+    queue_id: int = -1,
+    code: int = RequestCode.SEND_BATCH_MESSAGE,
+    timeout: float = 3.0,
+) -> SendResult:
+    """SEND_BATCH_MESSAGE (or another send code with the batch flag)."""
+    header = SendMessageHeader(
+        producer_group=group, topic=topic, queue_id=queue_id, born_timestamp=int(time.time() * 1000), batch=True
+    )
+    cmd = RemotingCommand.request(code, header.to_fields(v2=code != RequestCode.SEND_MESSAGE), encode_batch(entries))
+    resp = _check(await conn.request(cmd, timeout), ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT)
+    f = resp.ext_fields
+    return SendResult(resp.code, f.get("msgId", ""), int(f.get("queueId", "0")), int(f.get("queueOffset", "0")))
+
+
+async def pull_message(
+    conn: Connection,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    *,
+    max_nums: int = 32,
+    subscription: str | None = "*",
+    expression_type: str = "TAG",
+    suspend_ms: int = 0,
+    commit_offset: int | None = None,
+    timeout: float = 30.0,
+) -> PullResult:
+    """PULL_MESSAGE; ``subscription`` None means "use the group's heartbeat subscription"."""
+    sys_flag = 0
+    if commit_offset is not None:
+        sys_flag |= 0x1
+    if suspend_ms > 0:
+        sys_flag |= 0x2
+    fields: dict[str, Any] = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": max_nums,
+        "commitOffset": commit_offset if commit_offset is not None else 0,
+        "suspendTimeoutMillis": suspend_ms,
+        "subVersion": 0,
+    }
+    if subscription is not None:
+        sys_flag |= 0x4
+        fields["subscription"] = subscription
+        fields["expressionType"] = expression_type
+    fields["sysFlag"] = sys_flag
+    resp = await conn.request(RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), timeout)
+    f = resp.ext_fields
+    msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else []
+    return PullResult(
+        resp.code,
+        int(f.get("nextBeginOffset", "0")),
+        int(f.get("minOffset", "0")),
+        int(f.get("maxOffset", "0")),
+        msgs,
+        resp.remark,
+    )
+
+
+async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = 3.0) -> RemotingCommand:
+    """HEART_BEAT."""
+    cmd = RemotingCommand.request(RequestCode.HEART_BEAT, body=orjson.dumps(data.to_json()))
+    return _check(await conn.request(cmd, timeout))
+
+
+async def consumer_ids(conn: Connection, group: str, timeout: float = 3.0) -> list[str]:
+    """GET_CONSUMER_LIST_BY_GROUP (empty list when the broker knows no client of the group)."""
+    resp = await conn.request(
+        RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout
+    )
+    if resp.code != ResponseCode.SUCCESS:
+        return []
+    return list(orjson.loads(resp.body).get("consumerIdList") or [])
+
+
+async def query_offset(conn: Connection, group: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
+    """QUERY_CONSUMER_OFFSET (-1 when the broker has none)."""
+    resp = await conn.request(
+        RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+        ),
+        timeout,
+    )
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return -1
+    return int(_check(resp).ext_fields.get("offset", "-1"))
+
+
+async def update_offset(
+    conn: Connection, group: str, topic: str, queue_id: int, offset: int, timeout: float = 3.0
+) -> None:
+    """UPDATE_CONSUMER_OFFSET (request/response form)."""
+    _check(
+        await conn.request(
+            RemotingCommand.request(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset},
+            ),
+            timeout,
+        )
+    )
+
+
+async def queue_offset(conn: Connection, code: int, topic: str, queue_id: int, timeout: float = 3.0) -> int:
+    """GET_MAX_OFFSET or GET_MIN_OFFSET."""
+    resp = _check(await conn.request(RemotingCommand.request(code, {"topic": topic, "queueId": queue_id}), timeout))
+    return int(resp.ext_fields.get("offset", "0"))

@@ -1,0 +1,48 @@
+"""One home for sievemq's errors. Each carries the RocketMQ response code a server answers with."""
+
+from __future__ import annotations
+
+from sievemq.remoting.codes import ResponseCode
+
+
+class SieveError(Exception):
+    """Base of every sievemq error."""
+
+
+class FrameError(SieveError):
+    """A frame on the wire is malformed (bad length, bad header). The connection that sent it is closed."""
+
+
+class RemotingError(SieveError):
+    """A request failed with a RocketMQ response code; ``remark`` says why in words a person can act on."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(f"[{_code_name(code)}] {remark}")
+        self.code = int(code)
+        self.remark = remark
+
+
+class HeaderError(RemotingError):
+    """A request header field is missing or not of the expected type."""
+
+    def __init__(self, remark: str) -> None:
+        super().__init__(ResponseCode.SYSTEM_ERROR, remark)
+
+
+class ConnectionClosedError(SieveError):
+    """The peer closed the connection before answering."""
+
+
+class RequestTimeoutError(SieveError):
+    """No response arrived within the request timeout."""
+
+
+class ConfigError(SieveError):
+    """A configuration value is invalid."""
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"code {code}"

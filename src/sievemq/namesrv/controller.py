@@ -1,0 +1,55 @@
+"""The name server: a RemotingServer over the route table, plus the expiry of silent brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from sievemq.config import NamesrvConfig
+from sievemq.namesrv.processors import NamesrvProcessors
+from sievemq.namesrv.routes import RouteTable
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.server import ProcessorTable, RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+class NamesrvController:
+    """Runs one name server in the current event loop."""
+
+    def __init__(self, config: NamesrvConfig) -> None:
+        self.config = config
+        self.routes = RouteTable()
+        self.processors = NamesrvProcessors(self.routes, config.order_message_enable)
+        table = ProcessorTable("name server")
+        self.processors.register(table)
+        self.server = RemotingServer(table, config.listen_host, config.listen_port, on_close=self._on_close)
+        self._scan: asyncio.Task[None] | None = None
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` the name server listens on."""
+        return f"{self.config.listen_host}:{self.server.port}"
+
+    def _on_close(self, conn: Connection) -> None:
+        for addr in self.routes.connection_closed(id(conn)):
+            log.info("broker %s dropped: its connection closed", addr)
+
+    async def _scan_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.scan_interval_seconds)
+            for addr in self.routes.expire(time.monotonic(), self.config.broker_expire_seconds):
+                log.warning("broker %s expired: no registration for %.0fs", addr, self.config.broker_expire_seconds)
+
+    async def start(self) -> None:
+        """Listen and start the expiry scan."""
+        await self.server.start()
+        self._scan = asyncio.create_task(self._scan_loop())
+        log.info("name server listening on %s", self.addr)
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._scan is not None:
+            self._scan.cancel()
+        await self.server.stop()

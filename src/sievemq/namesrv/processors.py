@@ -1,0 +1,165 @@
+"""Name-server request processors, one method per request code (remoting.md section 4)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from typing import Any
+
+import orjson
+
+from sievemq.namesrv.routes import RouteTable
+from sievemq.protocol.route import TopicConfig
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import get_bool, get_int, get_str, require_int, require_str
+from sievemq.remoting.server import ProcessorTable
+
+log = logging.getLogger(__name__)
+
+
+class NamesrvProcessors:
+    """Answers the name server's request codes over a RouteTable and a KV store."""
+
+    def __init__(self, routes: RouteTable, order_message_enable: bool = False) -> None:
+        self.routes = routes
+        self.kv: dict[str, dict[str, str]] = {}
+        self.order_message_enable = order_message_enable
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put every processor into ``table``."""
+        table.register(RequestCode.REGISTER_BROKER, self.register_broker)
+        table.register(RequestCode.UNREGISTER_BROKER, self.unregister_broker)
+        table.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.get_route)
+        table.register(RequestCode.GET_BROKER_CLUSTER_INFO, self.get_cluster_info)
+        table.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.get_topic_list)
+        table.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic)
+        table.register(RequestCode.PUT_KV_CONFIG, self.put_kv)
+        table.register(RequestCode.GET_KV_CONFIG, self.get_kv)
+        table.register(RequestCode.DELETE_KV_CONFIG, self.delete_kv)
+        table.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self.get_kv_list)
+        table.register(RequestCode.QUERY_DATA_VERSION, self.query_data_version)
+
+    async def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """103 REGISTER_BROKER: record the broker, its topics and its filter servers."""
+        f = cmd.ext_fields
+        crc = get_int(f, "bodyCrc32", 0) or 0
+        if crc and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != crc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        if get_bool(f, "compressed"):
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                "compressed RegisterBrokerBody is not supported; set compressedRegister=false on the broker",
+            )
+        topics: list[TopicConfig] = []
+        filter_servers: list[str] = []
+        data_version: dict[str, Any] = {}
+        if cmd.body:
+            try:
+                body = orjson.loads(cmd.body)
+                wrapper = body.get("topicConfigSerializeWrapper") or {}
+                data_version = dict(wrapper.get("dataVersion") or {})
+                topics = [TopicConfig.from_json(tc) for tc in (wrapper.get("topicConfigTable") or {}).values()]
+                filter_servers = [str(a) for a in body.get("filterServerList") or []]
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"malformed RegisterBrokerBody: {e}")
+        result = self.routes.register_broker(
+            cluster=require_str(f, "clusterName"),
+            broker_addr=require_str(f, "brokerAddr"),
+            broker_name=require_str(f, "brokerName"),
+            broker_id=require_int(f, "brokerId"),
+            ha_server_addr=get_str(f, "haServerAddr", "") or "",
+            topic_configs=topics,
+            data_version=data_version,
+            filter_server_list=filter_servers,
+            conn_id=id(conn),
+            now=time.monotonic(),
+        )
+        kv = self.kv.get("ORDER_TOPIC_CONFIG", {})
+        body_out = orjson.dumps({"table": kv}) if kv else b""
+        return cmd.response(
+            ResponseCode.SUCCESS,
+            ext_fields={"haServerAddr": result.ha_server_addr or None, "masterAddr": result.master_addr or None},
+            body=body_out,
+        )
+
+    async def unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """104 UNREGISTER_BROKER."""
+        f = cmd.ext_fields
+        self.routes.unregister_broker(
+            get_str(f, "clusterName", "") or "",
+            require_str(f, "brokerAddr"),
+            require_str(f, "brokerName"),
+            get_int(f, "brokerId", 0) or 0,
+        )
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """105 GET_ROUTEINFO_BY_TOPIC: TopicRouteData JSON, or TOPIC_NOT_EXIST."""
+        topic = require_str(cmd.ext_fields, "topic")
+        route = self.routes.route(topic)
+        if route is None:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
+            )
+        if self.order_message_enable:
+            route.order_topic_conf = self.kv.get("ORDER_TOPIC_CONFIG", {}).get(topic)
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(route.to_json()))
+
+    async def get_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """106 GET_BROKER_CLUSTER_INFO."""
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.routes.cluster_info()))
+
+    async def get_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": self.routes.topic_list()}))
+
+    async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """216 DELETE_TOPIC_IN_NAMESRV."""
+        self.routes.delete_topic(require_str(cmd.ext_fields, "topic"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def put_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """100 PUT_KV_CONFIG."""
+        f = cmd.ext_fields
+        self.kv.setdefault(require_str(f, "namespace"), {})[require_str(f, "key")] = require_str(f, "value")
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def get_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """101 GET_KV_CONFIG."""
+        f = cmd.ext_fields
+        ns, key = require_str(f, "namespace"), require_str(f, "key")
+        value = self.kv.get(ns, {}).get(key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    async def delete_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """102 DELETE_KV_CONFIG."""
+        f = cmd.ext_fields
+        self.kv.get(require_str(f, "namespace"), {}).pop(require_str(f, "key"), None)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def get_kv_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """219 GET_KVLIST_BY_NAMESPACE."""
+        ns = require_str(cmd.ext_fields, "namespace")
+        table = self.kv.get(ns)
+        if not table:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))
+
+    async def query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """322 QUERY_DATA_VERSION: has the broker's data version changed since its last registration?"""
+        addr = require_str(cmd.ext_fields, "brokerAddr")
+        live = self.routes.live.get(addr)
+        try:
+            incoming = orjson.loads(cmd.body) if cmd.body else {}
+        except orjson.JSONDecodeError:
+            incoming = {}
+        changed = live is None or live.data_version != incoming
+        if live is not None:
+            live.last_update = time.monotonic()
+        body = orjson.dumps(live.data_version) if live else b""
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"changed": changed}, body=body)

@@ -1,0 +1,229 @@
+"""One remoting connection over asyncio: many requests in flight, matched by ``opaque``.
+
+The same class serves both ends. Incoming requests are handed to a ``RequestHandler`` as separate tasks, so a
+held (long-polling) pull never blocks a heartbeat on the same connection. Incoming responses complete the
+future of the request with the same opaque. A malformed frame closes only this connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol, cast
+
+from sievemq.errors import ConnectionClosedError, FrameError, RequestTimeoutError
+from sievemq.remoting.command import FrameDecoder, RemotingCommand, encode_frame
+
+log = logging.getLogger(__name__)
+
+_opaque_counter = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """A process-wide increasing request id (wraps below 2**31)."""
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+class RequestHandler(Protocol):
+    """Something that answers requests arriving on a connection."""
+
+    async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None: ...
+
+
+class Connection(asyncio.Protocol):
+    """A remoting connection (client or server side)."""
+
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+        max_frame_length: int | None = None,
+    ) -> None:
+        self._handler = handler
+        self._on_close = on_close
+        self._decoder = FrameDecoder(max_frame_length) if max_frame_length else FrameDecoder()
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = asyncio.get_running_loop().create_future()
+        self.peer: tuple[str, int] = ("0.0.0.0", 0)
+        self.local: tuple[str, int] = ("0.0.0.0", 0)
+        self.attrs: dict[str, Any] = {}
+        self.last_active = 0.0
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = (str(peer[0]), int(peer[1]))
+        local = transport.get_extra_info("sockname")
+        if local:
+            self.local = (str(local[0]), int(local[1]))
+        self.last_active = asyncio.get_running_loop().time()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = asyncio.get_running_loop().time()
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as e:
+            log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
+            self.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            elif self._handler is not None:
+                task = asyncio.ensure_future(self._serve(cmd))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosedError(f"connection to {self.peer[0]}:{self.peer[1]} closed"))
+        self._pending.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        if not self._closed.done():
+            self._closed.set_result(None)
+        if self._on_close is not None:
+            try:
+                self._on_close(self)
+            except Exception:
+                log.exception("on_close callback failed")
+
+    # ------------------------------------------------------------------ serving
+    async def _serve(self, cmd: RemotingCommand) -> None:
+        assert self._handler is not None
+        try:
+            response = await self._handler.handle(self, cmd)
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("handler failed for request code %d", cmd.code)
+            return
+        if response is not None and not cmd.is_oneway:
+            self.send(response)
+
+    # ------------------------------------------------------------------ API
+    @property
+    def is_closed(self) -> bool:
+        """True once the transport is gone."""
+        return self._transport is None or self._closed.done()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write a command (response or one-way request); silently dropped on a closed connection."""
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._transport.writelines(encode_frame(cmd))
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a one-way request (flag bit 1)."""
+        cmd.flag |= 2
+        if not cmd.opaque:
+            cmd.opaque = next_opaque()
+        self.send(cmd)
+
+    async def request(self, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send a request and wait for its response."""
+        if self.is_closed:
+            raise ConnectionClosedError(f"connection to {self.peer[0]}:{self.peer[1]} is closed")
+        cmd.opaque = next_opaque()
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        self.send(cmd)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"no response to request code {cmd.code} from {self.peer[0]}:{self.peer[1]} in {timeout:.1f}s"
+            ) from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    def close(self) -> None:
+        """Close the connection (pending requests fail with ConnectionClosedError)."""
+        if self._transport is not None:
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection is gone."""
+        await asyncio.shield(self._closed)
+
+
+async def connect(
+    host: str,
+    port: int,
+    handler: RequestHandler | None = None,
+    on_close: Callable[[Connection], None] | None = None,
+    timeout: float = 3.0,
+) -> Connection:
+    """Open a client connection."""
+    loop = asyncio.get_running_loop()
+    try:
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: Connection(handler, on_close), host, port), timeout
+        )
+    except TimeoutError:
+        raise ConnectionClosedError(f"connect to {host}:{port} timed out") from None
+    except OSError as e:
+        raise ConnectionClosedError(f"cannot connect to {host}:{port}: {e}") from None
+    return proto
+
+
+class ConnectionPool:
+    """Client-side connections by ``host:port``, opened on demand and reopened after a close."""
+
+    def __init__(self, handler: RequestHandler | None = None, connect_timeout: float = 3.0) -> None:
+        self._handler = handler
+        self._timeout = connect_timeout
+        self._conns: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, addr: str) -> Connection:
+        """The open connection to ``addr`` (``host:port``), connecting if needed."""
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.is_closed:
+            return conn
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is not None and not conn.is_closed:
+                return conn
+            host, _, port = addr.rpartition(":")
+            conn = await connect(host, int(port), self._handler, timeout=self._timeout)
+            self._conns[addr] = conn
+            return conn
+
+    async def request(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send a request to ``addr`` and wait for the response."""
+        conn = await self.get(addr)
+        return await conn.request(cmd, timeout)
+
+    async def send_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        """Send a one-way request to ``addr``."""
+        (await self.get(addr)).send_oneway(cmd)
+
+    def close_addr(self, addr: str) -> None:
+        """Close the connection to ``addr`` if open."""
+        conn = self._conns.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        """Close every connection."""
+        conns = list(self._conns.values())
+        self._conns.clear()
+        for c in conns:
+            c.close()
+        for c in conns:
+            try:
+                await asyncio.wait_for(c.wait_closed(), 1.0)
+            except TimeoutError:
+                pass

@@ -1,0 +1,54 @@
+"""Reading typed values out of ``extFields``, leniently (clients send numbers, booleans and strings alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sievemq.errors import HeaderError
+
+
+def get_str(fields: Mapping[str, str], key: str, default: str | None = None) -> str | None:
+    """A string field, or ``default`` when absent or empty."""
+    v = fields.get(key)
+    return v if v else default
+
+
+def require_str(fields: Mapping[str, str], key: str) -> str:
+    """A string field that must be present and non-empty."""
+    v = fields.get(key)
+    if not v:
+        raise HeaderError(f"request header field '{key}' is missing")
+    return v
+
+
+def get_int(fields: Mapping[str, str], key: str, default: int | None = None) -> int | None:
+    """An integer field (decimal string); ``default`` when absent; HeaderError when not a number."""
+    v = fields.get(key)
+    if v is None or v == "" or v == "null":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            f = float(v)
+        except ValueError:
+            raise HeaderError(f"request header field '{key}' must be an integer, got {v!r}") from None
+        if not f.is_integer():
+            raise HeaderError(f"request header field '{key}' must be an integer, got {v!r}") from None
+        return int(f)
+
+
+def require_int(fields: Mapping[str, str], key: str) -> int:
+    """An integer field that must be present."""
+    v = get_int(fields, key)
+    if v is None:
+        raise HeaderError(f"request header field '{key}' is missing")
+    return v
+
+
+def get_bool(fields: Mapping[str, str], key: str, default: bool = False) -> bool:
+    """A boolean field: ``true`` in any case is True (Java's Boolean.parseBoolean), absent is ``default``."""
+    v = fields.get(key)
+    if v is None or v == "":
+        return default
+    return v.strip().lower() == "true"

@@ -1,0 +1,253 @@
+"""A consume queue: the per-(topic, queue) index of commit-log records (RocketMQ ``ConsumeQueue``).
+
+On disk: ``<root>/consumequeue/<topic>/<queueId>/<20-digit start byte offset>``, each file
+``cq_entries_per_file * 20`` bytes. Entry ``n`` (the message with queue offset ``n``) sits at byte
+``n * 20`` of the stream::
+
+    commitLogOffset i64 | size i32 | tagsCode i64      (big-endian, struct ">qiq")
+
+``tagsCode`` is the Java hash of TAGS (0 = no tag), or for ``SCHEDULE_TOPIC_XXXX`` the delivery time.
+After the last entry the file is zero, so "size 0" marks the end of data. A *blank* entry
+(size ``0x7FFFFFFF``, tags 0) fills slots that precede a queue's first real entry in a file (a queue
+rebuilt after old commit-log segments were deleted starts at a non-zero offset); its phy field is
+the phy of the next real entry so that phy stays non-decreasing along the queue.
+
+The tags slot is read as-is; a filter receives it through ``MessageFilter.match_cq(tags_code, ext)``
+(``ext`` is reserved for the consume-queue extension of filtering.md 4.4, whose addresses are values
+``<= -2**31 - 1`` in this slot; not written yet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import struct
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sievemq.store.mapped_file import MappedFile
+from sievemq.store.mapped_file_queue import MappedFileQueue
+
+__all__ = ["BLANK_SIZE", "CQ_ENTRY", "CQ_UNIT", "ConsumeQueue", "CqExtUnit"]
+
+CQ_ENTRY = struct.Struct(">qiq")
+CQ_UNIT = 20
+BLANK_SIZE = 0x7FFFFFFF
+_PHY = struct.Struct(">q")
+
+
+@dataclass(frozen=True, slots=True)
+class CqExtUnit:
+    """A consume-queue extension unit (filtering.md 4.4). Not written yet; filters receive None."""
+
+    tags_code: int
+    msg_store_time: int
+    filter_bitmap: bytes | None = None
+
+
+EntryValidator = Callable[[int, int, int, int], bool]
+"""``(queue_offset, phy, size, tags_code) -> ok`` used to check the tail entries on recovery."""
+
+
+class ConsumeQueue:
+    """One queue's entries; all mutation happens on the event-loop thread."""
+
+    __slots__ = ("entries_per_file", "mfq", "min_logic_offset", "queue_id", "topic")
+
+    def __init__(self, base: Path, topic: str, queue_id: int, entries_per_file: int) -> None:
+        """``base`` is the ``consumequeue`` directory."""
+        self.topic = topic
+        self.queue_id = queue_id
+        self.entries_per_file = entries_per_file
+        self.mfq = MappedFileQueue(base / topic / str(queue_id), entries_per_file * CQ_UNIT)
+        self.min_logic_offset = 0
+
+    # ------------------------------------------------------------------------------------------ state
+    @property
+    def directory(self) -> Path:
+        """The queue's directory."""
+        return self.mfq.directory
+
+    @property
+    def max_offset(self) -> int:
+        """Next queue offset to be written (number of logical entries)."""
+        return self.mfq.max_offset // CQ_UNIT
+
+    @property
+    def min_offset(self) -> int:
+        """Oldest queue offset whose message is still in the commit log (as last corrected)."""
+        return max(self.min_logic_offset, self.mfq.min_offset // CQ_UNIT)
+
+    def entry(self, offset: int) -> tuple[int, int, int] | None:
+        """``(phy, size, tags_code)`` of entry ``offset`` or None if not stored."""
+        mf = self.mfq.find(offset * CQ_UNIT)
+        if mf is None:
+            return None
+        pos = offset * CQ_UNIT - mf.file_from_offset
+        if pos + CQ_UNIT > mf.wrote_position:
+            return None
+        phy, size, tags = CQ_ENTRY.unpack_from(mf.mm, pos)
+        return phy, size, tags
+
+    def phy_at(self, offset: int) -> int:
+        """The phy field of a stored entry (caller guarantees it exists)."""
+        mf = self.mfq.find(offset * CQ_UNIT)
+        assert mf is not None
+        return int(_PHY.unpack_from(mf.mm, offset * CQ_UNIT - mf.file_from_offset)[0])
+
+    def read_block(self, offset: int, n: int) -> bytes:
+        """Raw bytes of up to ``n`` consecutive entries from ``offset``, within one file."""
+        byte_off = offset * CQ_UNIT
+        mf = self.mfq.find(byte_off)
+        if mf is None:
+            return b""
+        pos = byte_off - mf.file_from_offset
+        avail = (mf.wrote_position - pos) // CQ_UNIT
+        k = min(n, avail)
+        if k <= 0:
+            return b""
+        return mf.mm[pos : pos + k * CQ_UNIT]
+
+    def file_end_offset(self, offset: int) -> int:
+        """Queue offset where the file holding ``offset`` ends (next file start)."""
+        return (offset // self.entries_per_file + 1) * self.entries_per_file
+
+    # ------------------------------------------------------------------------------------------ write
+    def append(self, queue_offset: int, phy: int, size: int, tags_code: int) -> bool:
+        """Write the entry for ``queue_offset``; False (nothing written) if it is already there."""
+        cur = self.max_offset
+        mfq = self.mfq
+        if not mfq.files:
+            start = (queue_offset // self.entries_per_file) * self.entries_per_file
+            mfq.create_file(start * CQ_UNIT)
+            cur = start
+            self.min_logic_offset = queue_offset
+        elif queue_offset < cur:
+            return False
+        elif cur == mfq.min_offset // CQ_UNIT and queue_offset > cur:
+            self.min_logic_offset = queue_offset  # an emptied queue restarting higher up
+        if queue_offset > cur:
+            self._fill_blanks(cur, queue_offset, phy)
+        mf = mfq.last_or_create()
+        mf.append(CQ_ENTRY.pack(phy, size, tags_code))
+        return True
+
+    def _fill_blanks(self, start: int, end: int, phy: int) -> None:
+        blank = CQ_ENTRY.pack(phy, BLANK_SIZE, 0)
+        off = start
+        while off < end:
+            mf = self.mfq.last_or_create()
+            k = min(end - off, mf.remaining // CQ_UNIT)
+            mf.append(blank * k)
+            off += k
+
+    # ------------------------------------------------------------------------------------------ recovery
+    def load(self) -> None:
+        """Map the queue's files."""
+        self.mfq.load()
+
+    def recover(self, validate: EntryValidator | None = None) -> int:
+        """Find the written end (first entry with size 0); drop invalid tail entries and return their count."""
+        files = self.mfq.files
+        if not files:
+            return 0
+        last = files[-1]
+        last.wrote_position = _data_end(last)
+        last.flushed_position = last.wrote_position
+        self.mfq.flushed_offset = self.mfq.max_offset
+        tail_end = self.max_offset
+        if validate is not None:
+            first = self.mfq.min_offset // CQ_UNIT
+            end = tail_end
+            while end > first:
+                e = self.entry(end - 1)
+                if e is None or (e[1] != BLANK_SIZE and not validate(end - 1, *e)):
+                    end -= 1
+                    continue
+                break
+            tail_end = end
+        dropped = self.max_offset - tail_end
+        # Always rewrite the tail boundary: zeroes any torn bytes after the last good entry.
+        self.set_end_offset(tail_end)
+        return dropped
+
+    def set_end_offset(self, offset: int) -> None:
+        """Truncate the queue so that ``offset`` is the next offset to write."""
+        self.mfq.set_end(offset * CQ_UNIT)
+        if self.min_logic_offset > offset:
+            self.min_logic_offset = offset
+
+    def first_offset_with_phy_at_least(self, phy_limit: int) -> int:
+        """Smallest queue offset (within stored entries) whose phy >= ``phy_limit``, or max_offset."""
+        lo = self.mfq.min_offset // CQ_UNIT
+        hi = self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.phy_at(mid) >= phy_limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def truncate_from_phy(self, phy_limit: int) -> None:
+        """Drop every entry whose commit-log offset is ``>= phy_limit``."""
+        if self.mfq.files:
+            self.set_end_offset(self.first_offset_with_phy_at_least(phy_limit))
+
+    def last_entry_end(self) -> int:
+        """phy + size of the last real entry (0 if none)."""
+        first = self.mfq.min_offset // CQ_UNIT
+        off = self.max_offset - 1
+        while off >= first:
+            e = self.entry(off)
+            if e is not None and e[1] != BLANK_SIZE:
+                return e[0] + e[1]
+            off -= 1
+        return 0
+
+    # ------------------------------------------------------------------------------------------ retention
+    def correct_min_offset(self, phy_min: int) -> None:
+        """Set the min offset to the first real entry whose message is still in the commit log."""
+        off = self.first_offset_with_phy_at_least(phy_min)
+        end = self.max_offset
+        while off < end:
+            e = self.entry(off)
+            if e is None or e[1] != BLANK_SIZE:
+                break
+            off += 1
+        self.min_logic_offset = off
+
+    def delete_expired(self, phy_min: int) -> list[MappedFile]:
+        """Detach files whose every entry points below ``phy_min`` (never the last file)."""
+        n = 0
+        for mf in self.mfq.files[:-1]:
+            last_phy = _PHY.unpack_from(mf.mm, mf.file_size - CQ_UNIT)[0]
+            if last_phy >= phy_min:
+                break
+            n += 1
+        gone = self.mfq.delete_first(n)
+        self.correct_min_offset(phy_min)
+        return gone
+
+    def close(self) -> None:
+        """Unmap the files."""
+        self.mfq.close()
+
+    def destroy(self) -> None:
+        """Unmap and delete the queue's directory."""
+        self.mfq.close()
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(self.directory)
+
+
+def _data_end(mf: MappedFile) -> int:
+    """Byte position of the first entry whose size field is 0 (the file end if none)."""
+    raw = array("i")
+    raw.frombytes(mf.mm[: mf.file_size - mf.file_size % CQ_UNIT])
+    sizes = raw[2::5]  # the size field of each entry; zero is zero in any byte order
+    try:
+        return sizes.index(0) * CQ_UNIT
+    except ValueError:
+        return len(sizes) * CQ_UNIT

@@ -1,0 +1,278 @@
+"""The key index: ``topic#key`` -> commit-log offsets, as on-disk hash files (after RocketMQ ``IndexFile``).
+
+On disk: ``<root>/index/<20-digit phy offset of the first record indexed in it>``, each file a
+pre-sized sparse mapping of ``48 + slots*4 + max_entries*24`` bytes (big-endian)::
+
+    header  magic u32 "SIX1" | reserved u32 | beginTimestamp i64 | endTimestamp i64 |
+            beginPhyOffset i64 | endPhyOffset i64 | slotCount i32 | entryCount i32
+    slots   slotCount x i32: number of the newest entry whose key hashes to the slot (0 = none)
+    entries entry k (k >= 1) at 48 + slots*4 + (k-1)*24:
+            keyHash u32 (crc32 of "topic#key") | phyOffset i64 | storeTimestamp i64 | prevEntry i32
+
+Entries are appended in commit-log order, so within a file and across files phy offsets grow; a
+hash chain (slot -> entry -> prevEntry ...) lists a key's entries newest first. A chain may hold
+other keys with the same hash: callers re-check the record. Writes go entry, slot, then header;
+recovery drops entries beyond the header count and anything at or after a commit-log offset that
+must be rebuilt (``truncate_from_phy``), after which the store re-indexes from the commit log.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import zlib
+from array import array
+from pathlib import Path
+
+from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
+
+__all__ = ["IndexFile", "IndexService", "key_hash"]
+
+_HEADER = struct.Struct(">IIqqqqii")
+_HEADER_SIZE = 48
+_MAGIC = 0x53495831  # "SIX1"
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">Iqqi")
+_ENTRY_SIZE = 24
+_ENTRY_PHY = struct.Struct(">q")
+_ZERO_ENTRY = bytes(_ENTRY_SIZE)
+
+
+def key_hash(key: str) -> int:
+    """Hash of an index key (``topic#key``), unsigned 32-bit."""
+    return zlib.crc32(key.encode("utf-8"))
+
+
+class IndexFile:
+    """One hash index file."""
+
+    __slots__ = ("begin_phy", "begin_ts", "count", "end_phy", "end_ts", "max_entries", "mf", "slots")
+
+    def __init__(self, mf: MappedFile, slots: int, max_entries: int, *, fresh: bool) -> None:
+        self.mf = mf
+        if fresh:
+            self.slots = slots
+            self.max_entries = max_entries
+            self.begin_ts = self.end_ts = 0
+            self.begin_phy = self.end_phy = mf.file_from_offset
+            self.count = 0
+            self._write_header()
+        else:
+            magic, _r, bts, ets, bphy, ephy, nslots, count = _HEADER.unpack_from(mf.mm, 0)
+            if magic != _MAGIC or nslots <= 0:
+                raise ValueError(f"index file {mf.path.name}: bad header")
+            self.slots = nslots
+            self.max_entries = (mf.file_size - _HEADER_SIZE - nslots * 4) // _ENTRY_SIZE
+            self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = bts, ets, bphy, ephy
+            self.count = max(0, min(count, self.max_entries))
+        mf.wrote_position = mf.file_size
+
+    @staticmethod
+    def file_size(slots: int, max_entries: int) -> int:
+        """Bytes of an index file with that geometry."""
+        return _HEADER_SIZE + slots * 4 + max_entries * _ENTRY_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        """No room for another entry."""
+        return self.count >= self.max_entries
+
+    def _entry_pos(self, k: int) -> int:
+        return _HEADER_SIZE + self.slots * 4 + (k - 1) * _ENTRY_SIZE
+
+    def _write_header(self) -> None:
+        _HEADER.pack_into(self.mf.mm, 0, _MAGIC, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+                          self.slots, self.count)  # fmt: skip
+
+    def entry(self, k: int) -> tuple[int, int, int, int]:
+        """``(hash, phy, store_ts, prev)`` of entry ``k``."""
+        h, phy, ts, prev = _ENTRY.unpack_from(self.mf.mm, self._entry_pos(k))
+        return h, phy, ts, prev
+
+    def put(self, h: int, phy: int, ts: int) -> None:
+        """Add an entry (caller checked ``is_full``)."""
+        mm = self.mf.mm
+        slot_pos = _HEADER_SIZE + (h % self.slots) * 4
+        prev = _SLOT.unpack_from(mm, slot_pos)[0]
+        if prev < 0 or prev > self.count:
+            prev = 0
+        k = self.count + 1
+        _ENTRY.pack_into(mm, self._entry_pos(k), h, phy, ts, prev)
+        _SLOT.pack_into(mm, slot_pos, k)
+        if self.count == 0:
+            self.begin_ts = ts
+            self.begin_phy = phy
+        self.count = k
+        self.end_ts = ts
+        self.end_phy = phy
+        self._write_header()
+
+    def lookup(self, h: int, begin_ts: int, end_ts: int, limit: int, out: list[int]) -> None:
+        """Append to ``out`` the phy offsets of entries with hash ``h`` stored in ``[begin_ts, end_ts]``."""
+        mm = self.mf.mm
+        k = _SLOT.unpack_from(mm, _HEADER_SIZE + (h % self.slots) * 4)[0]
+        guard = self.count
+        while 0 < k <= self.count and guard > 0 and len(out) < limit:
+            eh, phy, ts, prev = _ENTRY.unpack_from(mm, self._entry_pos(k))
+            if eh == h and begin_ts <= ts <= end_ts:
+                out.append(phy)
+            if ts < begin_ts or prev >= k:
+                break
+            k = prev
+            guard -= 1
+
+    # ------------------------------------------------------------------------------------------ recovery
+    def truncate_to(self, keep: int) -> None:
+        """Keep entries ``1..keep``; unlink later ones from their hash chains and zero them."""
+        mm = self.mf.mm
+        extra = range(keep + 1, self.count + 1)
+        for k in extra:
+            h = _ENTRY.unpack_from(mm, self._entry_pos(k))[0]
+            self._fix_slot(_HEADER_SIZE + (h % self.slots) * 4, keep)
+        self._fix_all_slots(keep)
+        if self.count > keep:
+            start = self._entry_pos(keep + 1)
+            mm[start : self._entry_pos(self.count + 1)] = bytes(_ENTRY_SIZE * (self.count - keep))
+        self.count = keep
+        if keep:
+            _h, phy, ts, _p = self.entry(keep)
+            self.end_phy, self.end_ts = phy, ts
+        else:
+            self.begin_ts = self.end_ts = 0
+            self.begin_phy = self.end_phy = self.mf.file_from_offset
+        self._write_header()
+
+    def _fix_slot(self, slot_pos: int, keep: int) -> None:
+        mm = self.mf.mm
+        k = _SLOT.unpack_from(mm, slot_pos)[0]
+        while k > keep:
+            if k > self.max_entries:
+                k = 0
+                break
+            prev = _ENTRY.unpack_from(mm, self._entry_pos(k))[3]
+            k = prev if 0 <= prev < k else 0
+        _SLOT.pack_into(mm, slot_pos, max(k, 0))
+
+    def _fix_all_slots(self, keep: int) -> None:
+        """Repair slots that still point past ``keep`` (e.g. a header count that lagged a crash)."""
+        raw = array("i")
+        raw.frombytes(self.mf.mm[_HEADER_SIZE : _HEADER_SIZE + self.slots * 4])
+        if sys.byteorder == "little":
+            raw.byteswap()
+        if not raw or (max(raw) <= keep and min(raw) >= 0):
+            return
+        for i, v in enumerate(raw):
+            if v > keep or v < 0:
+                self._fix_slot(_HEADER_SIZE + i * 4, keep)
+
+    def first_entry_with_phy_at_least(self, phy_limit: int) -> int:
+        """Number of the first entry whose phy >= ``phy_limit`` (``count + 1`` if none)."""
+        lo, hi = 1, self.count + 1
+        mm = self.mf.mm
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _ENTRY_PHY.unpack_from(mm, self._entry_pos(mid) + 4)[0] >= phy_limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+class IndexService:
+    """All index files of a store, newest last."""
+
+    __slots__ = ("directory", "dirty", "files", "max_entries", "slots")
+
+    def __init__(self, directory: Path, slots: int, max_entries: int) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.max_entries = max_entries
+        self.files: list[IndexFile] = []
+        self.dirty: dict[int, MappedFile] = {}
+        """Files written since the flusher last took this map (keyed by start offset)."""
+
+    def load(self) -> None:
+        """Map the index files; unreadable ones are deleted (their keys get re-indexed by recovery)."""
+        if not self.directory.is_dir():
+            return
+        size = IndexFile.file_size(self.slots, self.max_entries)
+        for name in sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit()):
+            mf = MappedFile(self.directory / name, size)
+            try:
+                f = IndexFile(mf, self.slots, self.max_entries, fresh=mf.new_file)
+            except ValueError:
+                mf.destroy()
+                continue
+            self.files.append(f)
+        # Entries past the header count of the last file may be torn: drop them.
+        if self.files:
+            last = self.files[-1]
+            last.truncate_to(last.count)
+
+    @property
+    def exists(self) -> bool:
+        """True if the index directory holds at least one file."""
+        return bool(self.files)
+
+    @property
+    def begin_phy(self) -> int:
+        """Phy offset of the oldest indexed record (or of the first file's name)."""
+        return self.files[0].begin_phy if self.files else 0
+
+    def put(self, key: str, phy: int, ts: int) -> None:
+        """Index ``key`` (already ``topic#key``) for the record at ``phy``."""
+        f = self.files[-1] if self.files else None
+        if f is None or f.is_full:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            mf = MappedFile(self.directory / file_name(phy), IndexFile.file_size(self.slots, self.max_entries))
+            f = IndexFile(mf, self.slots, self.max_entries, fresh=True)
+            self.files.append(f)
+        f.put(key_hash(key), phy, ts)
+        self.dirty[f.mf.file_from_offset] = f.mf
+
+    def lookup(self, key: str, limit: int, begin_ts: int, end_ts: int) -> list[int]:
+        """Phy offsets of records indexed under ``key`` (newest first, possibly with hash collisions)."""
+        h = key_hash(key)
+        out: list[int] = []
+        for f in reversed(self.files):
+            if len(out) >= limit:
+                break
+            if f.count == 0 or f.end_ts < begin_ts or f.begin_ts > end_ts:
+                continue
+            f.lookup(h, begin_ts, end_ts, limit, out)
+        return out
+
+    def truncate_from_phy(self, phy_limit: int) -> None:
+        """Forget every entry for a record at or after ``phy_limit``."""
+        while self.files:
+            f = self.files[-1]
+            if len(self.files) > 1 and (f.count == 0 or f.begin_phy >= phy_limit):
+                self.files.pop()
+                self.dirty.pop(f.mf.file_from_offset, None)
+                f.mf.destroy()
+                continue
+            k = f.first_entry_with_phy_at_least(phy_limit)
+            if k <= f.count:
+                f.truncate_to(k - 1)
+            break
+        fsync_dir(self.directory)
+
+    def delete_expired(self, phy_min: int) -> list[MappedFile]:
+        """Detach files (never the last) whose newest entry is below ``phy_min``; returned unclosed."""
+        gone: list[MappedFile] = []
+        while len(self.files) > 1 and self.files[0].end_phy < phy_min:
+            mf = self.files.pop(0).mf
+            self.dirty.pop(mf.file_from_offset, None)
+            gone.append(mf)
+        return gone
+
+    def mapped_files(self) -> list[MappedFile]:
+        """The files, oldest first."""
+        return [f.mf for f in self.files]
+
+    def close(self) -> None:
+        """Unmap everything."""
+        for f in self.files:
+            f.mf.close()
+        self.files = []

@@ -1,0 +1,185 @@
+"""One memory-mapped, fixed-size data file (RocketMQ ``MappedFile``).
+
+On disk: a regular file named by the 20-digit decimal offset of its first byte in the logical stream
+it belongs to (commit log bytes, consume-queue bytes). It is created at its full size with
+``ftruncate`` (sparse, so creation is instant) and mapped ``MAP_SHARED`` read/write. Data is written
+strictly sequentially from position 0; everything after the written position is zero, which is how
+readers detect the end of data after a restart (size 0 / bad magic).
+
+Threading: the mapping is only written on the event-loop thread. ``sync_fd`` (``fdatasync``; on Linux
+this also writes back pages dirtied through the mapping, exactly like ``msync(MS_SYNC)``) releases the
+GIL and is what flushers run in an executor; ``mmap.flush`` would hold the GIL for the whole msync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+from pathlib import Path
+
+__all__ = ["MappedFile", "file_name", "fsync_dir", "sync_fd"]
+
+_ZERO_CHUNK = bytes(1 << 16)
+
+
+def file_name(offset: int) -> str:
+    """The 20-digit zero-padded file name for a start offset."""
+    return f"{offset:020d}"
+
+
+def sync_fd(fd: int) -> None:
+    """``fdatasync`` (``fsync`` where unavailable); tolerates a descriptor closed concurrently."""
+    try:
+        if hasattr(os, "fdatasync"):
+            os.fdatasync(fd)
+        else:  # pragma: no cover - non-Linux
+            os.fsync(fd)
+    except OSError as e:  # pragma: no cover - only on a close race, which callers avoid
+        if e.errno != errno.EBADF:
+            raise
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so that file creations/renames/unlinks in it are durable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+class MappedFile:
+    """A fixed-size file mapped in memory; ``wrote_position`` is the end of valid data in it."""
+
+    __slots__ = ("_closed", "fd", "file_from_offset", "file_size", "flushed_position", "mm", "new_file",
+                 "path", "wrote_position")  # fmt: skip
+
+    def __init__(self, path: Path, file_size: int) -> None:
+        """Open (creating and pre-sizing if needed) ``path``; its name must be the start offset."""
+        self.path = path
+        self.file_from_offset = int(path.name)
+        existed = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size < file_size:
+                # New file, or one cut short (a crash before it was sized, a partial copy): the missing
+                # tail reads as zeros, i.e. as "no data yet". A bigger file keeps its size.
+                os.ftruncate(fd, file_size)
+                size = file_size
+            self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.file_size = size
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.new_file = not existed
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------------ state
+    @property
+    def end_offset(self) -> int:
+        """Logical offset one past the last byte of this file."""
+        return self.file_from_offset + self.file_size
+
+    @property
+    def remaining(self) -> int:
+        """Free bytes after the written position."""
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        """True when nothing more can be written."""
+        return self.wrote_position >= self.file_size
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close``."""
+        return self._closed
+
+    # ------------------------------------------------------------------------------------------ I/O
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` into the mapping at file position ``pos`` (does not move ``wrote_position``)."""
+        self.mm[pos : pos + len(data)] = data
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the written position; returns the file position it was written at."""
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            raise ValueError(f"{self.path.name}: append of {n} bytes at {pos} exceeds {self.file_size}")
+        self.mm[pos : pos + n] = data
+        self.wrote_position = pos + n
+        return pos
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of ``size`` bytes at file position ``pos``."""
+        return self.mm[pos : pos + size]
+
+    def sync(self) -> None:
+        """Force the file's data to disk (blocking; call from an executor on hot paths)."""
+        if not self._closed:
+            sync_fd(self.fd)
+
+    def zero_from(self, pos: int) -> None:
+        """Zero everything from ``pos`` to the end of the file, skipping holes (used by truncation)."""
+        end = self.file_size
+        ranges: list[tuple[int, int]] = []
+        try:
+            cur = pos
+            while cur < end:
+                data = os.lseek(self.fd, cur, os.SEEK_DATA)
+                if data >= end:
+                    break
+                hole = min(os.lseek(self.fd, data, os.SEEK_HOLE), end)
+                ranges.append((max(data, pos), hole))
+                cur = hole
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # no more data after cur
+                pass
+            else:  # SEEK_DATA unsupported: zero the whole range
+                ranges = [(pos, end)]
+        except AttributeError:  # pragma: no cover - platform without SEEK_DATA
+            ranges = [(pos, end)]
+        mm = self.mm
+        for a, b in ranges:
+            p = a
+            while p < b:
+                q = min(b, p + len(_ZERO_CHUNK))
+                if mm[p:q] != _ZERO_CHUNK[: q - p]:
+                    mm[p:q] = _ZERO_CHUNK[: q - p]
+                p = q
+
+    def close(self) -> None:
+        """Unmap and close the descriptor (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(BufferError):  # a caller still holds a view: let GC unmap it
+            self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        """Close and unlink the file."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def mtime(self) -> float:
+        """Last-modified time of the file (seconds since the epoch)."""
+        try:
+            return os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return 0.0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, size={self.file_size})"

@@ -1,0 +1,172 @@
+"""An ordered run of mapped files forming one logical byte stream (RocketMQ ``MappedFileQueue``).
+
+On disk: one directory holding files named by the 20-digit offset of their first byte, each
+``file_size`` bytes (files keep their on-disk size if the configuration changed since they were
+created). File ``k+1`` starts where file ``k`` ends; only the last file is partially written.
+Files other than 20-digit names (temporary files, ``.bak``...) are ignored.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
+
+__all__ = ["MappedFileQueue"]
+
+
+class MappedFileQueue:
+    """Mapped files of one stream, ordered by start offset."""
+
+    __slots__ = ("_starts", "directory", "file_size", "files", "flushed_offset")
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self._starts: list[int] = []
+        self.flushed_offset = 0
+        """Offset below which all data is known to be on disk."""
+
+    def load(self) -> None:
+        """Map every data file of the directory (written positions are set by the owner's recovery)."""
+        if not self.directory.is_dir():
+            return
+        names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
+        for name in names:
+            mf = MappedFile(self.directory / name, self.file_size)
+            mf.new_file = False
+            if self.files and self.files[-1].end_offset != mf.file_from_offset:
+                # A gap (a file lost by hand?) breaks offset arithmetic: drop what came before it.
+                for old in self.files:
+                    old.close()
+                self.files.clear()
+            self.files.append(mf)
+        self._starts = [f.file_from_offset for f in self.files]
+        for f in self.files:
+            f.wrote_position = f.file_size
+            f.flushed_position = f.file_size
+        if self.files:
+            self.flushed_offset = self.max_offset
+
+    # ------------------------------------------------------------------------------------------ access
+    def __iter__(self) -> Iterator[MappedFile]:
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @property
+    def last(self) -> MappedFile | None:
+        """The file being written, or None when the queue is empty."""
+        return self.files[-1] if self.files else None
+
+    @property
+    def first(self) -> MappedFile | None:
+        """The oldest file, or None."""
+        return self.files[0] if self.files else None
+
+    @property
+    def min_offset(self) -> int:
+        """Start offset of the oldest file (0 when empty)."""
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Offset one past the last written byte (0 when empty)."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file containing ``offset`` or None if no file covers it."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0:
+            return None
+        f = self.files[i]
+        return f if offset < f.end_offset else None
+
+    def index_of(self, offset: int) -> int:
+        """Index in ``files`` of the file containing ``offset`` (clamped to the valid range)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return max(0, min(i, len(self.files) - 1))
+
+    def create_file(self, start: int) -> MappedFile:
+        """Create (and map) the next file starting at ``start``; it must continue the stream."""
+        if self.files and self.files[-1].end_offset != start:
+            raise ValueError(f"{self.directory}: new file {start} does not follow {self.files[-1]}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.directory / file_name(start), self.file_size)
+        self.files.append(mf)
+        self._starts.append(start)
+        return mf
+
+    def last_or_create(self, start_if_empty: int = 0) -> MappedFile:
+        """The last file if it has room, else a new file after it (or at ``start_if_empty``)."""
+        last = self.last
+        if last is None:
+            return self.create_file(start_if_empty)
+        if last.is_full:
+            return self.create_file(last.end_offset)
+        return last
+
+    # ------------------------------------------------------------------------------------------ mutation
+    def set_end(self, offset: int) -> None:
+        """Truncate the stream to ``offset``: set written positions, zero the tail, delete later files.
+
+        The file containing ``offset`` keeps its bytes before it; a file starting exactly at ``offset``
+        is removed unless it is the only file (so an empty stream keeps its start offset).
+        """
+        keep: list[MappedFile] = []
+        for i, f in enumerate(self.files):
+            if f.end_offset <= offset:
+                f.wrote_position = f.file_size
+                keep.append(f)
+            elif f.file_from_offset < offset or (f.file_from_offset == offset and i == 0):
+                pos = offset - f.file_from_offset
+                f.zero_from(pos)
+                f.wrote_position = pos
+                f.flushed_position = min(f.flushed_position, pos)
+                keep.append(f)
+            else:
+                f.destroy()
+        removed = len(self.files) != len(keep)
+        self.files = keep
+        self._starts = [f.file_from_offset for f in keep]
+        self.flushed_offset = min(self.flushed_offset, self.max_offset)
+        if removed:
+            fsync_dir(self.directory)
+
+    def delete_first(self, n: int) -> list[MappedFile]:
+        """Remove the ``n`` oldest files from the queue (never the last one) and return them, unclosed."""
+        n = min(n, len(self.files) - 1)
+        if n <= 0:
+            return []
+        gone = self.files[:n]
+        self.files = self.files[n:]
+        self._starts = self._starts[n:]
+        return gone
+
+    def dirty_files(self, upto: int) -> list[MappedFile]:
+        """Files holding bytes in ``[flushed_offset, upto)``."""
+        lo = self.flushed_offset
+        if upto <= lo or not self.files:
+            return []
+        i = self.index_of(lo)
+        out = []
+        for f in self.files[i:]:
+            if f.file_from_offset >= upto:
+                break
+            out.append(f)
+        return out
+
+    def close(self) -> None:
+        """Unmap every file."""
+        for f in self.files:
+            f.close()
+        self.files = []
+        self._starts = []

@@ -1,0 +1,131 @@
+"""Start real sievemq processes on 127.0.0.1 with free ports, for integration and interop tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the broker also uses port+1 for nothing; port-2 is left alone)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until something accepts connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+@dataclass
+class Proc:
+    """A running sievemq process."""
+
+    args: list[str]
+    port: int
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def addr(self) -> str:
+        """``127.0.0.1:port``."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> Proc:
+        """Start and wait until it listens."""
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child)
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "sievemq.cli", "--log-level", "INFO", *self.args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        wait_port(self.port, proc=self.popen)
+        return self
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait (a clean stop)."""
+        if self.popen is None or self.popen.poll() is not None:
+            return self.popen.returncode if self.popen else 0
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            return self.popen.wait()
+
+    def kill9(self) -> None:
+        """SIGKILL: an unclean stop."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait()
+
+    def log(self) -> str:
+        """What the process printed so far."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+def namesrv_proc(tmp: Path, name: str = "ns") -> Proc:
+    """A name server on a free port (not started)."""
+    port = free_port()
+    return Proc(["namesrv", "--listen-port", str(port)], port, tmp / f"{name}.log")
+
+
+def broker_proc(
+    tmp: Path,
+    namesrv_addr: str,
+    name: str = "broker-a",
+    *extra: str,
+    flush: str = "ASYNC_FLUSH",
+    port: int | None = None,
+) -> Proc:
+    """A broker on a free port with its store under ``tmp/name`` (not started)."""
+    port = port or free_port()
+    args = [
+        "broker",
+        "--broker-name", name,
+        "--listen-port", str(port),
+        "--namesrv-addr", namesrv_addr,
+        "--store-path-root-dir", str(tmp / name),
+        "--flush-disk-type", flush,
+        "--mapped-file-size-commitlog", str(4 * 1024 * 1024),
+        "--register-broker-interval-seconds", "2",
+        *extra,
+    ]
+    return Proc(args, port, tmp / f"{name}.log")
+
+
+def dev_proc(tmp: Path, *extra: str) -> Proc:
+    """``sievemq dev`` on free ports (not started); ``extra['namesrv']`` is its name server address."""
+    ns_port, br_port = free_port(), free_port()
+    p = Proc(
+        ["dev", "--data", str(tmp / "dev-data"), "--namesrv-port", str(ns_port), "--broker-port", str(br_port), *extra],
+        br_port,
+        tmp / "dev.log",
+    )
+    p.extra["namesrv"] = f"127.0.0.1:{ns_port}"
+    p.extra["namesrv_port"] = ns_port
+    return p
