@@ -106,8 +106,15 @@ def ensure_clients_installed(*, force: bool = False, timeout: float = 1500.0) ->
         env["INTEROP_DIR"] = str(interop_dir())
         try:
             proc = subprocess.run(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                timeout=timeout, text=True, errors="replace", check=False,
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                timeout=timeout,
+                text=True,
+                errors="replace",
+                check=False,
             )
             output, code = proc.stdout, proc.returncode
         except subprocess.TimeoutExpired as exc:
@@ -117,8 +124,10 @@ def ensure_clients_installed(*, force: bool = False, timeout: float = 1500.0) ->
             output, code = f"could not run {cmd}: {exc}", -1
         _install_state["output"] = output
         if code != 0:
-            msg = (f"interop client installation failed (exit {code}): {' '.join(cmd)}\n"
-                   f"---- output ----\n{output[-20000:]}")
+            msg = (
+                f"interop client installation failed (exit {code}): {' '.join(cmd)}\n"
+                f"---- output ----\n{output[-20000:]}"
+            )
             _install_state["error"] = msg
             _fail(msg)
         _install_state["done"] = True
@@ -206,8 +215,16 @@ def _parse_line(line: str) -> dict[str, Any]:
 class DriverResult(list):  # list[dict[str, Any]]
     """The JSON events of one driver run, plus ``returncode``, ``stderr``, ``cmd``, ``log_dir``."""
 
-    def __init__(self, events: Iterable[dict[str, Any]], *, returncode: int | None, stderr: str,
-                 cmd: list[str], log_dir: Path | None, duration: float) -> None:
+    def __init__(
+        self,
+        events: Iterable[dict[str, Any]],
+        *,
+        returncode: int | None,
+        stderr: str,
+        cmd: list[str],
+        log_dir: Path | None,
+        duration: float,
+    ) -> None:
         super().__init__(events)
         self.returncode = returncode
         self.stderr = stderr
@@ -227,15 +244,18 @@ class DriverResult(list):  # list[dict[str, Any]]
         return self.returncode == 0 and not self.errors
 
     def describe(self, tail: int = 60) -> str:
-        lines = [f"cmd: {' '.join(self.cmd)}", f"exit code: {self.returncode}  ({self.duration:.1f}s)",
-                 f"log dir: {self.log_dir}", f"---- last {tail} events ----"]
+        lines = [
+            f"cmd: {' '.join(self.cmd)}",
+            f"exit code: {self.returncode}  ({self.duration:.1f}s)",
+            f"log dir: {self.log_dir}",
+            f"---- last {tail} events ----",
+        ]
         lines += [json.dumps(e, ensure_ascii=False)[:600] for e in self[-tail:]]
         lines += ["---- stderr (tail) ----", self.stderr[-6000:]]
         if self.log_dir:
             cpp = sorted(Path(self.log_dir).glob("logs/rocketmq-cpp/*.log*"))
             if cpp:
-                lines += [f"---- C++ client log {cpp[-1]} (tail) ----",
-                          cpp[-1].read_text(errors="replace")[-4000:]]
+                lines += [f"---- C++ client log {cpp[-1]} (tail) ----", cpp[-1].read_text(errors="replace")[-4000:]]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -252,29 +272,51 @@ def _kill_group(proc: subprocess.Popen[Any], sig: int) -> None:
             pass
 
 
-def run_driver(kind: str, args: Sequence[str], timeout: float = 180.0, *, env: dict[str, str] | None = None,
-               log_dir: Path | None = None) -> DriverResult:
+def run_driver(
+    kind: str,
+    args: Sequence[str],
+    timeout: float = 180.0,
+    *,
+    env: dict[str, str] | None = None,
+    log_dir: Path | None = None,
+) -> DriverResult:
     """Run a driver to completion and return its events. The driver enforces its own ``--timeout``; ``timeout``
     here is a last-resort limit after which the process group is killed and DriverTimeout raised."""
     log_dir = log_dir or new_log_dir(kind)
     cmd = driver_command(kind, args)
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        env=driver_env(kind, log_dir, env), cwd=str(log_dir), start_new_session=True,
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=driver_env(kind, log_dir, env),
+        cwd=str(log_dir),
+        start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc, signal.SIGKILL)
         out, err = proc.communicate()
-        res = DriverResult([_parse_line(x) for x in out.decode("utf-8", "replace").splitlines() if x.strip()],
-                           returncode=None, stderr=err.decode("utf-8", "replace"), cmd=cmd, log_dir=log_dir,
-                           duration=time.monotonic() - t0)
+        res = DriverResult(
+            [_parse_line(x) for x in out.decode("utf-8", "replace").splitlines() if x.strip()],
+            returncode=None,
+            stderr=err.decode("utf-8", "replace"),
+            cmd=cmd,
+            log_dir=log_dir,
+            duration=time.monotonic() - t0,
+        )
         raise DriverTimeout(f"driver did not exit within {timeout}s\n{res.describe()}") from None
     events = [_parse_line(x) for x in out.decode("utf-8", "replace").splitlines() if x.strip()]
-    return DriverResult(events, returncode=proc.returncode, stderr=err.decode("utf-8", "replace"), cmd=cmd,
-                        log_dir=log_dir, duration=time.monotonic() - t0)
+    return DriverResult(
+        events,
+        returncode=proc.returncode,
+        stderr=err.decode("utf-8", "replace"),
+        cmd=cmd,
+        log_dir=log_dir,
+        duration=time.monotonic() - t0,
+    )
 
 
 class DriverProcess:
@@ -283,8 +325,9 @@ class DriverProcess:
     Use as a context manager (stops the driver on exit), or call ``stop()``.
     """
 
-    def __init__(self, kind: str, args: Sequence[str], *, env: dict[str, str] | None = None,
-                 log_dir: Path | None = None) -> None:
+    def __init__(
+        self, kind: str, args: Sequence[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None
+    ) -> None:
         self.kind = kind
         self.log_dir = log_dir or new_log_dir(kind)
         self.cmd = driver_command(kind, args)
@@ -296,8 +339,13 @@ class DriverProcess:
         self._t0 = time.monotonic()
         self._t_end: float | None = None
         self.proc = subprocess.Popen(
-            self.cmd, stdout=subprocess.PIPE, stderr=self._stderr_file, stdin=subprocess.DEVNULL,
-            env=driver_env(kind, self.log_dir, env), cwd=str(self.log_dir), start_new_session=True,
+            self.cmd,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file,
+            stdin=subprocess.DEVNULL,
+            env=driver_env(kind, self.log_dir, env),
+            cwd=str(self.log_dir),
+            start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read, name=f"driver-{kind}-{self.proc.pid}", daemon=True)
         self._reader.start()
@@ -343,8 +391,13 @@ class DriverProcess:
         return self.proc.poll()
 
     # -- waiting
-    def wait_for(self, event: str = "started", count: int = 1, timeout: float = 60.0,
-                 predicate: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+    def wait_for(
+        self,
+        event: str = "started",
+        count: int = 1,
+        timeout: float = 60.0,
+        predicate: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> list[dict[str, Any]]:
         """Block until ``count`` events named ``event`` (and matching ``predicate``) were printed. Raises
         DriverTimeout (with the driver's output) on timeout, or if the driver exits first."""
         deadline = time.monotonic() + timeout
@@ -399,8 +452,14 @@ class DriverProcess:
 
     def result(self) -> DriverResult:
         end = self._t_end if self._t_end is not None else time.monotonic()
-        return DriverResult(self.events, returncode=self.proc.poll(), stderr=self.stderr, cmd=self.cmd,
-                            log_dir=self.log_dir, duration=end - self._t0)
+        return DriverResult(
+            self.events,
+            returncode=self.proc.poll(),
+            stderr=self.stderr,
+            cmd=self.cmd,
+            log_dir=self.log_dir,
+            duration=end - self._t0,
+        )
 
     def describe(self, tail: int = 60) -> str:
         return self.result().describe(tail)
@@ -415,8 +474,9 @@ class DriverProcess:
         return f"<DriverProcess {self.kind} pid={self.proc.pid} rc={self.proc.poll()} events={len(self._events)}>"
 
 
-def start_driver(kind: str, args: Sequence[str], *, env: dict[str, str] | None = None,
-                 log_dir: Path | None = None) -> DriverProcess:
+def start_driver(
+    kind: str, args: Sequence[str], *, env: dict[str, str] | None = None, log_dir: Path | None = None
+) -> DriverProcess:
     """Start a driver in the background (e.g. a consumer) and return its DriverProcess."""
     return DriverProcess(kind, args, env=env, log_dir=log_dir)
 

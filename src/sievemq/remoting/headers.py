@@ -47,8 +47,12 @@ def require_int(fields: Mapping[str, str], key: str) -> int:
 
 
 def get_bool(fields: Mapping[str, str], key: str, default: bool = False) -> bool:
-    """A boolean field: ``true`` in any case is True (Java's Boolean.parseBoolean), absent is ``default``."""
+    """A boolean field: ``true`` in any case, or ``1``, is True; absent is ``default``.
+
+    Java's Boolean.parseBoolean reads ``1`` as false, but the C++ core of the PyPI ``rocketmq`` 0.4.x client
+    sends its batch flag as ``"1"``, and honouring it is the only way its batches arrive as batches.
+    """
     v = fields.get(key)
     if v is None or v == "":
         return default
-    return v.strip().lower() == "true"
+    return v.strip().lower() in ("true", "1")

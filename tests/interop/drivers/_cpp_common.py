@@ -96,8 +96,12 @@ class Watchdog:
                 self.on_fire()
             except Exception:
                 pass
-        emit("error", error=f"watchdog: {self.what} did not finish within {self.seconds}s", fatal=True,
-             error_type="WatchdogTimeout")
+        emit(
+            "error",
+            error=f"watchdog: {self.what} did not finish within {self.seconds}s",
+            fatal=True,
+            error_type="WatchdogTimeout",
+        )
         hard_exit(4)
 
 
@@ -112,9 +116,25 @@ GET_CONSUME_FROM_WHERE = "_ZN8rocketmq21DefaultMQPushConsumer19getConsumeFromWhe
 
 # Properties the C API cannot enumerate: we ask for these names (plus --show-prop ones) and report the non-empty.
 STANDARD_PROPS = [
-    "TAGS", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
-    "MIN_OFFSET", "MAX_OFFSET", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
-    "CLUSTER", "MSG_REGION", "TRACE_ON",
+    "TAGS",
+    "KEYS",
+    "UNIQ_KEY",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "TRAN_MSG",
+    "PGROUP",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "ORIGIN_MESSAGE_ID",
+    "RECONSUME_TIME",
+    "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME",
+    "CLUSTER",
+    "MSG_REGION",
+    "TRACE_ON",
 ]
 
 LOG_LEVELS = {"fatal": 1, "error": 2, "warn": 3, "info": 4, "debug": 5, "trace": 6}
@@ -137,8 +157,13 @@ def add_produce_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--tags", default="", help="comma-separated tags, cycled over the messages (none: no tag)")
     p.add_argument("--key-prefix", default="", help="message i gets keys '<prefix><i>' (none: no keys)")
-    p.add_argument("--prop", action="append", default=[], metavar="K=V",
-                   help="user property, repeatable; '{i}' in V is replaced by the message index")
+    p.add_argument(
+        "--prop",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="user property, repeatable; '{i}' in V is replaced by the message index",
+    )
     p.add_argument("--body", default="body-{i}", help="body template; '{i}' is replaced by the message index")
     p.add_argument("--body-size", type=int, default=0, help="pad the body with 'x' up to this many bytes")
     p.add_argument("--delay-level", type=int, default=0, help="delay level (1..18) for every message")
@@ -155,14 +180,25 @@ def add_consume_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect", type=int, default=0, help="number of distinct messages to wait for")
     p.add_argument("--timeout", type=float, default=60.0, help="give up (exit 3) after this many seconds")
     p.add_argument("--linger", type=float, default=2.0, help="keep consuming this long after --expect is reached")
-    p.add_argument("--from", dest="from_where", choices=sorted(CONSUME_FROM), default="last",
-                   help="where a new group starts (consumeFromWhere)")
+    p.add_argument(
+        "--from",
+        dest="from_where",
+        choices=sorted(CONSUME_FROM),
+        default="last",
+        help="where a new group starts (consumeFromWhere)",
+    )
     p.add_argument("--model", choices=["clustering", "broadcasting"], default="clustering")
     p.add_argument("--orderly", action="store_true", help="use the orderly listener")
-    p.add_argument("--reconsume", type=int, default=0,
-                   help="answer RECONSUME_LATER to the first N deliveries of each message")
-    p.add_argument("--show-prop", action="append", default=[], metavar="K",
-                   help="user property name to report in 'props' (the C API cannot list properties)")
+    p.add_argument(
+        "--reconsume", type=int, default=0, help="answer RECONSUME_LATER to the first N deliveries of each message"
+    )
+    p.add_argument(
+        "--show-prop",
+        action="append",
+        default=[],
+        metavar="K",
+        help="user property name to report in 'props' (the C API cannot list properties)",
+    )
     p.add_argument("--max-body-print", type=int, default=4096)
     p.add_argument("--thread-count", type=int, default=0)
 
@@ -198,8 +234,9 @@ def prepare_env(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------------ messages
 
 
-def make_message(client: Any, args: argparse.Namespace, i: int, tags: list[str],
-                 props: list[tuple[str, str]]) -> tuple[Any, dict[str, Any]]:
+def make_message(
+    client: Any, args: argparse.Namespace, i: int, tags: list[str], props: list[tuple[str, str]]
+) -> tuple[Any, dict[str, Any]]:
     msg = client.Message(args.topic)
     info: dict[str, Any] = {"i": i}
     if tags:
@@ -262,8 +299,15 @@ def describe_received(msg: Any, args: argparse.Namespace) -> dict[str, Any]:
         "body_md5": md5(body),
         "props": props,
     }
-    for name in ("queue_id", "queue_offset", "reconsume_times", "commit_log_offset", "born_timestamp",
-                 "store_timestamp", "store_size"):
+    for name in (
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "commit_log_offset",
+        "born_timestamp",
+        "store_timestamp",
+        "store_size",
+    ):
         try:
             d[name] = getattr(msg, name)
         except Exception:
@@ -318,8 +362,7 @@ def run_produce(client: Any, args: argparse.Namespace) -> int:
             res = producer.send_sync(msg)
         except Exception as exc:
             failed += 1
-            emit("error", stage="send", i=i, elapsed_ms=round((time.monotonic() - t0) * 1000),
-                 **error_fields(exc))
+            emit("error", stage="send", i=i, elapsed_ms=round((time.monotonic() - t0) * 1000), **error_fields(exc))
             if not args.keep_going:
                 break
         else:
@@ -361,8 +404,14 @@ def run_produce_batch(client: Any, args: argparse.Namespace) -> int:
             res = producer.send_batch(msgs)
         except Exception as exc:
             failed += len(chunk)
-            emit("error", stage="send_batch", batch=b, i=chunk, elapsed_ms=round((time.monotonic() - t0) * 1000),
-                 **error_fields(exc))
+            emit(
+                "error",
+                stage="send_batch",
+                batch=b,
+                i=chunk,
+                elapsed_ms=round((time.monotonic() - t0) * 1000),
+                **error_fields(exc),
+            )
             if not args.keep_going:
                 break
         else:
@@ -388,7 +437,7 @@ def run_produce_batch(client: Any, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def shutdown_quietly(obj: Any, what: str, limit: float = 10.0) -> None:
+def shutdown_quietly(obj: Any, what: str, limit: float = 5.0) -> None:
     done = threading.Event()
 
     def _run() -> None:
@@ -449,8 +498,8 @@ def subscribe(client: Any, consumer: Any, args: argparse.Namespace, on_message: 
     if args.reconsume <= 0:
         consumer.subscribe(args.topic, on_message, args.expr)
         return
-    from rocketmq.exceptions import ffi_check  # noqa: PLC0415
-    from rocketmq.ffi import MSG_CALLBACK_FUNC  # noqa: PLC0415
+    from rocketmq.exceptions import ffi_check
+    from rocketmq.ffi import MSG_CALLBACK_FUNC
 
     def _raw(consumer_ptr: Any, msg_ptr: Any) -> int:
         try:
@@ -543,8 +592,15 @@ def run_consume(client: Any, args: argparse.Namespace) -> int:
     except Exception as exc:
         emit("error", stage="start", fatal=True, **error_fields(exc))
         return 1
-    emit("started", role="consumer", group=args.group, topic=args.topic, expr=args.expr, from_where=args.from_where,
-         model=args.model)
+    emit(
+        "started",
+        role="consumer",
+        group=args.group,
+        topic=args.topic,
+        expr=args.expr,
+        from_where=args.from_where,
+        model=args.model,
+    )
 
     deadline = started + args.timeout
     code = 0
@@ -590,8 +646,8 @@ def main(argv: list[str] | None, *, prog: str, client_name: str, with_batch: boo
         hard_exit(int(e.code or 0) if isinstance(e.code, int) else 2)
     prepare_env(args)
     try:
-        import rocketmq.client as client  # noqa: PLC0415 - after HOME is set
-        from rocketmq.ffi import MessageModel  # noqa: PLC0415
+        import rocketmq.client as client  # imported after HOME is set
+        from rocketmq.ffi import MessageModel
 
         client.MessageModel = MessageModel  # type: ignore[attr-defined]
     except Exception as exc:
