@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 
 from sievemq.client import api
@@ -11,7 +12,7 @@ from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
 from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import create_topic, max_offset, pull_all
+from tests.integration.helpers import create_topic, dirty_pages, max_offset, pull_all
 
 TOPIC = "DurableTopic"
 QUEUES = 4
@@ -90,3 +91,42 @@ async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(
 
     # The restarted store says it recovered from an unclean stop.
     assert re.search(r"store recovery \(unclean stop\)", broker.log()), "no recovery line in the broker log"
+
+
+async def test_sync_flush_acknowledges_a_send_only_after_it_is_on_disk(cluster: Cluster, open_conn: OpenConn) -> None:
+    """Under SYNC_FLUSH the reply waits for the fsync covering the message: right after a send is acknowledged,
+    the page-cache pages holding its record are clean (written back), which cachestat(2) shows.
+
+    (kill -9 alone cannot tell, since the page cache outlives the process; a power loss would.)
+    """
+    # Control: on this filesystem an fdatasync'ed file has no dirty pages, an unsynced one has.
+    probe = cluster.tmp / "fs-probe"
+    probe.write_bytes(b"p" * 8192)
+    assert dirty_pages(probe) > 0, "precondition: fresh writes show as dirty page-cache pages"
+    fd = os.open(probe, os.O_RDWR)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    assert dirty_pages(probe) == 0, "precondition: the tmp filesystem must write back on fdatasync (not tmpfs)"
+
+    ns = cluster.namesrv()
+    sync_broker = cluster.broker(ns.addr, "broker-sync", flush="SYNC_FLUSH")
+    async_broker = cluster.broker(ns.addr, "broker-async", "--flush-interval-commitlog-ms", "60000")
+    results = {}
+    for proc in (sync_broker, async_broker):
+        conn = await open_conn(proc)
+        await create_topic(conn, "FsyncTopic", queues=1)
+        segments = cluster.store_dir(proc) / "commitlog"
+        dirty = []
+        for i in range(10):
+            r = await api.send_message(conn, "FsyncTopic", b"d" * 300 + str(i).encode(), queue_id=0)
+            _, _, phy = parse_offset_msg_id(r.msg_id)
+            seg = max(p for p in segments.iterdir() if int(p.name) <= phy)
+            dirty.append(dirty_pages(seg, phy - int(seg.name), 400))
+        results[proc.args[proc.args.index("--broker-name") + 1]] = dirty
+    # The async broker (flushing once a minute) shows what "not yet on disk" looks like, so the probe works.
+    assert any(results["broker-async"]), f"async-flush pages should be dirty right after a send: {results}"
+    assert not any(results["broker-sync"]), (
+        f"SYNC_FLUSH acknowledged sends whose pages were still dirty (not fsynced): dirty pages per send {results}"
+    )

@@ -66,7 +66,7 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
     conn = await open_conn(broker)
     assert await api.query_offset(conn, GROUP, TOPIC, 0) == 5
 
-    # kill -9 keeps what was persisted: the broker writes offsets every 5 s.
+    # kill -9 keeps what was persisted: the broker writes changed offsets to disk periodically.
     await api.update_offset(conn, GROUP, TOPIC, 0, 8)
     await api.update_offset(conn, GROUP, TOPIC, 1, 0)
     offsets_file = cluster.store_dir(broker) / "config" / "consumerOffset.json"
@@ -74,7 +74,7 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
         lambda: _persisted(offsets_file, f"{TOPIC}@{GROUP}") == {"0": 8, "1": 0},
         timeout=8.0,
         interval=0.1,
-        what="offsets persisted by the 5 s housekeeping",
+        what="offsets persisted by the periodic writer",
     )
     broker.kill9()
     broker = cluster.restart(broker)

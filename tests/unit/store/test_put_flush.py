@@ -115,8 +115,11 @@ async def test_group_commit_one_fsync_serves_many(
 
     monkeypatch.setattr(ms, "_sync_job", job)
     first = asyncio.create_task(s.put_message(msg(body=b"first")))
-    while not jobs:  # the first fsync is now in progress (blocked)
+    for _ in range(5000):  # wait (bounded) until the first fsync is in progress (blocked on the gate)
+        if jobs:
+            break
         await asyncio.sleep(0.001)
+    assert jobs, "the first put never started an fsync"
     rest = [asyncio.create_task(s.put_message(msg(body=b"m%d" % i))) for i in range(50)]
     await asyncio.sleep(0)
     gate.set()

@@ -1,0 +1,239 @@
+"""The real RocketMQ 4.x clients against real sievemq processes (issue: core).
+
+rocketmq-client-python 0.5.0rc2 and rocketmq 0.4.4 (the official C++ core) and ali-ons 3.12.0 (pure JS) produce
+and consume through ``sievemq dev``; every test asserts on what the clients themselves report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sievemq.client import api
+from sievemq.remoting.codes import RequestCode
+from sievemq.remoting.connection import connect
+from tests.interop.clients import run_driver, start_driver, unique_name
+from tests.support.procs import Proc, dev_proc
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[Proc]:
+    p = dev_proc(tmp_path_factory.mktemp("interop-dev")).start()
+    try:
+        yield p
+    finally:
+        code = p.stop()
+        assert code == 0, p.log()
+
+
+def ns(p: Proc) -> str:
+    return str(p.extra["namesrv"])
+
+
+def create_topic(p: Proc, topic: str, queues: int = 4) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "sievemq.cli", "topic", "create", topic, "-n", ns(p), "-q", str(queues)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def total_messages(p: Proc, topic: str, queues: int = 4) -> int:
+    async def go() -> int:
+        conn = await connect("127.0.0.1", p.port)
+        try:
+            return sum([await api.queue_offset(conn, RequestCode.GET_MAX_OFFSET, topic, q) for q in range(queues)])
+        finally:
+            conn.close()
+
+    return asyncio.run(go())
+
+
+def produce(kind: str, p: Proc, topic: str, count: int, tags: str, key_prefix: str, *extra: str) -> list[dict]:
+    res = run_driver(
+        kind,
+        [
+            "produce",
+            "--namesrv",
+            ns(p),
+            "--topic",
+            topic,
+            "--group",
+            unique_name("P"),
+            "--count",
+            str(count),
+            "--tags",
+            tags,
+            "--key-prefix",
+            key_prefix,
+            *extra,
+        ],
+    )
+    assert res.returncode == 0, res.describe()
+    sent = res.of("sent")
+    assert len(sent) == count or (extra and "produce-batch" in extra), res.describe()
+    return sent
+
+
+def consume_args(
+    p: Proc, topic: str, group: str, expr: str, expect: int, linger: float = 3.0, kind: str = "rmqcp"
+) -> list[str]:
+    """Consumer driver arguments (the C++ drivers report only the properties named by --show-prop)."""
+    shown = [] if kind == "ons" else [a for k in ("region", "n", "color", "origin") for a in ("--show-prop", k)]
+    return [
+        "consume",
+        "--namesrv",
+        ns(p),
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--expr",
+        expr,
+        "--expect",
+        str(expect),
+        "--timeout",
+        "90",
+        "--from",
+        "first",
+        "--linger",
+        str(linger),
+        *shown,
+    ]
+
+
+def received_keys(events: list[dict]) -> Counter[str]:
+    return Counter(str(e["keys"]) for e in events if e.get("event") == "received")
+
+
+def test_rocketmq_client_python_tags_keys_properties(dev: Proc) -> None:
+    topic, group = unique_name("T"), unique_name("G")
+    sent = produce("rmqcp", dev, topic, 12, "TagA,TagB,TagC", "k", "--prop", "region=eu", "--prop", "n={i}")
+    assert all(s["status"] == "SEND_OK" for s in sent)
+    want = {f"k{i}" for i in range(12) if i % 3 != 2}
+    res = run_driver("rmqcp", consume_args(dev, topic, group, "TagA || TagB", len(want)), timeout=150)
+    assert res.returncode == 0, res.describe()
+    got = res.of("received")
+    counts = received_keys(got)
+    assert set(counts) == want, res.describe()
+    assert all(n == 1 for n in counts.values()), f"duplicates: {counts}"
+    for e in got:
+        i = int(e["keys"][1:])
+        assert e["tags"] == ["TagA", "TagB", "TagC"][i % 3]
+        assert e["props"]["region"] == "eu" and e["props"]["n"] == str(i)
+        assert e["body"] == f"body-{i}"
+
+
+def test_ali_ons_produce_and_consume_with_tag_expression(dev: Proc) -> None:
+    topic, group = unique_name("T"), unique_name("G")
+    create_topic(dev, topic)
+    produce("ons", dev, topic, 9, "TagA,TagB,TagC", "o", "--prop", "color=red")
+    want = {f"o{i}" for i in range(9) if i % 3 != 2}
+    res = run_driver("ons", consume_args(dev, topic, group, "TagA || TagB", len(want), kind="ons"), timeout=150)
+    assert res.returncode == 0, res.describe()
+    counts = received_keys(res.of("received"))
+    assert set(counts) == want, res.describe()
+    assert all(n == 1 for n in counts.values()), f"duplicates: {counts}"
+    assert all(e["props"]["color"] == "red" for e in res.of("received"))
+
+
+def test_rocketmq_044_send_batch_stores_every_message(dev: Proc) -> None:
+    topic, group = unique_name("T"), unique_name("G")
+    res = run_driver(
+        "rmq044",
+        [
+            "produce-batch",
+            "--namesrv",
+            ns(dev),
+            "--topic",
+            topic,
+            "--group",
+            unique_name("P"),
+            "--count",
+            "10",
+            "--batch-size",
+            "5",
+            "--tags",
+            "TagA,TagB",
+            "--key-prefix",
+            "b",
+        ],
+    )
+    assert res.returncode == 0, res.describe()
+    assert total_messages(dev, topic) == 10
+    cons = run_driver("rmqcp", consume_args(dev, topic, group, "*", 10), timeout=150)
+    assert cons.returncode == 0, cons.describe()
+    got = cons.of("received")
+    assert set(received_keys(got)) == {f"b{i}" for i in range(10)}
+    assert {e["keys"]: e["tags"] for e in got} == {f"b{i}": ("TagA", "TagB")[i % 2] for i in range(10)}
+
+
+@pytest.mark.parametrize(("producer", "consumer"), [("rmqcp", "ons"), ("ons", "rmqcp")])
+def test_cross_client(dev: Proc, producer: str, consumer: str) -> None:
+    topic, group = unique_name("T"), unique_name("G")
+    create_topic(dev, topic)
+    produce(producer, dev, topic, 6, "TagA,TagB", "x", "--prop", "origin=" + producer)
+    res = run_driver(consumer, consume_args(dev, topic, group, "TagA", 3, kind=consumer), timeout=150)
+    assert res.returncode == 0, res.describe()
+    got = res.of("received")
+    assert set(received_keys(got)) == {"x0", "x2", "x4"}, res.describe()
+    assert all(e["tags"] == "TagA" and e["props"]["origin"] == producer for e in got)
+    assert {e["body"] for e in got} == {"body-0", "body-2", "body-4"}
+
+
+def test_rebalance_three_consumers_delivers_every_message(dev: Proc) -> None:
+    topic, group = unique_name("T"), unique_name("G")
+    create_topic(dev, topic, queues=4)
+    n = 60
+    consumers = [start_driver("rmqcp", consume_args(dev, topic, group, "*", 10**6, linger=0)) for _ in range(3)]
+    try:
+        for c in consumers:
+            c.wait_for("started", timeout=60)
+        time.sleep(3)  # let the three rebalance onto the 4 queues
+        produce("rmqcp", dev, topic, n, "TagA", "r")
+        deadline = time.monotonic() + 90
+        union: set[str] = set()
+        while time.monotonic() < deadline:
+            union = set().union(*(received_keys(c.events) for c in consumers))
+            if len(union) >= n:
+                break
+            time.sleep(0.5)
+        time.sleep(2)
+    finally:
+        for c in consumers:
+            c.stop()
+    per_consumer = [received_keys(c.events) for c in consumers]
+    union = set().union(*per_consumer)
+    assert union == {f"r{i}" for i in range(n)}, [c.describe() for c in consumers]
+    assert sum(1 for pc in per_consumer if pc) == 3, f"queues were not shared out: {[len(pc) for pc in per_consumer]}"
+
+
+def test_consumers_resume_from_committed_offsets_after_kill9(tmp_path: Path, interop_clients: Path) -> None:
+    p = dev_proc(tmp_path, "--flush", "sync").start()
+    topic, group = unique_name("T"), unique_name("G")
+    try:
+        produce("rmqcp", p, topic, 20, "TagA", "a")
+        first = run_driver("rmqcp", consume_args(p, topic, group, "*", 20, linger=1), timeout=150)
+        assert first.returncode == 0, first.describe()
+        assert set(received_keys(first.of("received"))) == {f"a{i}" for i in range(20)}
+        time.sleep(2.5)  # offsets the consumer committed at shutdown reach disk within a second
+        p.kill9()
+        p.start()
+        assert total_messages(p, topic) == 20  # every acknowledged message survived
+        produce("rmqcp", p, topic, 10, "TagA", "b")
+        second = run_driver("rmqcp", consume_args(p, topic, group, "*", 10, linger=3), timeout=150)
+        assert second.returncode == 0, second.describe()
+        assert set(received_keys(second.of("received"))) == {f"b{i}" for i in range(10)}, second.describe()
+    finally:
+        p.stop()
