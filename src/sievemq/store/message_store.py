@@ -254,6 +254,10 @@ class MessageStore:
             raise StoreError(f"store folder {root} is in use by another process") from e
         abort = root / "abort"
         abnormal = abort.exists()
+        # Mark "running" before recovery changes anything: a crash during recovery is an unclean stop.
+        with open(abort, "wb"):
+            pass
+        fsync_dir(root)
         self._checkpoint = CheckpointFile(root / "checkpoint")
         cp = self._checkpoint.read()
         self.commitlog.load()
@@ -269,6 +273,7 @@ class MessageStore:
             index_folder_missing=index_folder_missing,
             tags_fn=self._tags_code,
             redo=self._redo,
+            save_checkpoint=self._checkpoint.write,
         )
         phy_min = self.commitlog.min_offset
         for cq in self._all_cqs():
@@ -282,9 +287,6 @@ class MessageStore:
         # Whatever recovery kept or rebuilt goes to disk before new writes are acknowledged.
         self._available = True
         self.flush()
-        with open(abort, "wb"):
-            pass
-        fsync_dir(root)
 
     def _load_consume_queues(self) -> None:
         """Map every queue found on disk."""
@@ -394,7 +396,7 @@ class MessageStore:
             end = self._append(msgs)
         except PropertiesSizeExceeded:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, msgs)
-        except ValueError as e:
+        except (ValueError, struct.error) as e:  # bad topic/host/separators, or an int out of its field's range
             log.debug("put rejected: %s", e)
             return PutResult(PutStatus.MESSAGE_ILLEGAL, msgs)
         host, port = self.store_host
@@ -827,9 +829,8 @@ class MessageStore:
         """Up to ``n`` raw entries ``(phy, size, tags_code)`` from ``offset`` (blank entries have size 0x7FFFFFFF)."""
         cq = self._find_cq(topic, queue_id)
         out: list[tuple[int, int, int]] = []
-        if cq is None or n <= 0:
+        if cq is None or n <= 0 or offset < 0:
             return out
-        offset = max(offset, cq.min_offset)
         while len(out) < n:
             block = cq.read_block(offset + len(out), n - len(out))
             if not block:
@@ -845,7 +846,7 @@ class MessageStore:
             if qs:
                 for cq in qs.values():
                     self._dirty_cqs.discard(cq)
-                    if self._flushing and False:
+                    if self._flushing:
                         self._pending_close.extend(cq.mfq.files)  # a sync job may still use the fds
                         cq.mfq.files = []
                     cq.destroy()

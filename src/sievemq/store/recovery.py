@@ -88,6 +88,7 @@ def recover(
     index_folder_missing: bool,
     tags_fn: TagsFn,
     redo: RedoFn,
+    save_checkpoint: Callable[[Checkpoint], None],
 ) -> RecoveryReport:
     """Recover the commit log, consume queues and index in place; returns a report."""
     report = RecoveryReport(abnormal=abnormal)
@@ -125,6 +126,11 @@ def recover(
     redo_from = min(r_cq, r_idx)
     n = 0
     if redo_from < end:
+        # Persist the redo points first: if we crash half way, the next start redoes from there again.
+        save_checkpoint(
+            Checkpoint(cp.physic_timestamp, cp.logics_timestamp, cp.index_timestamp, min(cp.physic_offset, end),
+                       min(cp.logics_offset, r_cq), min(cp.index_offset, r_idx))
+        )  # fmt: skip
         for s in cl.iter_summaries(redo_from, end):
             phy = s.commit_log_offset
             redo(s, phy >= r_cq and dispatchable(s.sys_flag), phy >= r_idx)

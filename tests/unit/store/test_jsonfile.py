@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sievemq.store import atomic_write_json, jsonfile, read_json
+from sievemq.store import atomic_write_json, read_json
 
 
 def test_write_read_and_backup(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_failed_write_leaves_previous_version(tmp_path: Path, monkeypatch: pytes
     def boom(fd: int) -> None:
         raise OSError("disk gone")
 
-    monkeypatch.setattr(jsonfile.os, "fsync", boom)
+    monkeypatch.setattr(os, "fsync", boom)
     with pytest.raises(OSError):
         atomic_write_json(p, {"v": 2})
     monkeypatch.undo()

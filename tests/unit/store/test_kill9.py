@@ -47,6 +47,12 @@ WRITER = textwrap.dedent(
 )
 
 
+def parse_ack(line: str) -> tuple[int, int, int, int]:
+    """``ACK queue seq queue_offset phy`` -> the four numbers."""
+    _, q, seq, qoff, phy = line.split()
+    return int(q), int(seq), int(qoff), int(phy)
+
+
 def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     root = tmp_path / "store"
     proc = subprocess.Popen(
@@ -63,8 +69,7 @@ def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
         while len(acks) < 600:
             line = proc.stdout.readline()
             assert line.startswith("ACK"), line
-            _, q, seq, qoff, phy = line.split()
-            acks.append((int(q), int(seq), int(qoff), int(phy)))
+            acks.append(parse_ack(line))
         os.kill(proc.pid, signal.SIGKILL)  # mid-stream: the writers are still putting
         rest, _ = proc.communicate(timeout=30)
     finally:
@@ -74,8 +79,7 @@ def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
     for line in rest.splitlines():  # acknowledgements printed before the kill landed
         if line.startswith("ACK"):
-            _, q, seq, qoff, phy = line.split()
-            acks.append((int(q), int(seq), int(qoff), int(phy)))
+            acks.append(parse_ack(line))
     assert (root / "abort").exists()
     assert any(phy >= 64 * 1024 for *_, phy in acks)  # the run crossed segment boundaries
 

@@ -221,3 +221,38 @@ async def test_index_rebuilt(open_store: Callable[..., MessageStore], clean: boo
             got = s.query_message(m.topic, key, 10, 0, 1 << 62)
             assert [decode_record(r)[0].commit_log_offset for r in got] == [m.commit_log_offset], key
     assert s.query_message("T", "k2", 10, 0, 1 << 62) == []  # k2 is a U message
+
+
+async def test_crash_during_rebuild_is_redone_next_start(
+    open_store: Callable[..., MessageStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = open_store()
+    msgs = await fill(s, 40)
+    before = cq_bytes(s)
+    await s.shutdown()
+    shutil.rmtree(s.root / "consumequeue")
+    real = MessageStore._redo
+    count = 0
+
+    def dying_redo(self: MessageStore, *a: object) -> None:
+        nonlocal count
+        count += 1
+        if count == 15:
+            raise RuntimeError("power cut")
+        real(self, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MessageStore, "_redo", dying_redo)
+    half = MessageStore(s.config, s.store_host)
+    with pytest.raises(RuntimeError):
+        half.load()
+    half.flush = lambda: None  # type: ignore[method-assign]
+    for cq in half._all_cqs():  # what was rebuilt so far reaches the disk
+        for f in cq.mfq.files:
+            f.sync()
+    half.abandon()
+    monkeypatch.undo()
+    assert (s.root / "consumequeue").is_dir()  # a partial rebuild is on disk
+    s = open_store()
+    assert s.recovery_report is not None and s.recovery_report.abnormal
+    assert cq_bytes(s) == before
+    assert_intact(s, msgs)

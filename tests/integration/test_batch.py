@@ -1,0 +1,74 @@
+"""Batches: SEND_BATCH_MESSAGE (320), SEND_MESSAGE_V2 (310) with m=true (the C++ client), SEND_MESSAGE (10)
+with batch=true: every entry stored as its own message with its own properties."""
+
+from __future__ import annotations
+
+import pytest
+
+from sievemq.client import api
+from sievemq.protocol.batch import BatchEntry
+from sievemq.protocol.msgid import UniqIdGenerator, parse_offset_msg_id
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from tests.integration.conftest import OpenConn
+from tests.integration.helpers import create_topic, pull_all
+from tests.support.procs import Proc
+
+CODES = {
+    "SEND_BATCH_MESSAGE-320": RequestCode.SEND_BATCH_MESSAGE,
+    "SEND_MESSAGE_V2-310-m": RequestCode.SEND_MESSAGE_V2,
+    "SEND_MESSAGE-10-batch": RequestCode.SEND_MESSAGE,
+}
+
+
+@pytest.mark.parametrize("code", list(CODES.values()), ids=list(CODES))
+async def test_batch_stores_every_message_with_its_own_properties(
+    broker: Proc, open_conn: OpenConn, code: int
+) -> None:
+    conn = await open_conn(broker)
+    topic = f"Batch{code}"
+    await create_topic(conn, topic, queues=2)
+    ids = UniqIdGenerator()
+    entries = [
+        BatchEntry(
+            flag=i,
+            body=f"batch-{i}".encode() * (i + 1),
+            properties={"UNIQ_KEY": ids.next(), "TAGS": f"Tag{i % 2}", "KEYS": f"bk{i}", "own": f"value-{i}"},
+        )
+        for i in range(5)
+    ]
+    # Something already in the queue, so the batch does not start at offset 0.
+    await api.send_message(conn, topic, b"before", queue_id=1)
+
+    r = await api.send_batch(conn, topic, entries, queue_id=1, code=code)
+    assert r.code == ResponseCode.SUCCESS
+    assert (r.queue_id, r.queue_offset) == (1, 1), "queueOffset is the first message's"
+    msg_ids = r.msg_id.split(",")
+    assert len(msg_ids) == len(entries), r.msg_id
+    assert len({parse_offset_msg_id(m)[2] for m in msg_ids}) == len(entries)
+
+    stored = (await pull_all(conn, topic, 1))[1:]
+    assert [m.queue_offset for m in stored] == [1, 2, 3, 4, 5]
+    assert [m.offset_msg_id for m in stored] == msg_ids
+    for entry, m in zip(entries, stored, strict=True):
+        assert m.topic == topic and m.queue_id == 1
+        assert m.body == entry.body and m.flag == entry.flag
+        for k, v in entry.properties.items():
+            assert m.properties.get(k) == v, (k, m.properties)
+        assert m.properties.get("CLUSTER") == "DefaultCluster"
+        assert "WAIT" not in m.properties
+    # Other entries' properties did not leak into this one.
+    assert {m.properties["own"] for m in stored} == {f"value-{i}" for i in range(5)}
+
+    # Each is indexed and tag-filterable as a message of its own.
+    r2 = await api.pull_message(conn, "batch-group", topic, 1, 1, subscription="Tag1")
+    assert [m.body for m in r2.messages] == [entries[1].body, entries[3].body]
+    assert await pull_all(conn, topic, 0) == [], "nothing went to another queue"
+
+
+async def test_batch_to_a_random_queue_keeps_the_batch_together(broker: Proc, open_conn: OpenConn) -> None:
+    conn = await open_conn(broker)
+    await create_topic(conn, "BatchAnyQueue", queues=4)
+    entries = [BatchEntry(body=f"q{i}".encode(), properties={"TAGS": "T"}) for i in range(4)]
+    r = await api.send_batch(conn, "BatchAnyQueue", entries)
+    msgs = await pull_all(conn, "BatchAnyQueue", r.queue_id)
+    assert [m.body for m in msgs] == [e.body for e in entries]
