@@ -147,6 +147,24 @@ async def pull_all(
     return out
 
 
+async def held_pulls(conn: Connection) -> int:
+    """How many pulls the broker holds right now (GET_BROKER_RUNTIME_INFO ``pullHeldCount``)."""
+    resp = await call(conn, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert resp.code == ResponseCode.SUCCESS, resp
+    return int(orjson.loads(resp.body)["table"].get("pullHeldCount", "0"))
+
+
+async def wait_held(conn: Connection, task: asyncio.Task[Any], count: int = 1, timeout: float = 3.0) -> None:
+    """Wait until the broker holds ``count`` pulls; fail if ``task`` (the pull) is answered meanwhile."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert not task.done(), f"the pull was answered instead of held: {task.result()!r}"
+        if await held_pulls(conn) >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the broker never held {count} pull(s)")
+
+
 def decode_body_records(resp: RemotingCommand) -> list[MessageExt]:
     """Stored records in a response body."""
     return decode_records(resp.body) if resp.body else []

@@ -21,9 +21,7 @@ CODES = {
 
 
 @pytest.mark.parametrize("code", list(CODES.values()), ids=list(CODES))
-async def test_batch_stores_every_message_with_its_own_properties(
-    broker: Proc, open_conn: OpenConn, code: int
-) -> None:
+async def test_batch_stores_every_message_with_its_own_properties(broker: Proc, open_conn: OpenConn, code: int) -> None:
     conn = await open_conn(broker)
     topic = f"Batch{code}"
     await create_topic(conn, topic, queues=2)

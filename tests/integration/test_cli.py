@@ -53,8 +53,9 @@ async def test_topic_create_list_delete_show_in_routes(cluster: Cluster, open_co
     route = await eventually(lambda: route_or_none(nsc, TOPIC), what="route of the created topic")
     assert route_brokers(route) == {"broker-a": br_a.addr, "broker-b": br_b.addr}
     assert {(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas} == {
-        ("broker-a", 3, 3, 6), ("broker-b", 3, 3, 6),
-    }  # fmt: skip
+        ("broker-a", 3, 3, 6),
+        ("broker-b", 3, 3, 6),
+    }
 
     # list: the topic with its queues and message count; system topics only with --all.
     conn_a = await open_conn(br_a)
@@ -85,7 +86,7 @@ async def test_topic_create_list_delete_show_in_routes(cluster: Cluster, open_co
 
 
 async def test_cli_reports_an_unreachable_name_server_without_a_traceback() -> None:
-    rc, out, err = await run_cli("topic", "create", "Nowhere", "--namesrv", f"127.0.0.1:{free_port()}")
+    rc, _out, err = await run_cli("topic", "create", "Nowhere", "--namesrv", f"127.0.0.1:{free_port()}")
     assert rc != 0
     assert "Error" in err and "Traceback" not in err, err
 

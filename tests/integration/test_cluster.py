@@ -86,3 +86,34 @@ async def test_two_namesrvs_two_brokers_routes_sends_pulls_and_broker_loss(
 async def _when(aw, pred):  # type: ignore[no-untyped-def]
     value = await aw
     return value if value is not None and pred(value) else None
+
+
+async def test_brokers_reregister_with_a_restarted_namesrv_and_a_restarted_broker_returns(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-a")  # registers every 2 s
+    conn = await open_conn(broker)
+    await create_topic(conn, "ComebackTopic", queues=2)
+    nsc = await open_conn(ns)
+    await eventually(lambda: route_or_none(nsc, "ComebackTopic"), what="route")
+
+    # The name server dies and comes back empty: the broker's next registration fills it again.
+    ns.kill9()
+    ns = cluster.restart(ns)
+    nsc = await open_conn(ns)
+    assert await route_or_none(nsc, "ComebackTopic") is None, "a restarted name server starts empty"
+    route = await eventually(lambda: route_or_none(nsc, "ComebackTopic"), timeout=6.0, what="re-registration")
+    assert route_brokers(route) == {"broker-a": broker.addr}
+
+    # The broker dies: gone from the route; it comes back with its topics from disk.
+    broker.kill9()
+    await eventually(lambda: _is_none(route_or_none(nsc, "ComebackTopic")), timeout=3.0, what="broker dropped")
+    broker = cluster.restart(broker)
+    route = await eventually(lambda: route_or_none(nsc, "ComebackTopic"), timeout=3.0, what="broker back")
+    assert route_brokers(route) == {"broker-a": broker.addr}
+    assert [(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [(2, 2)]
+
+
+async def _is_none(aw) -> bool:  # type: ignore[no-untyped-def]
+    return (await aw) is None

@@ -8,11 +8,12 @@ import re
 
 from sievemq.client import api
 from sievemq.errors import SieveError
+from sievemq.protocol.batch import BatchEntry
 from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
-from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import create_topic, dirty_pages, max_offset, pull_all
+from tests.integration.conftest import CQ_ENTRIES_PER_FILE, Cluster, OpenConn
+from tests.integration.helpers import create_topic, dirty_pages, max_offset, pull_all, wait_held
 
 TOPIC = "DurableTopic"
 QUEUES = 4
@@ -34,9 +35,7 @@ async def _sender(conn: Connection, n: int, acked: list[tuple[str, int, int, byt
         i += 1
 
 
-async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(
-    cluster: Cluster, open_conn: OpenConn
-) -> None:
+async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(cluster: Cluster, open_conn: OpenConn) -> None:
     ns = cluster.namesrv()
     broker = cluster.broker(ns.addr, "broker-d", flush="SYNC_FLUSH", segment=SEGMENT)
     admin = await open_conn(broker)
@@ -130,3 +129,45 @@ async def test_sync_flush_acknowledges_a_send_only_after_it_is_on_disk(cluster: 
     assert not any(results["broker-sync"]), (
         f"SYNC_FLUSH acknowledged sends whose pages were still dirty (not fsynced): dirty pages per send {results}"
     )
+
+
+async def test_consume_queue_file_roll_with_long_polling_and_restarts(cluster: Cluster, open_conn: OpenConn) -> None:
+    """A queue longer than one consume-queue file (2000 entries here) reads across the file boundary, a pull held
+    exactly at the boundary wakes when the next file starts, and both survive a clean stop and a kill -9."""
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-cq")
+    conn = await open_conn(broker)
+    await create_topic(conn, "CqRoll", queues=1)
+    n = CQ_ENTRIES_PER_FILE
+    for start in range(0, n, 300):  # batches that straddle the file boundary
+        count = min(300, n - start)
+        await api.send_batch(
+            conn,
+            "CqRoll",
+            [BatchEntry(body=f"r{start + i}".encode(), properties={"TAGS": "T"}) for i in range(count)],
+            queue_id=0,
+        )
+    assert await max_offset(conn, "CqRoll", 0) == n
+
+    puller = await open_conn(broker)
+    pull = asyncio.create_task(api.pull_message(puller, "cq-group", "CqRoll", 0, n, suspend_ms=10_000, timeout=15))
+    await wait_held(conn, pull)
+    await api.send_message(conn, "CqRoll", f"r{n}".encode(), queue_id=0)
+    r = await asyncio.wait_for(pull, 2.0)
+    assert r.code == ResponseCode.SUCCESS and [m.body for m in r.messages] == [f"r{n}".encode()]
+
+    expected = [f"r{i}".encode() for i in range(n + 1)]
+    assert [m.body for m in await pull_all(conn, "CqRoll", 0)] == expected
+    r = await api.pull_message(conn, "cq-group", "CqRoll", 0, n - 5, max_nums=32)
+    assert [m.queue_offset for m in r.messages][:6] == list(range(n - 5, n + 1))[: len(r.messages)]
+
+    assert broker.stop() == 0
+    broker = cluster.restart(broker)
+    conn = await open_conn(broker)
+    assert [m.body for m in await pull_all(conn, "CqRoll", 0)] == expected
+
+    broker.kill9()
+    broker = cluster.restart(broker)
+    conn = await open_conn(broker)
+    assert [m.body for m in await pull_all(conn, "CqRoll", 0)] == expected
+    assert (await api.send_message(conn, "CqRoll", b"next", queue_id=0)).queue_offset == n + 1

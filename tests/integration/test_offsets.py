@@ -53,9 +53,19 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
     resp = await call(
         conn,
         RequestCode.PULL_MESSAGE,
-        {"consumerGroup": GROUP, "topic": TOPIC, "queueId": 0, "queueOffset": 7, "maxMsgNums": 1,
-         "sysFlag": 0x4, "commitOffset": 7, "suspendTimeoutMillis": 0, "subscription": SUB_ALL, "subVersion": 0},
-    )  # fmt: skip
+        {
+            "consumerGroup": GROUP,
+            "topic": TOPIC,
+            "queueId": 0,
+            "queueOffset": 7,
+            "maxMsgNums": 1,
+            "sysFlag": 0x4,
+            "commitOffset": 7,
+            "suspendTimeoutMillis": 0,
+            "subscription": SUB_ALL,
+            "subVersion": 0,
+        },
+    )
     assert resp.code == ResponseCode.SUCCESS
     assert await api.query_offset(conn, GROUP, TOPIC, 0) == 5
 
@@ -108,8 +118,9 @@ async def test_queue_offsets_time_search_and_earliest_store_time(broker: Proc, o
     assert ts == sorted(ts) and len(set(ts)) == 3, ts
 
     async def search(t: int) -> int:
-        resp = await call(conn, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "TimeTopic", "queueId": 0,
-                                                                         "timestamp": t})  # fmt: skip
+        resp = await call(
+            conn, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "TimeTopic", "queueId": 0, "timestamp": t}
+        )
         assert resp.code == ResponseCode.SUCCESS, resp
         return int(resp.ext_fields["offset"])
 
@@ -140,8 +151,12 @@ async def test_view_message_by_id_and_query_by_key(broker: Proc, open_conn: Open
     resp = await call(conn, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy})
     assert resp.code == ResponseCode.SUCCESS
     (msg,) = decode_body_records(resp)
-    assert (msg.topic, msg.body, msg.commit_log_offset, msg.offset_msg_id) == ("KeyTopic", b"keyed-1", phy,
-                                                                                first.msg_id)  # fmt: skip
+    assert (msg.topic, msg.body, msg.commit_log_offset, msg.offset_msg_id) == (
+        "KeyTopic",
+        b"keyed-1",
+        phy,
+        first.msg_id,
+    )
     assert msg.keys == ["order-1", "shared"] and msg.uniq_key == uniq
     resp = await call(conn, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy + 10**9})
     assert resp.code != ResponseCode.SUCCESS and resp.remark
@@ -149,8 +164,14 @@ async def test_view_message_by_id_and_query_by_key(broker: Proc, open_conn: Open
     now = int(time.time() * 1000)
 
     async def query(key: str, topic: str = "KeyTopic", **extra: object):  # type: ignore[no-untyped-def]
-        fields = {"topic": topic, "key": key, "maxNum": 32, "beginTimestamp": 0, "endTimestamp": now + 3_600_000,
-                  **extra}  # fmt: skip
+        fields = {
+            "topic": topic,
+            "key": key,
+            "maxNum": 32,
+            "beginTimestamp": 0,
+            "endTimestamp": now + 3_600_000,
+            **extra,
+        }
         return await call(conn, RequestCode.QUERY_MESSAGE, fields)
 
     resp = await query("order-1")

@@ -49,10 +49,26 @@ async def test_route_of_unknown_topic_is_17_and_header_values_are_json_strings(n
     raw = await RawClient.open(broker.port)
     try:
         send_hdr = {
-            "code": RequestCode.SEND_MESSAGE_V2, "flag": 0, "language": "CPP", "opaque": 11, "version": 333,
-            "extFields": {"a": "pg", "b": "WireTopic", "c": "TBW102", "d": 4, "e": 1, "f": 0,
-                          "g": 1700000000000, "h": 0, "i": "TAGS\x01TagA", "j": 0, "k": False, "m": False},
-        }  # fmt: skip
+            "code": RequestCode.SEND_MESSAGE_V2,
+            "flag": 0,
+            "language": "CPP",
+            "opaque": 11,
+            "version": 333,
+            "extFields": {
+                "a": "pg",
+                "b": "WireTopic",
+                "c": "TBW102",
+                "d": 4,
+                "e": 1,
+                "f": 0,
+                "g": 1700000000000,
+                "h": 0,
+                "i": "TAGS\x01TagA",
+                "j": 0,
+                "k": False,
+                "m": False,
+            },
+        }
         await raw.write(json_frame(send_hdr, b"wire-body"))
         h = (await raw.read_frame()).json_header()
         assert h["code"] == ResponseCode.SUCCESS, h
@@ -62,11 +78,24 @@ async def test_route_of_unknown_topic_is_17_and_header_values_are_json_strings(n
         assert (ext["queueId"], ext["queueOffset"]) == ("1", "0")
 
         pull_hdr = {
-            "code": RequestCode.PULL_MESSAGE, "flag": 0, "language": "CPP", "opaque": 12, "version": 333,
-            "extFields": {"consumerGroup": "wire-group", "topic": "WireTopic", "queueId": 1, "queueOffset": 0,
-                          "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0,
-                          "subscription": "*", "subVersion": "0"},
-        }  # fmt: skip
+            "code": RequestCode.PULL_MESSAGE,
+            "flag": 0,
+            "language": "CPP",
+            "opaque": 12,
+            "version": 333,
+            "extFields": {
+                "consumerGroup": "wire-group",
+                "topic": "WireTopic",
+                "queueId": 1,
+                "queueOffset": 0,
+                "maxMsgNums": 32,
+                "sysFlag": 4,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": "0",
+            },
+        }
         await raw.write(json_frame(pull_hdr))
         frame = await raw.read_frame()
         h = frame.json_header()
@@ -170,8 +199,7 @@ def _garbage_frames() -> dict[str, bytes]:
         "negative length": struct.pack(">ii", -5, 0) + b"x" * 16,
         "unknown serialize type": struct.pack(">ii", 12, (7 << 24) | 4) + b"abcdefgh",
         "header longer than frame": struct.pack(">ii", 8, 1000) + b"abcd",
-        "header not json": struct.pack(">ii", 4 + len(good_len_bad_json), len(good_len_bad_json))
-        + good_len_bad_json,
+        "header not json": struct.pack(">ii", 4 + len(good_len_bad_json), len(good_len_bad_json)) + good_len_bad_json,
         "json header without code": json_frame({"opaque": 1, "flag": 0}),
     }
 
@@ -188,8 +216,11 @@ async def test_malformed_frames_close_only_that_connection(ns: Proc, broker: Pro
                 await raw.close()
             # The other connection is untouched and still served.
             assert not bystander.is_closed, f"{proc.args[0]}: {name} closed another connection"
-            resp = await call(bystander, RequestCode.GET_BROKER_CLUSTER_INFO if proc is ns else RequestCode.GET_MAX_OFFSET,
-                              None if proc is ns else {"topic": "Any", "queueId": 0})  # fmt: skip
+            resp = await call(
+                bystander,
+                RequestCode.GET_BROKER_CLUSTER_INFO if proc is ns else RequestCode.GET_MAX_OFFSET,
+                None if proc is ns else {"topic": "Any", "queueId": 0},
+            )
             assert resp.code == ResponseCode.SUCCESS, f"after {name}: [{resp.code}] {resp.remark}"
         assert proc.popen is not None and proc.popen.poll() is None, f"{proc.args[0]} died"
 
@@ -238,7 +269,8 @@ async def test_connection_survives_many_requests_in_flight(broker: Proc, open_co
     """Requests pipelined on one connection are all answered and matched by opaque."""
     conn = await open_conn(broker)
     await create_topic(conn, "PipeTopic", queues=1)
-    results = await asyncio.gather(*(api.send_message(conn, "PipeTopic", f"p{i}".encode(), queue_id=0)
-                                     for i in range(50)))  # fmt: skip
+    results = await asyncio.gather(
+        *(api.send_message(conn, "PipeTopic", f"p{i}".encode(), queue_id=0) for i in range(50))
+    )
     assert sorted(r.queue_offset for r in results) == list(range(50))
     assert len({r.msg_id for r in results}) == 50

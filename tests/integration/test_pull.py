@@ -6,14 +6,12 @@ import asyncio
 import statistics
 import time
 
-import orjson
-
 from sievemq.client import api
 from sievemq.protocol.batch import BatchEntry
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
-from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.codes import ResponseCode
 from tests.integration.conftest import OpenConn
-from tests.integration.helpers import call, create_topic, max_offset
+from tests.integration.helpers import create_topic, held_pulls, max_offset, wait_held
 from tests.support.procs import Proc
 
 GROUP = "pull-group"
@@ -29,8 +27,11 @@ async def test_tag_filter_returns_only_matching_tags(broker: Proc, open_conn: Op
     r = await api.pull_message(conn, GROUP, "TagTopic", 0, 0, subscription="TagA || TagB")
     assert r.code == ResponseCode.SUCCESS
     assert [(m.body, m.tags) for m in r.messages] == [
-        (b"m0", "TagA"), (b"m2", "TagB"), (b"m4", "TagA"), (b"m7", "TagB"),
-    ]  # fmt: skip
+        (b"m0", "TagA"),
+        (b"m2", "TagB"),
+        (b"m4", "TagA"),
+        (b"m7", "TagB"),
+    ]
     assert r.next_begin_offset == len(tags)
     assert (r.min_offset, r.max_offset) == (0, len(tags))
 
@@ -100,7 +101,7 @@ async def test_long_polling_wakes_a_held_pull_within_50ms_of_the_send(broker: Pr
         pull = asyncio.create_task(
             _timed(api.pull_message(puller, GROUP, "LpTopic", 0, i, suspend_ms=10_000, timeout=15))
         )
-        await _until_held(broker, sender, pull)
+        await wait_held(sender, pull)
         sent = await api.send_message(sender, "LpTopic", f"lp{i}".encode(), queue_id=0)
         t_send = time.monotonic()
         assert sent.queue_offset == i
@@ -130,10 +131,10 @@ async def test_held_pull_ignores_non_matching_messages(broker: Proc, open_conn: 
     pull = asyncio.create_task(
         api.pull_message(puller, GROUP, "LpTags", 0, 0, subscription="TagA", suspend_ms=10_000, timeout=15)
     )
-    await _until_held(broker, sender, pull)
+    await wait_held(sender, pull)
     await api.send_message(sender, "LpTags", b"noise", tags="TagZ", queue_id=0)
-    done, _ = await asyncio.wait({pull}, timeout=0.3)
-    assert not done, "a message the subscription does not match must not answer the held pull"
+    # A wake-up would have released the pull before the broker answers this later request.
+    assert await held_pulls(sender) == 1 and not pull.done(), "a non-matching message answered the held pull"
     await api.send_message(sender, "LpTags", b"wanted", tags="TagA", queue_id=0)
     r = await asyncio.wait_for(pull, 2.0)
     assert r.code == ResponseCode.SUCCESS
@@ -146,7 +147,7 @@ async def test_held_pull_does_not_block_other_requests_on_the_same_connection(
     conn = await open_conn(broker)
     await create_topic(conn, "LpShared", queues=1)
     pull = asyncio.create_task(api.pull_message(conn, GROUP, "LpShared", 0, 0, suspend_ms=10_000, timeout=15))
-    await _until_held(broker, conn, pull)
+    await wait_held(conn, pull)
 
     hb = HeartbeatData("shared-conn-client", producer_groups=["shared-producer"])
     t0 = time.monotonic()
@@ -171,13 +172,36 @@ async def _timed(aw):  # type: ignore[no-untyped-def]
     return result, time.monotonic()
 
 
-async def _until_held(broker: Proc, conn, task: asyncio.Task) -> None:  # type: ignore[no-untyped-def,type-arg]
-    """Wait until the broker reports the pull as held (GET_BROKER_RUNTIME_INFO pullHeldCount)."""
+async def test_held_pull_is_released_when_its_connection_closes(broker: Proc, open_conn: OpenConn) -> None:
+    admin, puller = await open_conn(broker), await open_conn(broker)
+    await create_topic(admin, "LpGone", queues=2)
+    pulls = [
+        asyncio.create_task(api.pull_message(puller, GROUP, "LpGone", q, 0, suspend_ms=10_000, timeout=15))
+        for q in range(2)
+    ]
+    await wait_held(admin, pulls[0], count=2)
+    puller.close()
+    await asyncio.gather(*pulls, return_exceptions=True)
     deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
-        assert not task.done(), f"the pull was answered instead of held: {task.result()!r}"
-        resp = await call(conn, RequestCode.GET_BROKER_RUNTIME_INFO)
-        if int(orjson.loads(resp.body)["table"].get("pullHeldCount", "0")) > 0:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the pull was never held")
+    while await held_pulls(admin) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert await held_pulls(admin) == 0, "held pulls of a closed connection must be dropped"
+    # The queues still work for everyone else.
+    await api.send_message(admin, "LpGone", b"x", queue_id=0)
+    r = await api.pull_message(admin, GROUP, "LpGone", 0, 0)
+    assert [m.body for m in r.messages] == [b"x"]
+
+
+async def test_a_send_wakes_only_the_pulls_of_its_queue(broker: Proc, open_conn: OpenConn) -> None:
+    admin, puller = await open_conn(broker), await open_conn(broker)
+    await create_topic(admin, "LpQueues", queues=2)
+    p0 = asyncio.create_task(api.pull_message(puller, GROUP, "LpQueues", 0, 0, suspend_ms=10_000, timeout=15))
+    p1 = asyncio.create_task(api.pull_message(puller, GROUP, "LpQueues", 1, 0, suspend_ms=10_000, timeout=15))
+    await wait_held(admin, p0, count=2)
+    await api.send_message(admin, "LpQueues", b"to-1", queue_id=1)
+    r1 = await asyncio.wait_for(p1, 2.0)
+    assert [m.body for m in r1.messages] == [b"to-1"]
+    assert not p0.done() and await held_pulls(admin) == 1
+    await api.send_message(admin, "LpQueues", b"to-0", queue_id=0)
+    r0 = await asyncio.wait_for(p0, 2.0)
+    assert [m.body for m in r0.messages] == [b"to-0"]

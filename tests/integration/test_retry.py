@@ -17,11 +17,19 @@ RETRY = f"%RETRY%{GROUP}"
 DLQ = f"%DLQ%{GROUP}"
 
 
-async def _send_back(conn: Connection, msg_id: str, topic: str, delay_level: int, version: int | None = None,
-                     **extra: object) -> None:  # fmt: skip
+async def _send_back(
+    conn: Connection, msg_id: str, topic: str, delay_level: int, version: int | None = None, **extra: object
+) -> None:
     _, _, phy = parse_offset_msg_id(msg_id)
-    fields = {"offset": phy, "group": GROUP, "delayLevel": delay_level, "originMsgId": msg_id,
-              "originTopic": topic, "unitMode": False, **extra}  # fmt: skip
+    fields = {
+        "offset": phy,
+        "group": GROUP,
+        "delayLevel": delay_level,
+        "originMsgId": msg_id,
+        "originTopic": topic,
+        "unitMode": False,
+        **extra,
+    }
     resp = await call(conn, RequestCode.CONSUMER_SEND_MSG_BACK, fields, version=version)
     assert resp.code == ResponseCode.SUCCESS, f"[{resp.code}] {resp.remark}"
 
@@ -81,8 +89,19 @@ async def test_retry_exhaustion_through_sends_to_the_retry_topic(broker: Proc, o
     """A consumer's fallback send to %RETRY% with reconsumeTimes >= maxReconsumeTimes is dead-lettered."""
     conn = await open_conn(broker)
     await call(conn, RequestCode.HEART_BEAT, body=b'{"clientID":"x","consumerDataSet":[{"groupName":"retry-group"}]}')
-    fields = {"a": "pg", "b": RETRY, "c": "TBW102", "d": 1, "e": 0, "f": 0, "g": int(time.time() * 1000), "h": 0,
-              "i": "RETRY_TOPIC\x01OrigTopic", "j": 3, "l": 3}  # fmt: skip
+    fields = {
+        "a": "pg",
+        "b": RETRY,
+        "c": "TBW102",
+        "d": 1,
+        "e": 0,
+        "f": 0,
+        "g": int(time.time() * 1000),
+        "h": 0,
+        "i": "RETRY_TOPIC\x01OrigTopic",
+        "j": 3,
+        "l": 3,
+    }
     resp = await call(conn, RequestCode.SEND_MESSAGE_V2, fields, b"exhausted")
     assert resp.code == ResponseCode.SUCCESS, resp
     (msg,) = await pull_all(conn, DLQ, 0, group=GROUP)

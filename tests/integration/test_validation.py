@@ -45,9 +45,17 @@ async def test_invalid_topic_names_are_refused_with_a_remark(broker: Proc, open_
         resp = await call(
             conn,
             RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
-             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False},
-        )  # fmt: skip
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": 1,
+                "writeQueueNums": 1,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+            },
+        )
         assert resp.code == ResponseCode.SYSTEM_ERROR and word in (resp.remark or ""), resp
 
 
@@ -78,9 +86,7 @@ async def test_batch_entry_over_max_message_size_is_message_illegal(
     broker = cluster.broker(ns.addr, "broker-small", "--max-message-size", "1024")
     conn = await open_conn(broker)
     with pytest.raises(RemotingError) as ei:
-        await api.send_batch(
-            conn, "SizeBatch", [BatchEntry(body=b"ok"), BatchEntry(body=b"x" * 2000)], queue_id=0
-        )
+        await api.send_batch(conn, "SizeBatch", [BatchEntry(body=b"ok"), BatchEntry(body=b"x" * 2000)], queue_id=0)
     assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert await max_offset(conn, "SizeBatch", 0) == 0, "no part of a refused batch is stored"
 

@@ -14,7 +14,7 @@ from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_bool, get_int, get_str, require_int, require_str
+from sievemq.remoting.headers import get_bool, get_str, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class NamesrvProcessors:
     async def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """103 REGISTER_BROKER: record the broker, its topics and its filter servers."""
         f = cmd.ext_fields
-        crc = get_int(f, "bodyCrc32", 0) or 0
+        crc = int_or(f, "bodyCrc32", 0)
         if crc and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != crc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
         if get_bool(f, "compressed"):
@@ -92,7 +92,7 @@ class NamesrvProcessors:
             get_str(f, "clusterName", "") or "",
             require_str(f, "brokerAddr"),
             require_str(f, "brokerName"),
-            get_int(f, "brokerId", 0) or 0,
+            int_or(f, "brokerId", 0),
         )
         return cmd.response(ResponseCode.SUCCESS)
 

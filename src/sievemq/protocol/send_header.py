@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sievemq.remoting.headers import get_bool, get_int, get_str, require_str
+from sievemq.remoting.headers import get_bool, get_int, get_str, int_or, require_str
 
 V2_TO_V1 = {
     "a": "producerGroup",
@@ -54,13 +54,13 @@ class SendMessageHeader:
             producer_group=get_str(f, "producerGroup", "") or "",
             topic=require_str(f, "topic"),
             default_topic=get_str(f, "defaultTopic", "TBW102") or "TBW102",
-            default_topic_queue_nums=get_int(f, "defaultTopicQueueNums", 4) or 4,
+            default_topic_queue_nums=int_or(f, "defaultTopicQueueNums", 4),
             queue_id=-1 if qid is None else qid,
-            sys_flag=get_int(f, "sysFlag", 0) or 0,
-            born_timestamp=get_int(f, "bornTimestamp", 0) or 0,
-            flag=get_int(f, "flag", 0) or 0,
+            sys_flag=int_or(f, "sysFlag", 0),
+            born_timestamp=int_or(f, "bornTimestamp", 0),
+            flag=int_or(f, "flag", 0),
             properties=f.get("properties") or "",
-            reconsume_times=get_int(f, "reconsumeTimes", 0) or 0,
+            reconsume_times=int_or(f, "reconsumeTimes", 0),
             unit_mode=get_bool(f, "unitMode"),
             max_reconsume_times=get_int(f, "maxReconsumeTimes"),
             batch=get_bool(f, "batch"),

@@ -56,3 +56,9 @@ def get_bool(fields: Mapping[str, str], key: str, default: bool = False) -> bool
     if v is None or v == "":
         return default
     return v.strip().lower() in ("true", "1")
+
+
+def int_or(fields: Mapping[str, str], key: str, default: int) -> int:
+    """An integer field, ``default`` when absent (0 stays 0)."""
+    v = get_int(fields, key)
+    return default if v is None else v

@@ -114,6 +114,41 @@ class ConsumeQueue:
         """Queue offset where the file holding ``offset`` ends (next file start)."""
         return (offset // self.entries_per_file + 1) * self.entries_per_file
 
+    def offset_by_time(self, timestamp: int, store_time_at: Callable[[int], int | None]) -> int:
+        """Binary search on store times (read from the commit log by ``store_time_at(phy)``).
+
+        Returns the first offset stored exactly at ``timestamp`` if any; else the nearer of its two
+        neighbours (the earlier one on a tie, as Java); before everything the min offset, after
+        everything the last offset. Store times are non-decreasing along a queue; entries whose
+        record is gone count as "earlier than anything".
+        """
+        lo, hi = self.min_offset, self.max_offset
+        if lo >= hi:
+            return lo
+        first, last = lo, hi - 1
+
+        def t(i: int) -> int:
+            e = self.entry(i)
+            if e is None or e[1] == BLANK_SIZE:
+                return -1
+            v = store_time_at(e[0])
+            return -1 if v is None else v
+
+        while lo < hi:  # first offset whose store time is >= timestamp
+            mid = (lo + hi) // 2
+            if t(mid) < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        right = lo
+        if right > last:
+            return last
+        tr = t(right)
+        if tr == timestamp or right == first:
+            return right
+        tl = t(right - 1)
+        return right if (timestamp - tl) > (tr - timestamp) else right - 1
+
     # ------------------------------------------------------------------------------------------ write
     def append(self, queue_offset: int, phy: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``queue_offset``; False (nothing written) if it is already there."""

@@ -173,9 +173,6 @@ class MessageFilter(Protocol):
         ...
 
 
-_I64 = struct.Struct(">q")
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -241,6 +238,7 @@ class MessageStore:
     def load(self) -> None:
         """Open the folder, recover (CRC-checked after an unclean stop), create ``abort``."""
         root = self.root
+        self._stopping = False
         cq_folder_missing = not self._cq_base.is_dir()
         index_folder_missing = not (root / "index").is_dir()
         for d in (root, root / "commitlog", self._cq_base, root / "index", root / "config"):
@@ -759,30 +757,7 @@ class MessageStore:
         cq = self._find_cq(topic, queue_id)
         if cq is None:
             return 0
-        lo, hi = cq.min_offset, cq.max_offset
-        if lo >= hi:
-            return lo
-        first, last = lo, hi - 1
-
-        def t(i: int) -> int:
-            v = self._entry_store_time(cq, i)
-            return -1 if v is None else v
-
-        # First offset whose store time is >= timestamp (times are non-decreasing along a queue).
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if t(mid) < timestamp:
-                lo = mid + 1
-            else:
-                hi = mid
-        right = lo
-        if right <= last:
-            tr = t(right)
-            if tr == timestamp or right == first:
-                return right
-            tl = t(right - 1)
-            return right if (timestamp - tl) > (tr - timestamp) else right - 1
-        return last
+        return cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
 
     def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
         """Store time of the message at the queue's min offset (-1 if none)."""
@@ -826,7 +801,11 @@ class MessageStore:
         return out
 
     def read_cq_entries(self, topic: str, queue_id: int, offset: int, n: int) -> list[tuple[int, int, int]]:
-        """Up to ``n`` raw entries ``(phy, size, tags_code)`` from ``offset`` (blank entries have size 0x7FFFFFFF)."""
+        """Up to ``n`` entries ``(phy, size, tags_code)`` from ``offset`` on (crossing files).
+
+        A blank slot (no message at that queue offset, see consume_queue.py) comes back as
+        ``(-1, 0, 0)`` so that callers walking offsets one by one skip it.
+        """
         cq = self._find_cq(topic, queue_id)
         out: list[tuple[int, int, int]] = []
         if cq is None or n <= 0 or offset < 0:
@@ -835,7 +814,7 @@ class MessageStore:
             block = cq.read_block(offset + len(out), n - len(out))
             if not block:
                 break
-            out.extend(CQ_ENTRY.iter_unpack(block))
+            out.extend((-1, 0, 0) if e[1] == BLANK_SIZE else e for e in CQ_ENTRY.iter_unpack(block))
         return out
 
     # ============================================================================================ topics

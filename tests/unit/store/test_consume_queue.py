@@ -100,3 +100,13 @@ def test_recover_finds_end_and_drops_torn_tail(tmp_path: Path) -> None:
     assert cq.max_offset == 5 and seen == [5, 4]
     assert path.read_bytes()[100:] == bytes(60)  # torn bytes zeroed
     cq.close()
+
+
+async def test_read_cq_entries_hides_blank_slots(open_store: Callable[..., MessageStore]) -> None:
+    s = open_store()
+    await s.put_message(msg(body=b"x"))
+    cq = s._find_cq("T", 0)
+    assert cq is not None
+    assert cq.append(4, 999_999, 100, 7)  # a gap (offsets 1..3) gets blank slots
+    assert s.read_cq_entries("T", 0, 1, 4) == [(-1, 0, 0)] * 3 + [(999_999, 100, 7)]
+    assert s.look_message_by_offset(-1) is None

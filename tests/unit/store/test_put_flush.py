@@ -49,6 +49,9 @@ async def test_put_validation(open_store: Callable[..., MessageStore]) -> None:
     assert (await s.put_message(msg("t" * 128))).status is PutStatus.MESSAGE_ILLEGAL
     assert (await s.put_message(msg("a/b"))).status is PutStatus.MESSAGE_ILLEGAL
     assert (await s.put_messages([msg("A"), msg("B")])).status is PutStatus.MESSAGE_ILLEGAL
+    assert (await s.put_message(msg(queue_id=-1))).status is PutStatus.MESSAGE_ILLEGAL
+    assert (await s.put_message(msg(queue_id=1 << 31))).status is PutStatus.MESSAGE_ILLEGAL
+    assert (await s.put_message(msg(**{"bad\x02key": "v"}))).status is PutStatus.MESSAGE_ILLEGAL
     assert s.get_max_offset("T", 0) == 1 and s.topic_queues() == {"T": [0]}
 
 

@@ -14,7 +14,7 @@ from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_bool, get_int, get_str, require_str
+from sievemq.remoting.headers import get_bool, get_str, int_or, require_str
 from sievemq.remoting.server import ProcessorTable
 
 if TYPE_CHECKING:
@@ -46,8 +46,8 @@ class AdminProcessor:
         if topic == AUTO_CREATE_TOPIC_KEY or topic == self.b.config.broker_cluster_name:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words")
         default_n = self.b.config.default_topic_queue_nums
-        read_n = get_int(f, "readQueueNums", default_n) or default_n
-        write_n = get_int(f, "writeQueueNums", default_n) or default_n
+        read_n = int_or(f, "readQueueNums", default_n)
+        write_n = int_or(f, "writeQueueNums", default_n)
         if not (0 < read_n <= 1024 and 0 < write_n <= 1024):
             raise RemotingError(ResponseCode.SYSTEM_ERROR, "queue numbers must be between 1 and 1024")
         filter_type = get_str(f, "topicFilterType", "SINGLE_TAG") or "SINGLE_TAG"
@@ -59,9 +59,9 @@ class AdminProcessor:
             topic_name=topic,
             read_queue_nums=read_n,
             write_queue_nums=write_n,
-            perm=get_int(f, "perm", 6) or 6,
+            perm=int_or(f, "perm", 6),
             topic_filter_type=filter_type,
-            topic_sys_flag=get_int(f, "topicSysFlag", 0) or 0,
+            topic_sys_flag=int_or(f, "topicSysFlag", 0),
             order=get_bool(f, "order"),
         )
         self.b.topics.update(tc)

@@ -17,7 +17,7 @@ from sievemq.protocol.route import PERM_READ
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_int, get_str, require_int, require_str
+from sievemq.remoting.headers import get_int, get_str, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store.message_store import GetResult, GetStatus
 
@@ -56,7 +56,7 @@ class PullProcessor:
                 topic=topic,
                 sub_string=get_str(f, "subscription", "*") or "*",
                 expression_type=get_str(f, "expressionType", "TAG") or "TAG",
-                sub_version=get_int(f, "subVersion", 0) or 0,
+                sub_version=int_or(f, "subVersion", 0),
             )
         info = self.b.consumers.get(group)
         if info is None:
@@ -70,7 +70,7 @@ class PullProcessor:
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's subscription not exist: group {group} has no subscription of topic {topic}",
             )
-        version = get_int(f, "subVersion", 0) or 0
+        version = int_or(f, "subVersion", 0)
         if sub.sub_version < version:
             raise RemotingError(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
@@ -85,9 +85,9 @@ class PullProcessor:
         topic = require_str(f, "topic")
         queue_id = require_int(f, "queueId")
         offset = require_int(f, "queueOffset")
-        max_nums = get_int(f, "maxMsgNums", 32) or 32
-        sys_flag = get_int(f, "sysFlag", 0) or 0
-        suspend_ms = get_int(f, "suspendTimeoutMillis", 15000) or 0
+        max_nums = max(1, int_or(f, "maxMsgNums", 32))
+        sys_flag = int_or(f, "sysFlag", 0)
+        suspend_ms = int_or(f, "suspendTimeoutMillis", 15000)
 
         gc = self.b.groups.find(group)
         if gc is None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_bool, get_int, require_int, require_str
+from sievemq.remoting.headers import get_bool, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 
 if TYPE_CHECKING:
@@ -38,15 +38,15 @@ class QueryProcessor:
     async def query_by_key(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """12: stored records whose KEYS word or UNIQ_KEY equals ``key``, within the time range."""
         f = cmd.ext_fields
-        max_num = get_int(f, "maxNum", DEFAULT_QUERY_MAX_NUM) or DEFAULT_QUERY_MAX_NUM
+        max_num = max(1, int_or(f, "maxNum", DEFAULT_QUERY_MAX_NUM))
         if get_bool(f, "_UNIQUE_KEY_QUERY"):
             max_num = DEFAULT_QUERY_MAX_NUM
         records = self.b.store.query_message(
             require_str(f, "topic"),
             require_str(f, "key"),
             max_num,
-            get_int(f, "beginTimestamp", 0) or 0,
-            get_int(f, "endTimestamp", 2**62) or 2**62,
+            int_or(f, "beginTimestamp", 0),
+            int_or(f, "endTimestamp", 2**62),
         )
         header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": self.b.store.max_phy_offset}
         if not records:

@@ -23,7 +23,7 @@ from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_int, get_str, require_int, require_str
+from sievemq.remoting.headers import get_int, get_str, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store.message_store import PutResult, PutStatus
 
@@ -231,7 +231,7 @@ class SendProcessor:
         f = cmd.ext_fields
         group = require_str(f, "group")
         offset = require_int(f, "offset")
-        delay_level = get_int(f, "delayLevel", 0) or 0
+        delay_level = int_or(f, "delayLevel", 0)
         gc = self.b.groups.find(group)
         if gc is None:
             raise RemotingError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist")
