@@ -301,5 +301,43 @@ def topic_delete(name: str, namesrv: str, cluster: str | None) -> None:
     _admin(namesrv, go)
 
 
+@main.group()
+def group() -> None:
+    """Inspect consumer groups."""
+
+
+@group.command("status")
+@click.argument("name")
+@namesrv_option
+@click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
+def group_status(name: str, namesrv: str, as_json: bool) -> None:
+    """Show consumer group NAME: each client, its expressions, consistent or not, its queues, and the lag."""
+    import orjson
+
+    async def go(admin: Any) -> None:
+        statuses = await admin.group_status(name)
+        if as_json:
+            click.echo(orjson.dumps(statuses, option=orjson.OPT_INDENT_2).decode())
+            return
+        for st in statuses:
+            click.echo(f"group {st['group']} on broker {st['broker']} (subscriptionConsistency={st['mode']})")
+            for topic, t in st["topics"].items():
+                expr = t.get("expression", "-")
+                click.echo(f"  topic {topic}: group expression '{expr}', lag {t['totalLag']}")
+            if not st["clients"]:
+                click.echo("  no live clients")
+            for c in st["clients"]:
+                state = "consistent" if c["consistent"] else "INCONSISTENT"
+                click.echo(f"  client {c['clientId']} ({c['address']}, {c['language']}): {state}")
+                for topic, sub in c["subscriptions"].items():
+                    mark = "" if sub["consistent"] else "   <- differs from the group; gets no queues of this topic"
+                    click.echo(f"    {topic}: '{sub['expression']}'{mark}")
+                queues = ", ".join(f"{t}:{q}" for t, q in c["queues"]) or "none"
+                click.echo(f"    queues pulled lately: {queues}")
+            click.echo(f"  inconsistencies seen since start: {st['inconsistenciesSeen']}")
+
+    _admin(namesrv, go)
+
+
 if __name__ == "__main__":
     main()

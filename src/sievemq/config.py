@@ -70,6 +70,11 @@ class BrokerConfig:
     max_reconsume_times: int = _doc("default retries before a message goes to %DLQ%group", default=16)
     channel_expired_seconds: float = _doc("drop a client connection silent for this long", default=120.0)
     enable_property_filter: bool = _doc("allow SQL92 subscriptions", default=True)
+    subscription_consistency: str = _doc(
+        "strict: clients of a group that subscribe a topic differently are refused (nothing is lost); "
+        "rocketmq: RocketMQ's behaviour (newest subscription wins, messages can be lost), with a warning",
+        default="strict",
+    )
 
     def namesrv_list(self) -> list[str]:
         """The configured name server addresses."""

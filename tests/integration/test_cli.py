@@ -106,3 +106,32 @@ async def test_broker_help_explains_each_option() -> None:
 
 async def _is_none(aw) -> bool:  # type: ignore[no-untyped-def]
     return (await aw) is None
+
+
+async def test_cli_with_two_name_servers_falls_back_and_deletes_everywhere(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    ns1, ns2 = cluster.namesrv("ns-1"), cluster.namesrv("ns-2")
+    broker = cluster.broker(f"{ns1.addr};{ns2.addr}", "broker-a")
+    nscs = [await open_conn(ns1), await open_conn(ns2)]
+    for nsc in nscs:
+        await eventually(lambda nsc=nsc: _has_broker(nsc), what="broker registered")
+
+    # The first listed name server is down: the CLI uses the next one.
+    dead = f"127.0.0.1:{free_port()}"
+    rc, out, err = await run_cli("topic", "create", "TwoNs", "--namesrv", f"{dead};{ns1.addr}", "-q", "2")
+    assert rc == 0, err
+    assert broker.addr in out
+    for nsc in nscs:
+        route = await eventually(lambda nsc=nsc: route_or_none(nsc, "TwoNs"), what="route on every name server")
+        assert route_brokers(route) == {"broker-a": broker.addr}
+
+    rc, out, err = await run_cli("topic", "delete", "TwoNs", "--namesrv", f"{ns1.addr};{ns2.addr}")
+    assert rc == 0, err
+    for nsc in nscs:
+        await eventually(lambda nsc=nsc: _is_none(route_or_none(nsc, "TwoNs")), what="route gone everywhere")
+
+
+async def _has_broker(nsc) -> bool:  # type: ignore[no-untyped-def]
+    info = orjson.loads((await call(nsc, RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+    return "broker-a" in info["brokerAddrTable"]

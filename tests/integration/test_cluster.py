@@ -67,6 +67,24 @@ async def test_two_namesrvs_two_brokers_routes_sends_pulls_and_broker_loss(
     r = await api.pull_message(conn_a, "spread-group", TOPIC, 2, 0)
     assert r.code != ResponseCode.SUCCESS
 
+    # A topic deleted on one broker only keeps its route to the other one.
+    await create_topic(conn_a, "HalfDeleted", queues=1)
+    await create_topic(conn_b, "HalfDeleted", queues=1)
+    for nsc in ns_conns:
+        await eventually(
+            lambda nsc=nsc: _when(route_or_none(nsc, "HalfDeleted"), lambda r: route_brokers(r) == expected),
+            what="HalfDeleted on both brokers",
+        )
+    resp = await call(conn_b, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "HalfDeleted"})
+    assert resp.code == ResponseCode.SUCCESS
+    for nsc in ns_conns:
+        await eventually(
+            lambda nsc=nsc: _when(
+                route_or_none(nsc, "HalfDeleted"), lambda r: route_brokers(r) == {"broker-a": br_a.addr}
+            ),
+            what="HalfDeleted only on broker-a",
+        )
+
     # kill -9 one broker: both name servers drop it at once (its registration connection closed), long
     # before the 120 s expiry.
     br_b.kill9()

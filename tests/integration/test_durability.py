@@ -10,10 +10,18 @@ from sievemq.client import api
 from sievemq.errors import SieveError
 from sievemq.protocol.batch import BatchEntry
 from sievemq.protocol.msgid import parse_offset_msg_id
-from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.connection import Connection, connect
 from tests.integration.conftest import CQ_ENTRIES_PER_FILE, Cluster, OpenConn
-from tests.integration.helpers import create_topic, dirty_pages, max_offset, pull_all, wait_held
+from tests.integration.helpers import (
+    call,
+    create_topic,
+    decode_body_records,
+    dirty_pages,
+    max_offset,
+    pull_all,
+    wait_held,
+)
 
 TOPIC = "DurableTopic"
 QUEUES = 4
@@ -22,7 +30,10 @@ SENDERS = 4
 SEGMENT = 64 * 1024
 
 
-async def _sender(conn: Connection, n: int, acked: list[tuple[str, int, int, bytes]], stop: asyncio.Event) -> None:
+Acked = tuple[str, int, int, bytes, str]  # msgId, queue id, queue offset, body, key
+
+
+async def _sender(conn: Connection, n: int, acked: list[Acked], stop: asyncio.Event) -> None:
     i = 0
     while not stop.is_set():
         body = f"sender{n}-msg{i:06d}-".encode() + bytes([i % 251]) * (100 + i % 300)
@@ -31,7 +42,7 @@ async def _sender(conn: Connection, n: int, acked: list[tuple[str, int, int, byt
         except SieveError:
             return  # the broker died under us: this one was never acknowledged
         assert r.code == ResponseCode.SUCCESS, r
-        acked.append((r.msg_id, r.queue_id, r.queue_offset, body))
+        acked.append((r.msg_id, r.queue_id, r.queue_offset, body, f"k{n}-{i}"))
         i += 1
 
 
@@ -42,7 +53,7 @@ async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(cluster: 
     await create_topic(admin, TOPIC, queues=QUEUES)
 
     conns = [await connect("127.0.0.1", broker.port) for _ in range(SENDERS)]
-    acked: list[tuple[str, int, int, bytes]] = []
+    acked: list[Acked] = []
     stop = asyncio.Event()
     tasks = [asyncio.create_task(_sender(c, n, acked, stop)) for n, c in enumerate(conns)]
     try:
@@ -67,7 +78,7 @@ async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(cluster: 
     # Every acknowledged message is back: same queue offset, same msgId (commit-log offset), same body.
     stored = {q: {m.queue_offset: m for m in await pull_all(conn, TOPIC, q)} for q in range(QUEUES)}
     missing, wrong = [], []
-    for msg_id, qid, qoff, body in acked:
+    for msg_id, qid, qoff, body, _key in acked:
         m = stored[qid].get(qoff)
         if m is None:
             missing.append((qid, qoff, msg_id))
@@ -76,11 +87,23 @@ async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(cluster: 
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages lost, e.g. {missing[:5]}"
     assert not wrong, f"{len(wrong)} acknowledged messages changed, e.g. {wrong[:5]}"
 
+    # The index and lookups by id were rebuilt too: the last acknowledged messages are found by key and id.
+    for msg_id, _qid, _qoff, body, key in acked[-8:]:
+        resp = await call(
+            conn,
+            RequestCode.QUERY_MESSAGE,
+            {"topic": TOPIC, "key": key, "maxNum": 4, "beginTimestamp": 0, "endTimestamp": 2**62},
+        )
+        assert resp.code == ResponseCode.SUCCESS, f"key {key} lost from the index: {resp.remark}"
+        assert [m.body for m in decode_body_records(resp)] == [body]
+        resp = await call(conn, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": parse_offset_msg_id(msg_id)[2]})
+        assert [m.body for m in decode_body_records(resp)] == [body]
+
     # Queues have no holes, and new sends continue right after what survived.
     for q in range(QUEUES):
         offsets = sorted(stored[q])
         assert offsets == list(range(len(offsets))), f"queue {q} has holes"
-        last_acked = max((o for _, qid, o, _ in acked if qid == q), default=-1)
+        last_acked = max((o for _, qid, o, _, _ in acked if qid == q), default=-1)
         assert len(offsets) >= last_acked + 1
         assert await max_offset(conn, TOPIC, q) == len(offsets)
         r = await api.send_message(conn, TOPIC, b"after-crash", queue_id=q)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+import zlib
 
 import orjson
 import pytest
@@ -301,3 +302,40 @@ async def test_topic_admin_values_are_taken_as_given(broker: Proc, open_conn: Op
         assert tc is not None and tc["readQueueNums"] == 0, f"readQueueNums 0 was stored as {tc}"
     else:
         assert "queue" in (resp.remark or "") and tc is None, (resp, tc)
+
+
+async def test_compressed_bodies_pass_through_and_multi_tag_topics_are_flagged(
+    broker: Proc, open_conn: OpenConn
+) -> None:
+    conn = await open_conn(broker)
+    raw_body = b"compress me " * 1000
+    body = zlib.compress(raw_body)
+    fields = {
+        "a": "pg",
+        "b": "Zipped",
+        "c": "TBW102",
+        "d": 4,
+        "e": 0,
+        "f": 1,
+        "g": int(time.time() * 1000),
+        "h": 0,
+        "i": "TAGS\x01z",
+    }
+    resp = await call(conn, RequestCode.SEND_MESSAGE_V2, fields, body)
+    assert resp.code == ResponseCode.SUCCESS, resp
+    (m,) = await pull_all(conn, "Zipped", 0)
+    assert m.sys_flag & 0x1 and m.body == body, "the broker stores compressed bodies untouched"
+    assert zlib.decompress(m.body) == raw_body
+
+    await create_topic(conn, "MultiTag", queues=1, filter_type="MULTI_TAG")
+    await api.send_message(conn, "MultiTag", b"mt", tags="TagA", queue_id=0)
+    (m,) = await pull_all(conn, "MultiTag", 0)
+    assert m.sys_flag & 0x2, "MULTI_TAG topics set MULTI_TAGS_FLAG on stored messages"
+
+
+async def test_longest_topic_name_round_trips(broker: Proc, open_conn: OpenConn) -> None:
+    conn = await open_conn(broker)
+    topic = "T" * 126 + "z"  # 127 bytes: the record's topic length is a signed byte
+    sent = await api.send_message(conn, topic, b"long-topic", queue_id=0)
+    (m,) = await pull_all(conn, topic, 0)
+    assert (m.topic, m.body, m.offset_msg_id) == (topic, b"long-topic", sent.msg_id)

@@ -82,9 +82,9 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
     offsets_file = cluster.store_dir(broker) / "config" / "consumerOffset.json"
     await eventually(
         lambda: _persisted(offsets_file, f"{TOPIC}@{GROUP}") == {"0": 8, "1": 0},
-        timeout=8.0,
-        interval=0.1,
-        what="offsets persisted by the periodic writer",
+        timeout=3.0,
+        interval=0.05,
+        what="offsets persisted by the periodic writer (every second)",
     )
     broker.kill9()
     broker = cluster.restart(broker)
@@ -93,6 +93,23 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
     assert await api.query_offset(conn, GROUP, TOPIC, 1) == 0
     # The messages are still there too.
     assert [m.body for m in await pull_all(conn, TOPIC, 0)] == [f"o{i}".encode() for i in range(10)]
+
+
+async def test_sync_flush_broker_has_an_answered_offset_commit_on_disk(
+    cluster: Cluster, ns: Proc, open_conn: OpenConn
+) -> None:
+    """Under SYNC_FLUSH an UPDATE_CONSUMER_OFFSET that waits for its answer is on disk when answered:
+    kill -9 right after the answer keeps it."""
+    broker = cluster.broker(ns.addr, "broker-sync", flush="SYNC_FLUSH")
+    conn = await open_conn(broker)
+    await create_topic(conn, TOPIC, queues=1)
+    for i in range(3):
+        await api.send_message(conn, TOPIC, f"s{i}".encode(), queue_id=0)
+    await api.update_offset(conn, GROUP, TOPIC, 0, 2)
+    broker.kill9()
+    broker = cluster.restart(broker)
+    conn = await open_conn(broker)
+    assert await api.query_offset(conn, GROUP, TOPIC, 0) == 2
 
 
 def _persisted(path, key: str):  # type: ignore[no-untyped-def]

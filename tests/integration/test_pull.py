@@ -42,6 +42,21 @@ async def test_tag_filter_returns_only_matching_tags(broker: Proc, open_conn: Op
     assert [m.body for m in r.messages] == [f"m{i}".encode() for i in range(len(tags))]
 
 
+async def test_tag_filter_with_unicode_and_negative_hash_tags(broker: Proc, open_conn: OpenConn) -> None:
+    """Tag codes are Java String.hashCode over UTF-16 units (remoting.md section 10 vectors), negative ones included."""
+    conn = await open_conn(broker)
+    await create_topic(conn, "UniTags", queues=1)
+    long_tag = "a_very_long_tag_name_for_overflow_testing"  # hash -784543840
+    tags = ["中文", "TagA", "😀", long_tag, "中", " TagA "]
+    for i, tag in enumerate(tags):
+        await api.send_message(conn, "UniTags", f"u{i}".encode(), tags=tag, queue_id=0)
+    r = await api.pull_message(conn, GROUP, "UniTags", 0, 0, subscription=f"中文 || 😀 || {long_tag}")
+    assert [(m.body, m.tags) for m in r.messages] == [(b"u0", "中文"), (b"u2", "😀"), (b"u3", long_tag)]
+    # Expression tags are trimmed, stored tags are not.
+    r = await api.pull_message(conn, GROUP, "UniTags", 0, 0, subscription="  TagA  ")
+    assert [m.body for m in r.messages] == [b"u1"]
+
+
 async def test_tag_filter_subscription_from_heartbeat(broker: Proc, open_conn: OpenConn) -> None:
     """Without FLAG_SUBSCRIPTION the broker filters by the group's heartbeat subscription."""
     conn = await open_conn(broker)

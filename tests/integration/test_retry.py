@@ -8,7 +8,7 @@ from sievemq.client import api
 from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.connection import Connection
-from tests.integration.conftest import OpenConn
+from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic, eventually, max_offset, pull_all
 from tests.support.procs import Proc
 
@@ -136,3 +136,33 @@ async def test_producer_delay_level_1_is_hidden_then_delivered(broker: Proc, ope
 
 async def _has_messages(conn: Connection, topic: str, queue_id: int = 0) -> bool:
     return await max_offset(conn, topic, queue_id) > 0
+
+
+async def test_delayed_messages_survive_a_clean_restart_and_are_delivered_once(
+    cluster: Cluster, ns: Proc, open_conn: OpenConn
+) -> None:
+    broker = cluster.broker(ns.addr)
+    conn = await open_conn(broker)
+    await create_topic(conn, "DelayRestart", queues=1)
+
+    # Pending at the stop: delivered after the restart.
+    await api.send_message(conn, "DelayRestart", b"pending", queue_id=0, delay_level=1)
+    conn.close()
+    assert broker.stop() == 0
+    broker = cluster.restart(broker)
+    conn = await open_conn(broker)
+    await eventually(lambda: _has_messages(conn, "DelayRestart"), timeout=5.0, what="pending delayed message")
+
+    # Delivered before a clean stop: not delivered again after it. A later delayed message of the same level
+    # is delivered after the earlier ones, so once it is there, a duplicate would be too.
+    conn.close()
+    assert broker.stop() == 0
+    broker = cluster.restart(broker)
+    conn = await open_conn(broker)
+    await api.send_message(conn, "DelayRestart", b"marker", queue_id=0, delay_level=1)
+    await eventually(lambda: _count_at_least(conn, "DelayRestart", 2), timeout=5.0, what="marker delivered")
+    assert [m.body for m in await pull_all(conn, "DelayRestart", 0)] == [b"pending", b"marker"]
+
+
+async def _count_at_least(conn: Connection, topic: str, n: int) -> bool:
+    return await max_offset(conn, topic, 0) >= n

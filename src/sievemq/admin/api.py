@@ -133,6 +133,14 @@ class AdminClient:
         resp = await self._call(broker_addr, RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": queue_id})
         return int(resp.ext_fields.get("offset", "0"))
 
+    async def group_status(self, group: str) -> list[dict[str, Any]]:
+        """GET_GROUP_STATUS from every master broker."""
+        out = []
+        for addr in await self._target_masters(None, None):
+            resp = await self._call(addr, RequestCode.GET_GROUP_STATUS, {"consumerGroup": group})
+            out.append(orjson.loads(resp.body))
+        return out
+
     async def runtime_info(self, broker_addr: str) -> dict[str, str]:
         """A broker's counters."""
         resp = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)

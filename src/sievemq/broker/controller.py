@@ -14,6 +14,7 @@ from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.processors.admin import AdminProcessor
 from sievemq.broker.processors.client import ClientProcessor
+from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.broker.processors.pull import PullProcessor
 from sievemq.broker.processors.query import QueryProcessor
@@ -71,7 +72,7 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(
             config_dir, config.auto_create_subscription_group, config.max_reconsume_times
         )
-        self.consumers = ConsumerManager(self._notify_consumer_ids_changed)
+        self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
         self.hold = PullHoldService()
         self.stats = BrokerStats()
@@ -88,6 +89,7 @@ class BrokerController:
             OffsetProcessor(self),
             QueryProcessor(self),
             AdminProcessor(self),
+            GroupStatusProcessor(self),
         ):
             proc.register(table)
         self.table = table

@@ -14,7 +14,7 @@ import orjson
 
 from sievemq.errors import RemotingError
 from sievemq.protocol.batch import BatchEntry, encode_batch
-from sievemq.protocol.heartbeat import HeartbeatData
+from sievemq.protocol.heartbeat import HeartbeatData, Subscription
 from sievemq.protocol.message import MessageExt, decode_records, properties_to_string
 from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
@@ -135,6 +135,7 @@ async def pull_message(
     expression_type: str = "TAG",
     suspend_ms: int = 0,
     commit_offset: int | None = None,
+    sub_version: int = 0,
     timeout: float = 30.0,
 ) -> PullResult:
     """PULL_MESSAGE; ``subscription`` None means "use the group's heartbeat subscription"."""
@@ -151,7 +152,7 @@ async def pull_message(
         "maxMsgNums": max_nums,
         "commitOffset": commit_offset if commit_offset is not None else 0,
         "suspendTimeoutMillis": suspend_ms,
-        "subVersion": 0,
+        "subVersion": sub_version,
     }
     if subscription is not None:
         sys_flag |= 0x4
@@ -218,4 +219,79 @@ async def update_offset(
 async def queue_offset(conn: Connection, code: int, topic: str, queue_id: int, timeout: float = 3.0) -> int:
     """GET_MAX_OFFSET or GET_MIN_OFFSET."""
     resp = _check(await conn.request(RemotingCommand.request(code, {"topic": topic, "queueId": queue_id}), timeout))
+    return int(resp.ext_fields.get("offset", "0"))
+
+
+async def send_request(
+    conn: Connection,
+    header: SendMessageHeader,
+    body: bytes,
+    *,
+    code: int = RequestCode.SEND_MESSAGE_V2,
+    timeout: float = 3.0,
+) -> RemotingCommand:
+    """A send (SEND_MESSAGE_V2 by default, or SEND_BATCH_MESSAGE) with a prepared header; the raw response."""
+    cmd = RemotingCommand.request(code, header.to_fields(v2=code != RequestCode.SEND_MESSAGE), body)
+    return await conn.request(cmd, timeout)
+
+
+def send_oneway_request(
+    conn: Connection, header: SendMessageHeader, body: bytes, *, code: int = RequestCode.SEND_MESSAGE_V2
+) -> None:
+    """The same send as ``send_request``, one-way (no answer)."""
+    cmd = RemotingCommand.request(code, header.to_fields(v2=code != RequestCode.SEND_MESSAGE), body, oneway=True)
+    conn.send_oneway(cmd)
+
+
+async def send_back(
+    conn: Connection,
+    *,
+    offset: int,
+    group: str,
+    delay_level: int = 0,
+    origin_msg_id: str | None = None,
+    origin_topic: str | None = None,
+    max_reconsume_times: int | None = None,
+    timeout: float = 3.0,
+) -> None:
+    """CONSUMER_SEND_MSG_BACK: a consumed message (by commit-log ``offset``) goes to the retry topic or the DLQ."""
+    fields: dict[str, Any] = {
+        "offset": offset,
+        "group": group,
+        "delayLevel": delay_level,
+        "originMsgId": origin_msg_id,
+        "originTopic": origin_topic,
+        "unitMode": False,
+        "maxReconsumeTimes": max_reconsume_times,
+    }
+    _check(await conn.request(RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields), timeout))
+
+
+async def unregister_client(
+    conn: Connection,
+    client_id: str,
+    *,
+    producer_group: str | None = None,
+    consumer_group: str | None = None,
+    timeout: float = 3.0,
+) -> None:
+    """UNREGISTER_CLIENT for one producer or consumer group."""
+    fields = {"clientID": client_id, "producerGroup": producer_group, "consumerGroup": consumer_group}
+    _check(await conn.request(RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, fields), timeout))
+
+
+async def check_client_config(
+    conn: Connection, client_id: str, group: str, subscription: Subscription, timeout: float = 3.0
+) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG: can the broker serve this subscription? The raw response (code 0 = yes)."""
+    body = orjson.dumps({"clientId": client_id, "group": group, "subscriptionData": subscription.to_json()})
+    return await conn.request(RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body), timeout)
+
+
+async def search_offset(conn: Connection, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP: the queue offset stored nearest ``timestamp_ms``."""
+    cmd = RemotingCommand.request(
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": topic, "queueId": queue_id, "timestamp": timestamp_ms}
+    )
+    resp = _check(await conn.request(cmd, timeout))
     return int(resp.ext_fields.get("offset", "0"))

@@ -63,17 +63,28 @@ class Subscription:
         """The parsed tag expression (raises ValueError for a malformed one)."""
         return TagExpression.parse(self.sub_string)
 
-    def same_expression(self, other: Subscription) -> bool:
-        """True when both subscribe with the same expression (type and text; tag sets compared as sets)."""
-        if self.expression_type != other.expression_type or self.class_filter_mode != other.class_filter_mode:
-            return False
+    def expression_key(self) -> tuple[str, str]:
+        """What the subscription selects, normalised: two subscriptions with equal keys select the same messages
+        (``TagA || TagB`` equals ``TagB||TagA``; SQL compares the trimmed text)."""
+        if self.class_filter_mode:
+            return ("CLASS", self.sub_string)
         if self.is_tag:
             try:
-                a, b = self.tag_expression(), other.tag_expression()
+                te = self.tag_expression()
             except ValueError:
-                return self.sub_string == other.sub_string
-            return a.sub_all == b.sub_all and a.tags == b.tags
-        return self.sub_string.strip() == other.sub_string.strip()
+                return ("TAG", self.sub_string)
+            return ("TAG", "*" if te.sub_all else " || ".join(sorted(te.tags)))
+        return (self.expression_type, self.sub_string.strip())
+
+    def same_expression(self, other: Subscription) -> bool:
+        """True when both subscribe with the same expression."""
+        return self.expression_key() == other.expression_key()
+
+    def describe(self) -> str:
+        """The expression as a person reads it, with its type when not TAG."""
+        if self.class_filter_mode:
+            return f"function {self.sub_string}"
+        return self.sub_string if self.is_tag else f"{self.expression_type} {self.sub_string}"
 
     def to_json(self) -> dict[str, Any]:
         """Java's SubscriptionData JSON."""

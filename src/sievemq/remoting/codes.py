@@ -54,6 +54,8 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    # sievemq extensions (a private range no RocketMQ version uses)
+    GET_GROUP_STATUS = 30010
 
 
 class ResponseCode(IntEnum):

@@ -73,7 +73,16 @@ class ClientProcessor:
         for group in hb.producer_groups:
             if group:
                 self.b.producers.register(group, channel)
-        return cmd.response(ResponseCode.SUCCESS)
+        remarks = []
+        for data in hb.consumers:
+            info = self.b.consumers.get(data.group)
+            for sub in data.subscriptions:
+                remark = info.remark(hb.client_id, sub.topic) if info else None
+                if remark:
+                    remarks.append(remark)
+        # Success either way (a failed heartbeat would make clients drop the broker); sievemq's client reads the
+        # remark and raises it from start().
+        return cmd.response(ResponseCode.SUCCESS, "\n".join(remarks) or None)
 
     async def unregister(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """35 UNREGISTER_CLIENT."""
@@ -89,7 +98,7 @@ class ClientProcessor:
         """38 GET_CONSUMER_LIST_BY_GROUP: the sorted client ids of a group."""
         group = require_str(cmd.ext_fields, "consumerGroup")
         info = self.b.consumers.get(group)
-        ids = info.client_ids() if info else []
+        ids = info.client_ids(get_str(cmd.ext_fields, "topic"), conn.attrs.get("client_id")) if info else []
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"consumerIdList": ids}))

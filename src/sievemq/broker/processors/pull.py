@@ -8,6 +8,7 @@ then runs once more without suspension.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from sievemq.broker.filters import TagFilter, build_filter
@@ -50,7 +51,16 @@ class PullProcessor:
         """Put PULL_MESSAGE into ``table``."""
         table.register(RequestCode.PULL_MESSAGE, self.pull)
 
-    def _subscription(self, group: str, topic: str, sys_flag: int, f: dict[str, str]) -> Subscription | None:
+    def _subscription(
+        self, conn: Connection, group: str, topic: str, queue_id: int, sys_flag: int, f: dict[str, str]
+    ) -> Subscription | None:
+        info = self.b.consumers.get(group)
+        client_id = conn.attrs.get("client_id")
+        if info is not None and client_id is not None:
+            remark = info.remark(client_id, topic)
+            if remark is not None:
+                raise RemotingError(ResponseCode.SUBSCRIPTION_NOT_EXIST, remark)
+            info.pulls[(topic, queue_id)] = (client_id, time.monotonic())
         if sys_flag & FLAG_SUBSCRIPTION:
             return Subscription(
                 topic=topic,
@@ -58,7 +68,6 @@ class PullProcessor:
                 expression_type=get_str(f, "expressionType", "TAG") or "TAG",
                 sub_version=int_or(f, "subVersion", 0),
             )
-        info = self.b.consumers.get(group)
         if info is None:
             raise RemotingError(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
@@ -106,7 +115,11 @@ class PullProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
-        flt = None if sys_flag & FLAG_CLASS_FILTER else build_filter(self._subscription(group, topic, sys_flag, f))
+        flt = (
+            None
+            if sys_flag & FLAG_CLASS_FILTER
+            else build_filter(self._subscription(conn, group, topic, queue_id, sys_flag, f))
+        )
 
         if sys_flag & FLAG_COMMIT_OFFSET:
             commit = get_int(f, "commitOffset", -1)

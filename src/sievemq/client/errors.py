@@ -1,0 +1,31 @@
+"""Errors raised by the client API (on top of sievemq.errors: RemotingError carries broker codes)."""
+
+from __future__ import annotations
+
+from sievemq.errors import RemotingError, SieveError
+from sievemq.remoting.codes import ResponseCode
+
+
+class ClientError(SieveError):
+    """Base of errors the client raises by itself (misuse, state)."""
+
+
+class MessageValidationError(ClientError, ValueError):
+    """A message, topic, group or property is not acceptable; nothing was sent."""
+
+
+class ClientStateError(ClientError, RuntimeError):
+    """The producer or consumer is not in a state for this call (not started, already closed...)."""
+
+
+class NoRouteError(RemotingError):
+    """No name server knows a route for the topic (and auto-creation through TBW102 was not possible)."""
+
+    def __init__(self, topic: str, detail: str = "") -> None:
+        text = f"no route info of topic {topic!r}"
+        super().__init__(ResponseCode.TOPIC_NOT_EXIST, f"{text}: {detail}" if detail else text)
+        self.topic = topic
+
+
+class SubscriptionError(RemotingError):
+    """A broker refused a subscription (CHECK_CLIENT_CONFIG answered non-zero, e.g. SQL92 that does not compile)."""

@@ -1,0 +1,452 @@
+"""The client instance: what producers and consumers of one process (and instance name) share.
+
+One ``ClientInstance`` per event loop and instance name (Java ``MQClientInstance``). It owns the connections
+(one per broker / name server address), the route cache (refreshed every 30 s), the heartbeats to every broker
+(every 30 s and at once on start/subscribe), the rebalance rounds (every 20 s, and at once when a broker sends
+NOTIFY_CONSUMER_IDS_CHANGED), periodic offset persistence (every 5 s) and UNREGISTER_CLIENT on close.
+Client id: ``ip@instanceName``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import orjson
+
+from sievemq.client import api
+from sievemq.client.message import MessageQueue
+from sievemq.errors import RemotingError
+from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
+from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection, ConnectionPool
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+
+
+def parse_namesrv(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Name server addresses from ``"h:p;h:p"``, a list, or ``$SIEVEMQ_NAMESRV`` / ``$NAMESRV_ADDR``."""
+    if value is None:
+        value = os.environ.get("SIEVEMQ_NAMESRV") or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
+    items = value.replace(",", ";").split(";") if isinstance(value, str) else list(value)
+    addrs = tuple(a.strip() for a in items if a and a.strip())
+    if not addrs:
+        raise ValueError("no name server address given")
+    for a in addrs:
+        host, _, port = a.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"name server address {a!r} is not host:port")
+    return addrs
+
+
+def default_instance_name() -> str:
+    """``pid#nanotime``, like Java 4.9's default for a client without an instance name."""
+    return f"{os.getpid()}#{time.monotonic_ns()}"
+
+
+def local_ip() -> str:
+    """This host's non-loopback IPv4 address if it has one (route lookup, nothing sent), else 127.0.0.1."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))
+        ip = str(s.getsockname()[0])
+        if ip and ip != "0.0.0.0":
+            return ip
+    return "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Settings shared by the clients of one instance (the first client's values win)."""
+
+    namesrv: tuple[str, ...] = (DEFAULT_NAMESRV,)
+    instance_name: str = field(default_factory=default_instance_name)
+    client_ip: str = field(default_factory=local_ip)
+    request_timeout: float = 3.0
+    poll_namesrv_interval: float = 30.0
+    heartbeat_interval: float = 30.0
+    rebalance_interval: float = 20.0
+    persist_offsets_interval: float = 5.0
+
+    @property
+    def client_id(self) -> str:
+        """``ip@instanceName``."""
+        return f"{self.client_ip}@{self.instance_name}"
+
+
+class ProducerLike(Protocol):
+    """What the instance needs from a producer."""
+
+    group: str
+
+    def topics(self) -> list[str]:
+        """Topics whose routes the producer uses."""
+        ...
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        """A fresh route arrived."""
+        ...
+
+
+class ConsumerLike(Protocol):
+    """What the instance needs from a consumer."""
+
+    group: str
+
+    def topics(self) -> list[str]:
+        """Topics whose routes the consumer uses."""
+        ...
+
+    def consumer_data(self) -> ConsumerData | None:
+        """The heartbeat entry (None: not a group member, e.g. a pull consumer with assigned queues only)."""
+        ...
+
+    async def rebalance(self) -> bool:
+        """One rebalance round; False asks for an early retry."""
+        ...
+
+    async def persist_offsets(self) -> None:
+        """Periodic offset persistence."""
+        ...
+
+
+class ClientInstance:
+    """Routes, connections, heartbeats and the periodic work of the clients of one instance name."""
+
+    _registry: ClassVar[dict[tuple[asyncio.AbstractEventLoop, str], ClientInstance]] = {}
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = config.client_id
+        self.pool = ConnectionPool(handler=self, connect_timeout=config.request_timeout)
+        self.routes: dict[str, TopicRouteData] = {}
+        self.brokers: dict[str, dict[int, str]] = {}
+        self.producers: dict[str, ProducerLike] = {}
+        self.consumers: dict[str, ConsumerLike] = {}
+        self._refs = 0
+        self._ns_index = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_event: asyncio.Event | None = None
+        self._heartbeat_lock: asyncio.Lock | None = None
+        self._route_locks: dict[str, asyncio.Lock] = {}
+        self._seen_conns: dict[str, Connection] = {}
+        self._started = False
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    @classmethod
+    def acquire(cls, config: ClientConfig) -> ClientInstance:
+        """The instance for ``config.instance_name`` in the running loop (created on first use), one more user."""
+        loop = asyncio.get_running_loop()
+        key = (loop, config.instance_name)
+        inst = cls._registry.get(key)
+        if inst is None or inst._closed:
+            inst = cls(config)
+            inst._loop = loop
+            cls._registry[key] = inst
+        elif inst.config.namesrv != config.namesrv:
+            log.warning(
+                "client instance %s already uses name servers %s; ignoring %s",
+                config.instance_name,
+                ";".join(inst.config.namesrv),
+                ";".join(config.namesrv),
+            )
+        inst._refs += 1
+        return inst
+
+    async def start(self) -> None:
+        """Start the periodic tasks (idempotent)."""
+        if self._started:
+            return
+        self._started = True
+        self._rebalance_event = asyncio.Event()
+        self._heartbeat_lock = asyncio.Lock()
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.poll_namesrv_interval, self.refresh_routes), name="routes"),
+            asyncio.create_task(self._every(self.config.heartbeat_interval, self.heartbeat_all), name="heartbeat"),
+            asyncio.create_task(self._every(self.config.persist_offsets_interval, self._persist_all), name="offsets"),
+            asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+        ]
+
+    async def release(self) -> None:
+        """One user fewer; the last one closes the instance."""
+        self._refs -= 1
+        if self._refs <= 0:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop the periodic tasks and close every connection."""
+        if self._closed:
+            return
+        self._closed = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await self.pool.close()
+        if self._loop is not None and self._registry.get((self._loop, self.config.instance_name)) is self:
+            del self._registry[(self._loop, self.config.instance_name)]
+
+    async def _every(self, interval: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await fn()
+            except Exception:
+                log.exception("periodic client task failed")
+
+    # ------------------------------------------------------------------------------------------ members
+    def register_producer(self, group: str, producer: ProducerLike) -> None:
+        """Add a producer group (one producer per group and instance)."""
+        if group in self.producers and self.producers[group] is not producer:
+            raise ValueError(f"producer group {group!r} is already used by another producer of this client instance")
+        self.producers[group] = producer
+
+    def register_consumer(self, group: str, consumer: ConsumerLike) -> None:
+        """Add a consumer group (one consumer per group and instance)."""
+        if group in self.consumers and self.consumers[group] is not consumer:
+            raise ValueError(
+                f"consumer group {group!r} is already used by another consumer of this client instance; "
+                "give each consumer of a group its own instance_name"
+            )
+        self.consumers[group] = consumer
+
+    async def unregister(self, *, producer_group: str | None = None, consumer_group: str | None = None) -> None:
+        """Forget a group and send UNREGISTER_CLIENT to every broker."""
+        if producer_group is not None:
+            self.producers.pop(producer_group, None)
+        if consumer_group is not None:
+            self.consumers.pop(consumer_group, None)
+
+        async def one(addr: str) -> None:
+            try:
+                conn = await self.pool.get(addr)
+                await api.unregister_client(
+                    conn,
+                    self.client_id,
+                    producer_group=producer_group,
+                    consumer_group=consumer_group,
+                    timeout=self.config.request_timeout,
+                )
+            except Exception as e:
+                log.debug("unregister from %s failed: %s", addr, e)
+
+        await asyncio.gather(*(one(a) for a in self.all_broker_addrs(include_slaves=True)))
+
+    # ------------------------------------------------------------------------------------------ broker requests
+    async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        """Requests brokers send us: NOTIFY_CONSUMER_IDS_CHANGED wakes the rebalance."""
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            log.info("broker %s:%d: consumer ids of group %s changed", *conn.peer, cmd.ext_fields.get("consumerGroup"))
+            self.rebalance_now()
+            return None
+        if cmd.is_oneway:
+            return None
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client")
+
+    async def conn(self, addr: str) -> Connection:
+        """The connection to ``addr``; a broker we reconnected to gets a heartbeat at once."""
+        conn = await self.pool.get(addr)
+        prev = self._seen_conns.get(addr)
+        if prev is not conn:
+            self._seen_conns[addr] = conn
+            if prev is not None and addr in self.all_broker_addrs(include_slaves=True):
+                asyncio.get_running_loop().create_task(self._heartbeat_one(addr, self._heartbeat_data()))
+        return conn
+
+    # ------------------------------------------------------------------------------------------ routes
+    async def _namesrv_request(self, cmd_factory: Any) -> RemotingCommand:
+        last: Exception | None = None
+        n = len(self.config.namesrv)
+        for i in range(n):
+            addr = self.config.namesrv[(self._ns_index + i) % n]
+            try:
+                conn = await self.conn(addr)
+                resp: RemotingCommand = await conn.request(cmd_factory(), self.config.request_timeout)
+            except Exception as e:
+                last = e
+                continue
+            self._ns_index = (self._ns_index + i) % n
+            return resp
+        assert last is not None
+        raise last
+
+    async def fetch_route(self, topic: str) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC from a name server (None when it answers TOPIC_NOT_EXIST)."""
+        resp = await self._namesrv_request(
+            lambda: RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        )
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingError(resp.code, resp.remark or "")
+        return TopicRouteData.from_json(orjson.loads(resp.body))
+
+    async def update_route(self, topic: str) -> TopicRouteData | None:
+        """Fetch and cache ``topic``'s route, telling producers; the cached route when the name servers fail."""
+        lock = self._route_locks.setdefault(topic, asyncio.Lock())
+        async with lock:
+            try:
+                route = await self.fetch_route(topic)
+            except Exception as e:
+                log.debug("route of %s: %s", topic, e)
+                return self.routes.get(topic)
+            if route is None or not route.queue_datas:
+                return self.routes.get(topic)
+            self.routes[topic] = route
+            self._rebuild_brokers()
+            for p in list(self.producers.values()):
+                p.on_route(topic, route)
+            return route
+
+    def _rebuild_brokers(self) -> None:
+        table: dict[str, dict[int, str]] = {}
+        for route in self.routes.values():
+            for bd in route.broker_datas:
+                table.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
+        self.brokers = table
+
+    def remember_brokers(self, route: TopicRouteData) -> None:
+        """Make the brokers of a route addressable (the TBW102 route used for auto-creation)."""
+        for bd in route.broker_datas:
+            self.brokers.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
+
+    async def refresh_routes(self) -> None:
+        """Refresh the route of every topic in use."""
+        topics: set[str] = set()
+        for p in list(self.producers.values()):
+            topics.update(p.topics())
+        for c in list(self.consumers.values()):
+            topics.update(c.topics())
+        for topic in sorted(topics):
+            await self.update_route(topic)
+
+    def route(self, topic: str) -> TopicRouteData | None:
+        """The cached route."""
+        return self.routes.get(topic)
+
+    def subscribe_queues(self, topic: str) -> list[MessageQueue] | None:
+        """Readable queues of ``topic`` from the cached route (None when no route is known)."""
+        route = self.routes.get(topic)
+        if route is None:
+            return None
+        out = [
+            MessageQueue(topic, qd.broker_name, i)
+            for qd in route.queue_datas
+            if qd.perm & PERM_READ
+            for i in range(qd.read_queue_nums)
+        ]
+        return sorted(out)
+
+    def publish_queues(self, topic: str, route: TopicRouteData | None = None) -> list[MessageQueue]:
+        """Writable queues of brokers with a master, in route order (Java ``topicRouteData2TopicPublishInfo``)."""
+        route = route or self.routes.get(topic)
+        if route is None:
+            return []
+        masters = {bd.broker_name for bd in route.broker_datas if 0 in bd.broker_addrs}
+        return [
+            MessageQueue(topic, qd.broker_name, i)
+            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
+            if qd.perm & PERM_WRITE and qd.broker_name in masters
+            for i in range(qd.write_queue_nums)
+        ]
+
+    def broker_addr(self, broker_name: str, master_only: bool = False) -> str | None:
+        """The master's address, else (unless ``master_only``) a slave's."""
+        addrs = self.brokers.get(broker_name) or {}
+        if 0 in addrs:
+            return addrs[0]
+        if master_only or not addrs:
+            return None
+        return addrs[min(addrs)]
+
+    def broker_addrs_for_topic(self, topic: str) -> list[str]:
+        """One address (master preferred) per broker of ``topic``'s route."""
+        route = self.routes.get(topic)
+        if route is None:
+            return []
+        out = []
+        for bd in route.broker_datas:
+            addr = self.broker_addr(bd.broker_name) or (bd.broker_addrs[min(bd.broker_addrs)] if bd.broker_addrs else None)
+            if addr:
+                out.append(addr)
+        return out
+
+    def all_broker_addrs(self, include_slaves: bool = False) -> list[str]:
+        """Every known broker address (masters only unless ``include_slaves``)."""
+        out: list[str] = []
+        for addrs in self.brokers.values():
+            for bid, addr in sorted(addrs.items()):
+                if (bid == 0 or include_slaves) and addr not in out:
+                    out.append(addr)
+        return out
+
+    # ------------------------------------------------------------------------------------------ heartbeats
+    def _heartbeat_data(self) -> HeartbeatData:
+        consumers = [d for c in list(self.consumers.values()) if (d := c.consumer_data()) is not None]
+        groups = sorted(self.producers)
+        if INNER_PRODUCER_GROUP not in groups:
+            groups.append(INNER_PRODUCER_GROUP)
+        return HeartbeatData(self.client_id, groups, consumers)
+
+    async def _heartbeat_one(self, addr: str, data: HeartbeatData) -> bool:
+        try:
+            conn = await self.pool.get(addr)
+            self._seen_conns[addr] = conn
+            await api.heartbeat(conn, data, self.config.request_timeout)
+            return True
+        except Exception as e:
+            log.warning("heartbeat to broker %s failed: %s", addr, e)
+            return False
+
+    async def heartbeat_all(self) -> None:
+        """HEART_BEAT to every broker (slaves too when there are consumers)."""
+        if not self.producers and not self.consumers:
+            return
+        assert self._heartbeat_lock is not None
+        async with self._heartbeat_lock:
+            data = self._heartbeat_data()
+            addrs = self.all_broker_addrs(include_slaves=bool(data.consumers))
+            await asyncio.gather(*(self._heartbeat_one(a, data) for a in addrs))
+
+    # ------------------------------------------------------------------------------------------ consumers
+    def rebalance_now(self) -> None:
+        """Run a rebalance round at once."""
+        if self._rebalance_event is not None:
+            self._rebalance_event.set()
+
+    async def _rebalance_loop(self) -> None:
+        assert self._rebalance_event is not None
+        timeout = self.config.rebalance_interval
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rebalance_event.wait(), timeout)
+            self._rebalance_event.clear()
+            complete = True
+            for c in list(self.consumers.values()):
+                try:
+                    complete = await c.rebalance() and complete
+                except Exception:
+                    log.exception("rebalance of group %s failed", c.group)
+                    complete = False
+            timeout = self.config.rebalance_interval if complete else min(1.0, self.config.rebalance_interval)
+
+    async def _persist_all(self) -> None:
+        for c in list(self.consumers.values()):
+            try:
+                await c.persist_offsets()
+            except Exception:
+                log.exception("persisting offsets of group %s failed", c.group)

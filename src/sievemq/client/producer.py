@@ -1,0 +1,491 @@
+"""The producer: send, send_batch, send_async, send_oneway over SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320).
+
+Queue selection is round robin over the writable queues of the topic's route, skipping brokers that failed
+lately; a ``queue_selector`` or a ``shard_key`` picks the queue instead (ordered messages: no retry elsewhere).
+Failed sends are retried on another broker (``retry_times``, default 2) for the codes Java retries (17, 14, 1,
+16, 204, 205) and for transport errors, all within ``send_timeout``. A topic without a route is sent through the
+route of ``TBW102`` so that the broker creates it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sievemq.client import api
+from sievemq.client.errors import ClientStateError, MessageValidationError, NoRouteError
+from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
+from sievemq.client.message import RETRY_GROUP_TOPIC_PREFIX, Message, MessageQueue, SendResult, SendStatus
+from sievemq.client.validation import (
+    AUTO_CREATE_TOPIC_KEY,
+    MAX_MESSAGE_SIZE,
+    validate_batch,
+    validate_group,
+    validate_message,
+)
+from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
+from sievemq.filter.tags import java_string_hash
+from sievemq.protocol.batch import BatchEntry, encode_batch
+from sievemq.protocol.message import PropertyKey, properties_to_string
+from sievemq.protocol.msgid import UniqIdGenerator
+from sievemq.protocol.route import TopicRouteData
+from sievemq.protocol.send_header import SendMessageHeader
+from sievemq.protocol.sysflag import COMPRESSED_FLAG
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+QueueSelector = Callable[[list[MessageQueue], Message], MessageQueue]
+"""``(writable queues of the topic, message) -> the queue to use``."""
+
+RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+_OK_CODES = {c.value: c for c in SendStatus}
+_uniq_ids: UniqIdGenerator | None = None
+
+
+def new_uniq_id() -> str:
+    """A fresh UNIQ_KEY (one generator per process)."""
+    global _uniq_ids
+    if _uniq_ids is None:
+        _uniq_ids = UniqIdGenerator()
+    return _uniq_ids.next()
+
+
+def shard_selector(key: object) -> QueueSelector:
+    """A selector sending every message with the same ``key`` to the same queue (Java hash of ``str(key)``)."""
+    h = abs(java_string_hash(str(key)))
+
+    def select(queues: list[MessageQueue], msg: Message) -> MessageQueue:
+        return queues[h % len(queues)]
+
+    return select
+
+
+@dataclass
+class PublishInfo:
+    """Writable queues of a topic and the round-robin position."""
+
+    queues: list[MessageQueue]
+    from_default: bool = False
+    checked_at: float = field(default_factory=time.monotonic)
+    counter: int = field(default_factory=lambda: random.randrange(1 << 16))
+
+    def select(self, avoid: set[str], last_broker: str | None) -> MessageQueue:
+        """Next queue round robin, avoiding brokers in ``avoid``, else one not on ``last_broker``."""
+        n = len(self.queues)
+        for i in range(n):
+            mq = self.queues[(self.counter + i) % n]
+            if mq.broker_name not in avoid and mq.broker_name != last_broker:
+                self.counter += i + 1
+                return mq
+        for i in range(n):
+            mq = self.queues[(self.counter + i) % n]
+            if mq.broker_name != last_broker:
+                self.counter += i + 1
+                return mq
+        mq = self.queues[self.counter % n]
+        self.counter += 1
+        return mq
+
+
+@dataclass
+class Outgoing:
+    """A validated message (or batch) ready to be framed."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    flag: int = 0
+    sys_flag: int = 0
+    batch: bool = False
+    uniq_ids: list[str] = field(default_factory=list)
+    reconsume_times: int = 0
+    max_reconsume_times: int | None = None
+    source: Message | None = None
+
+
+class Producer:
+    """Sends messages. Use ``async with Producer(namesrv=..., group=...) as p`` or ``start()``/``close()``."""
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None = None,
+        group: str = "DEFAULT_PRODUCER",
+        *,
+        instance_name: str | None = None,
+        send_timeout: float = 3.0,
+        retry_times: int = 2,
+        compress_over: int = 4096,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        queue_selector: QueueSelector | None = None,
+        default_topic_queue_nums: int = 4,
+        fault_backoff: float = 10.0,
+        request_timeout: float = 3.0,
+        heartbeat_interval: float = 30.0,
+        poll_namesrv_interval: float = 30.0,
+        _instance: ClientInstance | None = None,
+    ) -> None:
+        validate_group(group)
+        self.group = group
+        self.config = ClientConfig(
+            namesrv=parse_namesrv(namesrv),
+            request_timeout=request_timeout,
+            heartbeat_interval=heartbeat_interval,
+            poll_namesrv_interval=poll_namesrv_interval,
+            **({"instance_name": instance_name} if instance_name else {}),
+        )
+        self.send_timeout = send_timeout
+        self.retry_times = max(0, retry_times)
+        self.compress_over = compress_over
+        self.max_message_size = max_message_size
+        self.queue_selector = queue_selector
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.fault_backoff = fault_backoff
+        self._infos: dict[str, PublishInfo] = {}
+        self._faults: dict[str, float] = {}
+        self._instance: ClientInstance | None = _instance
+        self._inner = _instance is not None
+        self._state = "new"
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    @property
+    def client_id(self) -> str:
+        """``ip@instanceName`` of the underlying client instance."""
+        return self._instance.client_id if self._instance else self.config.client_id
+
+    async def start(self) -> None:
+        """Join the client instance and send the first heartbeats."""
+        if self._state == "running":
+            return
+        if self._state == "closed":
+            raise ClientStateError("this producer was closed; create a new one")
+        if self._instance is None:
+            self._instance = ClientInstance.acquire(self.config)
+        if not self._inner:
+            try:
+                self._instance.register_producer(self.group, self)
+            except ValueError as e:
+                await self._instance.release()
+                self._instance = None
+                raise ClientStateError(str(e)) from None
+            await self._instance.start()
+            await self._instance.heartbeat_all()
+        self._state = "running"
+
+    async def close(self) -> None:
+        """Wait briefly for one-way/async sends, unregister from the brokers and leave the client instance."""
+        if self._state != "running":
+            self._state = "closed"
+            return
+        self._state = "closed"
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=self.send_timeout)
+        inst = self._instance
+        if inst is not None and not self._inner:
+            await inst.unregister(producer_group=self.group)
+            await inst.release()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _running(self) -> ClientInstance:
+        if self._state != "running" or self._instance is None:
+            raise ClientStateError("the producer is not started (call start() or use 'async with')")
+        return self._instance
+
+    # ------------------------------------------------------------------------------------------ routes
+    def topics(self) -> list[str]:
+        """Topics this producer sent to (their routes are refreshed)."""
+        return list(self._infos)
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        """A fresh route: rebuild the topic's queue list (keeps the round-robin position)."""
+        if topic not in self._infos or self._instance is None:
+            return
+        queues = self._instance.publish_queues(topic, route)
+        if queues:
+            old = self._infos[topic]
+            self._infos[topic] = PublishInfo(queues, False, time.monotonic(), old.counter)
+
+    async def publish_info(self, topic: str) -> PublishInfo:
+        """The topic's writable queues; from TBW102's route when the name servers know no route (auto-create)."""
+        inst = self._running()
+        info = self._infos.get(topic)
+        if info is not None and info.queues and not (info.from_default and time.monotonic() - info.checked_at > 1.0):
+            return info
+        route = await inst.update_route(topic)
+        queues = inst.publish_queues(topic, route) if route else []
+        if queues:
+            info = PublishInfo(queues, False, time.monotonic(), info.counter if info else random.randrange(1 << 16))
+            self._infos[topic] = info
+            return info
+        if info is not None and info.queues:
+            info.checked_at = time.monotonic()
+            return info
+        default = await inst.fetch_route(AUTO_CREATE_TOPIC_KEY)
+        if default is not None and default.queue_datas:
+            inst.remember_brokers(default)
+            for qd in default.queue_datas:
+                n = min(self.default_topic_queue_nums, qd.read_queue_nums)
+                qd.read_queue_nums = qd.write_queue_nums = n
+            queues = inst.publish_queues(topic, default)
+            if queues:
+                info = PublishInfo(queues, True)
+                self._infos[topic] = info
+                return info
+        raise NoRouteError(topic, "no name server knows it and auto-creation (TBW102) is not available")
+
+    # ------------------------------------------------------------------------------------------ preparing
+    def prepare(self, msg: Message) -> Outgoing:
+        """Validate one message; add UNIQ_KEY and compress a large body."""
+        validate_message(msg, self.max_message_size)
+        props = msg.wire_properties()
+        uniq = props.setdefault(PropertyKey.UNIQ_KEY, new_uniq_id())
+        body = bytes(msg.body)
+        sys_flag = 0
+        if len(body) > self.compress_over:
+            body = zlib.compress(body, 5)
+            sys_flag |= COMPRESSED_FLAG
+        return Outgoing(msg.topic, body, props, msg.flag, sys_flag, False, [uniq], source=msg)
+
+    def prepare_batch(self, msgs: Sequence[Message]) -> Outgoing:
+        """Validate a batch and encode its body (never compressed)."""
+        validate_batch(msgs, self.max_message_size)
+        entries: list[BatchEntry] = []
+        ids: list[str] = []
+        for m in msgs:
+            props = m.wire_properties()
+            props.pop(PropertyKey.WAIT, None)
+            ids.append(props.setdefault(PropertyKey.UNIQ_KEY, new_uniq_id()))
+            entries.append(BatchEntry(m.flag, bytes(m.body), props))
+        props = {PropertyKey.WAIT: "true" if msgs[0].wait_store else "false"}
+        body = encode_batch(entries)
+        if len(body) > self.max_message_size:
+            raise MessageValidationError(f"the batch is {len(body)} bytes, larger than the limit {self.max_message_size}")
+        return Outgoing(msgs[0].topic, body, props, 0, 0, True, ids, source=msgs[0])
+
+    def _header(self, out: Outgoing, mq: MessageQueue) -> SendMessageHeader:
+        props = dict(out.properties)
+        reconsume = out.reconsume_times
+        max_reconsume = out.max_reconsume_times
+        if out.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if (rt := props.pop(PropertyKey.RECONSUME_TIME, None)) is not None:
+                reconsume = int(rt)
+            if (mr := props.pop(PropertyKey.MAX_RECONSUME_TIMES, None)) is not None:
+                max_reconsume = int(mr)
+        return SendMessageHeader(
+            producer_group=self.group,
+            topic=out.topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=out.sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=out.flag,
+            properties=properties_to_string(props),
+            reconsume_times=reconsume,
+            max_reconsume_times=max_reconsume,
+            batch=out.batch,
+        )
+
+    # ------------------------------------------------------------------------------------------ sending
+    async def _addr(self, mq: MessageQueue) -> str:
+        inst = self._running()
+        addr = inst.broker_addr(mq.broker_name, master_only=True)
+        if addr is None:
+            await inst.update_route(mq.topic)
+            addr = inst.broker_addr(mq.broker_name, master_only=True)
+        if addr is None:
+            raise ConnectionClosedError(f"no master address known for broker {mq.broker_name}")
+        return addr
+
+    def _result(self, out: Outgoing, mq: MessageQueue, resp: RemotingCommand) -> SendResult:
+        status = _OK_CODES.get(resp.code)
+        if status is None:
+            raise RemotingError(resp.code, resp.remark or f"send to {mq} failed")
+        f = resp.ext_fields
+        qid = int(f.get("queueId", mq.queue_id))
+        return SendResult(
+            status=status,
+            msg_id=",".join(out.uniq_ids),
+            offset_msg_id=f.get("msgId", ""),
+            message_queue=MessageQueue(mq.topic, mq.broker_name, qid),
+            queue_offset=int(f.get("queueOffset", "0")),
+            region_id=f.get("MSG_REGION", "DefaultRegion"),
+            trace_on=f.get("TRACE_ON", "true") != "false",
+        )
+
+    async def _send_once(self, out: Outgoing, mq: MessageQueue, timeout: float) -> SendResult:
+        inst = self._running()
+        conn = await inst.conn(await self._addr(mq))
+        code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
+        resp = await api.send_request(conn, self._header(out, mq), out.body, code=code, timeout=timeout)
+        return self._result(out, mq, resp)
+
+    def _mark(self, broker: str, failed: bool) -> None:
+        if failed:
+            self._faults[broker] = time.monotonic() + self.fault_backoff
+        else:
+            self._faults.pop(broker, None)
+
+    def _avoid(self) -> set[str]:
+        now = time.monotonic()
+        return {b for b, until in self._faults.items() if until > now}
+
+    async def send_outgoing(
+        self, out: Outgoing, *, selector: QueueSelector | None = None, timeout: float | None = None
+    ) -> SendResult:
+        """Send a prepared message with retries (none with a selector)."""
+        timeout = self.send_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        info = await self.publish_info(out.topic)
+        if selector is not None:
+            assert out.source is not None
+            mq = selector(list(info.queues), out.source)
+            if not isinstance(mq, MessageQueue):
+                raise MessageValidationError(f"the queue selector returned {mq!r}, not a MessageQueue")
+            return await self._send_once(out, mq, max(0.001, deadline - time.monotonic()))
+        last_error: Exception | None = None
+        last_broker: str | None = None
+        for attempt in range(1 + self.retry_times):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if attempt:
+                info = await self.publish_info(out.topic)
+            mq = info.select(self._avoid(), last_broker)
+            try:
+                result = await self._send_once(out, mq, remaining)
+            except RemotingError as e:
+                if e.code not in RETRY_CODES:
+                    raise
+                last_error = e
+            except (ConnectionClosedError, RequestTimeoutError, OSError) as e:
+                last_error = e
+            else:
+                self._mark(mq.broker_name, False)
+                return result
+            log.info("send to %s failed (attempt %d): %s", mq, attempt + 1, last_error)
+            self._mark(mq.broker_name, True)
+            last_broker = mq.broker_name
+        if last_error is None:
+            raise RequestTimeoutError(f"send to topic {out.topic} timed out after {timeout:.1f}s")
+        raise last_error
+
+    async def send(
+        self,
+        msg: Message,
+        *,
+        queue_selector: QueueSelector | None = None,
+        shard_key: object | None = None,
+        delay_level: int | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send one message and wait for the broker's answer.
+
+        ``shard_key`` sends every message with the same key to the same queue (ordered per key);
+        ``queue_selector(queues, msg)`` picks the queue itself; ``delay_level`` (1..18) delays delivery.
+        """
+        self._running()
+        if delay_level is not None:
+            msg = replace(msg, delay_level=delay_level)
+        out = self.prepare(msg)
+        selector = queue_selector or (shard_selector(shard_key) if shard_key is not None else self.queue_selector)
+        return await self.send_outgoing(out, selector=selector, timeout=timeout)
+
+    async def send_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue_selector: QueueSelector | None = None,
+        shard_key: object | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE; they land on one queue, in order."""
+        self._running()
+        out = self.prepare_batch(msgs)
+        selector = queue_selector or (shard_selector(shard_key) if shard_key is not None else self.queue_selector)
+        return await self.send_outgoing(out, selector=selector, timeout=timeout)
+
+    def send_async(
+        self,
+        msg: Message,
+        callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+        **kwargs: Any,
+    ) -> asyncio.Task[SendResult]:
+        """Start a send and return its task at once; ``callback(result, error)`` runs when it ends."""
+        self._running()
+        if kwargs.get("delay_level") is not None:
+            msg = replace(msg, delay_level=kwargs.pop("delay_level"))
+        validate_message(msg, self.max_message_size)  # raise in the caller, not in the task
+        task = asyncio.get_running_loop().create_task(self.send(msg, **kwargs))
+        self._track(task)
+        if callback is not None:
+
+            def done(t: asyncio.Task[SendResult]) -> None:
+                if t.cancelled():
+                    callback(None, asyncio.CancelledError())
+                elif (e := t.exception()) is not None:
+                    callback(None, e)
+                else:
+                    callback(t.result(), None)
+
+            task.add_done_callback(done)
+        return task
+
+    def send_oneway(
+        self, msg: Message, *, queue_selector: QueueSelector | None = None, shard_key: object | None = None
+    ) -> None:
+        """Send without waiting for (or getting) an answer; validation errors still raise here."""
+        self._running()
+        out = self.prepare(msg)
+        selector = queue_selector or (shard_selector(shard_key) if shard_key is not None else self.queue_selector)
+        task = asyncio.get_running_loop().create_task(self._oneway(out, selector))
+        self._track(task)
+
+    async def _oneway(self, out: Outgoing, selector: QueueSelector | None) -> None:
+        try:
+            info = await self.publish_info(out.topic)
+            if selector is not None:
+                assert out.source is not None
+                mq = selector(list(info.queues), out.source)
+            else:
+                mq = info.select(self._avoid(), None)
+            conn = await self._running().conn(await self._addr(mq))
+            code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
+            api.send_oneway_request(conn, self._header(out, mq), out.body, code=code)
+        except Exception as e:
+            log.warning("one-way send to %s failed: %s", out.topic, e)
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        self._pending.add(task)
+
+        def forget(t: asyncio.Task[Any]) -> None:
+            self._pending.discard(t)
+            if not t.cancelled():
+                with contextlib.suppress(BaseException):
+                    t.exception()
+
+        task.add_done_callback(forget)
