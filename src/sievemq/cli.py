@@ -339,5 +339,11 @@ def group_status(name: str, namesrv: str, as_json: bool) -> None:
     _admin(namesrv, go)
 
 
+# ------------------------------------------------------------------------------------------------ filtersrv
+from sievemq.filtersrv.cli import filtersrv_group  # noqa: E402  (defined apart; must precede __main__ below)
+
+main.add_command(filtersrv_group)
+
+
 if __name__ == "__main__":
     main()

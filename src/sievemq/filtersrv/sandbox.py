@@ -104,7 +104,8 @@ def load_function(spec: dict[str, Any], allowed_modules: list[str]) -> FilterFn:
         raise LoadError(_short_error(e, name)) from None
     if not callable(fn):
         raise LoadError(f"'{name}' is not a function")
-    return fn
+    func: FilterFn = fn
+    return func
 
 
 def _inflate(msg: MessageExt) -> None:
@@ -162,6 +163,8 @@ def _isolate(cpu_seconds: int, memory_mb: int, paths: list[str]) -> tuple[int, i
         with contextlib.suppress(Exception):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     if memory_mb > 0:
         limit = memory_mb * 1024 * 1024

@@ -1,0 +1,254 @@
+"""The broker's side of filter servers: REGISTER_FILTER_SERVER (301), liveness, and the local supervisor.
+
+A filter server registers every 10 s; the broker keeps those heard from in the last 30 s (or whose registering
+connection is still open and was heard from in that time) and lists them in its REGISTER_BROKER body as
+``filterServerList``. ``on_change`` fires when that list changes, so the broker can re-register at once.
+With ``nums > 0`` the broker also starts that many ``sievemq filtersrv`` processes for itself, restarts them
+when they die and stops them when it stops. Nothing a client sends is imported or executed here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sievemq.errors import RemotingError
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import require_str
+from sievemq.remoting.server import ProcessorTable
+
+log = logging.getLogger(__name__)
+
+FILTER_SERVER_EXPIRE_SECONDS = 30.0
+_CONN_ATTR = "filter_server_addr"
+
+
+@dataclass
+class _Child:
+    """One supervised filter server process."""
+
+    slot: int
+    popen: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    restarts: int = 0
+    backoff: float = 1.0
+    next_start: float = 0.0
+    exit_codes: list[int] = field(default_factory=list)
+
+
+class FilterServerManager:
+    """Filter servers of one broker: who is alive, and the ones this broker runs itself."""
+
+    def __init__(
+        self,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        *,
+        nums: int = 0,
+        listen_host: str = "127.0.0.1",
+        advertised_ip: str = "127.0.0.1",
+        config_path: str | None = None,
+        extra_args: Sequence[str] = (),
+        expire_seconds: float = FILTER_SERVER_EXPIRE_SECONDS,
+        scan_interval: float = 5.0,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.broker_addr = broker_addr
+        self.broker_name = broker_name
+        self.broker_id = broker_id
+        self.nums = nums
+        self.listen_host = listen_host
+        self.advertised_ip = advertised_ip
+        self.config_path = config_path
+        self.extra_args = list(extra_args)
+        self.expire_seconds = expire_seconds
+        self.scan_interval = scan_interval
+        self.on_change = on_change
+        """Called (synchronously, on the loop) whenever ``addresses()`` changes."""
+        self._live: dict[str, float] = {}
+        self._conns: dict[str, Connection] = {}
+        self._children: list[_Child] = [_Child(i) for i in range(nums)]
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    # ------------------------------------------------------------------ 301
+    def register(self, table: ProcessorTable) -> None:
+        """Put REGISTER_FILTER_SERVER (301) into ``table``."""
+        table.register(RequestCode.REGISTER_FILTER_SERVER, self.process)
+
+    async def process(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """301: note the filter server as alive; answer with this broker's name and id."""
+        addr = require_str(cmd.ext_fields, "filterServerAddr")
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"filterServerAddr must be ip:port, got {addr!r}")
+        self.heard(addr, conn)
+        return cmd.response(
+            ResponseCode.SUCCESS, ext_fields={"brokerName": self.broker_name, "brokerId": self.broker_id}
+        )
+
+    def heard(self, addr: str, conn: Connection | None = None, now: float | None = None) -> None:
+        """Record a registration from ``addr`` (over ``conn``, if any)."""
+        new = addr not in self._live
+        self._live[addr] = time.monotonic() if now is None else now
+        if conn is not None:
+            self._conns[addr] = conn
+            conn.attrs[_CONN_ATTR] = addr
+        if new:
+            log.info("filter server %s registered", addr)
+            self._changed()
+
+    def connection_closed(self, conn: Connection) -> None:
+        """Drop the filter server whose registering connection closed (wire into the broker's on_close)."""
+        addr = conn.attrs.get(_CONN_ATTR)
+        if isinstance(addr, str) and self._conns.get(addr) is conn:
+            self._conns.pop(addr, None)
+            if self._live.pop(addr, None) is not None:
+                log.info("filter server %s disconnected", addr)
+                self._changed()
+
+    def addresses(self, now: float | None = None) -> list[str]:
+        """Filter servers heard from within ``expire_seconds``, sorted."""
+        now = time.monotonic() if now is None else now
+        return sorted(a for a, t in self._live.items() if now - t <= self.expire_seconds)
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Forget filter servers silent for longer than ``expire_seconds``; returns them."""
+        now = time.monotonic() if now is None else now
+        gone = [a for a, t in self._live.items() if now - t > self.expire_seconds]
+        for a in gone:
+            del self._live[a]
+            self._conns.pop(a, None)
+            log.info("filter server %s expired (silent for more than %.0f s)", a, self.expire_seconds)
+        if gone:
+            self._changed()
+        return gone
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("filter server on_change callback failed")
+
+    # ------------------------------------------------------------------ supervisor
+    def command(self) -> list[str]:
+        """The command line of a supervised filter server."""
+        cmd = [
+            sys.executable,
+            "-m",
+            "sievemq.cli",
+            "filtersrv",
+            "--broker",
+            self.broker_addr,
+            "--listen-host",
+            self.listen_host,
+            "--listen-port",
+            "0",
+            "--advertised-ip",
+            self.advertised_ip,
+            "--parent-pid",
+            str(os.getpid()),
+        ]
+        if self.config_path:
+            cmd += ["--config", self.config_path]
+        return cmd + self.extra_args
+
+    def _spawn(self, child: _Child) -> None:
+        try:
+            child.popen = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+        except OSError as e:
+            log.error("cannot start filter server %d: %s", child.slot, e)
+            child.popen = None
+            child.next_start = time.monotonic() + child.backoff
+            child.backoff = min(child.backoff * 2, 30.0)
+            return
+        child.started = time.monotonic()
+        log.info("started filter server %d (pid %d)", child.slot, child.popen.pid)
+
+    def _check_children(self) -> None:
+        now = time.monotonic()
+        for child in self._children:
+            if child.popen is not None:
+                code = child.popen.poll()
+                if code is None:
+                    if now - child.started > 60.0:
+                        child.backoff = 1.0
+                    continue
+                child.exit_codes = [*child.exit_codes[-9:], code]
+                child.popen = None
+                child.restarts += 1
+                child.next_start = now + (child.backoff if now - child.started < 10.0 else 0.0)
+                child.backoff = min(child.backoff * 2, 30.0) if now - child.started < 10.0 else 1.0
+                log.warning("filter server %d exited with %d; restarting", child.slot, code)
+            if child.popen is None and now >= child.next_start and not self._stopping:
+                self._spawn(child)
+
+    async def _supervise(self) -> None:
+        while True:
+            try:
+                self._check_children()
+            except Exception:
+                log.exception("filter server supervisor failed")
+            await asyncio.sleep(0.5)
+
+    async def _scan(self) -> None:
+        while True:
+            await asyncio.sleep(self.scan_interval)
+            try:
+                self.expire()
+            except Exception:
+                log.exception("filter server expiry failed")
+
+    def children(self) -> list[dict[str, object]]:
+        """Supervised processes: slot, pid (None while down), restarts, recent exit codes."""
+        return [
+            {
+                "slot": c.slot,
+                "pid": c.popen.pid if c.popen is not None else None,
+                "restarts": c.restarts,
+                "exitCodes": list(c.exit_codes),
+            }
+            for c in self._children
+        ]
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start expiring silent filter servers and, with ``nums > 0``, the supervised ones."""
+        self._stopping = False
+        self._tasks.append(asyncio.create_task(self._scan()))
+        if self._children:
+            self._check_children()
+            self._tasks.append(asyncio.create_task(self._supervise()))
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop the tasks and the supervised filter servers (SIGTERM, then SIGKILL after ``timeout``)."""
+        self._stopping = True
+        for t in self._tasks:
+            t.cancel()
+        self._tasks.clear()
+        running = [c.popen for c in self._children if c.popen is not None and c.popen.poll() is None]
+        for p in running:
+            try:
+                p.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        for p in running:
+            while p.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            if p.poll() is None:
+                p.kill()
+                await asyncio.to_thread(p.wait)
+        for c in self._children:
+            c.popen = None

@@ -1,0 +1,471 @@
+"""The pull consumer, for code that drives consumption itself.
+
+``assign([MessageQueue, ...])`` takes queues explicitly; ``subscribe(topic, expr)`` joins the group and shares
+queues with its other clients like a push consumer. Background long-poll loops fill a buffer per queue (paused at
+``max_cached_messages``); ``await poll(timeout)`` hands out buffered messages in queue order and advances each
+queue's position; ``seek(mq, offset)`` moves a position; ``await commit()`` stores the positions on the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sievemq.client import api
+from sievemq.client.errors import ClientStateError, MessageValidationError
+from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
+from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
+from sievemq.client.offset_store import RemoteOffsetStore
+from sievemq.client.push_consumer import to_millis
+from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
+from sievemq.client.subscription import SubscriptionEntry, start_offset
+from sievemq.client.validation import validate_group, validate_topic
+from sievemq.protocol.heartbeat import ConsumerData
+from sievemq.protocol.message import MessageExt
+from sievemq.remoting.codes import ResponseCode
+
+log = logging.getLogger(__name__)
+
+PULL_RETRY_DELAY = 3.0
+FLOW_CONTROL_DELAY = 0.05
+
+
+@dataclass
+class _QueueState:
+    mq: MessageQueue
+    position: int
+    """Next offset poll() hands out."""
+    fetch_offset: int
+    """Next offset the pull loop asks for."""
+    generation: int = 0
+    buffered: int = 0
+    task: asyncio.Task[None] | None = None
+    entry: SubscriptionEntry | None = None
+
+
+@dataclass
+class _Batch:
+    mq: MessageQueue
+    generation: int
+    msgs: list[MessageExt] = field(default_factory=list)
+
+
+class PullConsumer:
+    """Fetches messages for you to ``poll()``; you decide when to ``commit()``."""
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None = None,
+        group: str = "DEFAULT_PULL_CONSUMER",
+        *,
+        consume_from: ConsumeFrom | str = ConsumeFrom.LAST,
+        consume_timestamp: int | float | datetime | None = None,
+        instance_name: str | None = None,
+        pull_batch_size: int = 32,
+        max_cached_messages: int = 1000,
+        max_poll_records: int = 256,
+        pull_suspend: float = 20.0,
+        pull_timeout: float = 30.0,
+        auto_commit: bool = False,
+        allocate: AllocateStrategy = allocate_averagely,
+        request_timeout: float = 3.0,
+        heartbeat_interval: float = 30.0,
+        poll_namesrv_interval: float = 30.0,
+        rebalance_interval: float = 20.0,
+        persist_interval: float = 5.0,
+    ) -> None:
+        validate_group(group)
+        self.group = group
+        self.config = ClientConfig(
+            namesrv=parse_namesrv(namesrv),
+            request_timeout=request_timeout,
+            heartbeat_interval=heartbeat_interval,
+            poll_namesrv_interval=poll_namesrv_interval,
+            rebalance_interval=rebalance_interval,
+            persist_offsets_interval=persist_interval,
+            **({"instance_name": instance_name} if instance_name else {}),
+        )
+        self.consume_from = ConsumeFrom.parse(consume_from)
+        self.consume_timestamp = to_millis(consume_timestamp)
+        self.pull_batch_size = max(1, pull_batch_size)
+        self.max_cached_messages = max_cached_messages
+        self.max_poll_records = max(1, max_poll_records)
+        self.pull_suspend = pull_suspend
+        self.pull_timeout = pull_timeout
+        self.auto_commit = auto_commit
+        self.allocate = allocate
+        self._subs: dict[str, SubscriptionEntry] = {}
+        self._assigned: list[MessageQueue] | None = None
+        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._ready: deque[_Batch] = deque()
+        self._ready_event: asyncio.Event | None = None
+        self._state = "new"
+        self._instance: ClientInstance | None = None
+        self._offsets: RemoteOffsetStore | None = None
+        self._rebalancer: Rebalancer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------------------------------ configuration
+    def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no group rebalancing); replaces an earlier assignment."""
+        if self._subs:
+            raise ClientStateError("this consumer subscribes topics; assign() and subscribe() do not mix")
+        mqs = sorted(set(mqs))
+        for mq in mqs:
+            if not isinstance(mq, MessageQueue):
+                raise TypeError(f"assign() takes MessageQueue objects, not {type(mq).__name__}")
+        self._assigned = mqs
+        if self._state == "running" and self._loop is not None:
+            self._loop.create_task(self._apply_assignment())
+
+    def subscribe(self, topic: str, expression: Selector | str | None = "*") -> None:
+        """Consume ``topic`` as a member of the group (queues shared with the group's other clients)."""
+        if self._assigned is not None:
+            raise ClientStateError("this consumer has assigned queues; assign() and subscribe() do not mix")
+        validate_topic(topic, for_send=False)
+        try:
+            self._subs[topic] = SubscriptionEntry.create(topic, expression)
+        except ValueError as e:
+            raise MessageValidationError(f"bad subscription expression {expression!r}: {e}") from None
+        if self._state == "running" and self._instance is not None and self._loop is not None:
+            inst = self._instance
+
+            async def changed() -> None:
+                await inst.update_route(topic)
+                await inst.heartbeat_all()
+                inst.rebalance_now()
+
+            self._loop.create_task(changed())
+
+    def assignment(self) -> set[MessageQueue]:
+        """Queues currently fetched."""
+        return set(self._queues)
+
+    async def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` (from the name servers)."""
+        inst = self._running()
+        await inst.update_route(topic)
+        return inst.subscribe_queues(topic) or []
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Connect; start fetching the assigned queues, or join the group for subscribed topics."""
+        if self._state == "running":
+            return
+        if self._state != "new":
+            raise ClientStateError("this consumer was closed; create a new one")
+        self._loop = asyncio.get_running_loop()
+        inst = ClientInstance.acquire(self.config)
+        try:
+            inst.register_consumer(self.group, self)
+        except ValueError as e:
+            await inst.release()
+            raise ClientStateError(str(e)) from None
+        self._instance = inst
+        self._offsets = RemoteOffsetStore(inst, self.group)
+        self._rebalancer = Rebalancer(inst, self.group, self, strategy=self.allocate)
+        self._ready_event = asyncio.Event()
+        self._state = "running"
+        try:
+            await inst.start()
+            for topic in self.topics():
+                await inst.update_route(topic)
+            await inst.heartbeat_all()
+            if self._assigned is not None:
+                await self._apply_assignment()
+        except BaseException:
+            await self.close()
+            raise
+        if self._subs:
+            inst.rebalance_now()
+
+    async def close(self) -> None:
+        """Stop fetching; with ``auto_commit``, commit positions; leave the group."""
+        if self._state != "running":
+            self._state = "closed"
+            return
+        self._state = "closing"
+        inst = self._instance
+        assert inst is not None
+        if self.auto_commit:
+            with contextlib.suppress(Exception):
+                await self.commit()
+        for st in list(self._queues.values()):
+            await self._stop_queue(st)
+        self._queues.clear()
+        self._ready.clear()
+        await inst.unregister(consumer_group=self.group)
+        await inst.release()
+        self._state = "closed"
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _running(self) -> ClientInstance:
+        if self._state != "running" or self._instance is None:
+            raise ClientStateError("the consumer is not started (call start() or use 'async with')")
+        return self._instance
+
+    # ------------------------------------------------------------------------------------------ instance hooks
+    def topics(self) -> list[str]:
+        """Topics in use."""
+        if self._assigned is not None:
+            return sorted({mq.topic for mq in self._assigned})
+        return list(self._subs)
+
+    def consumer_data(self) -> ConsumerData | None:
+        """Heartbeat entry; None with assigned queues (not a member of the group's rebalancing)."""
+        if not self._subs:
+            return None
+        return ConsumerData(
+            group=self.group,
+            consume_type="CONSUME_ACTIVELY",
+            message_model="CLUSTERING",
+            consume_from_where=self.consume_from.value,
+            subscriptions=[e.to_subscription() for e in self._subs.values()],
+        )
+
+    async def rebalance(self) -> bool:
+        """One rebalance round (subscribe mode only)."""
+        if self._state != "running" or self._rebalancer is None or not self._subs:
+            return True
+        return await self._rebalancer.rebalance(list(self._subs))
+
+    async def persist_offsets(self) -> None:
+        """With ``auto_commit``, commit positions every 5 s (one-way)."""
+        if self._state == "running" and self.auto_commit and self._offsets is not None:
+            for st in self._queues.values():
+                self._offsets.update(st.mq, st.position)
+            await self._offsets.persist_all(list(self._queues), oneway=True)
+
+    def owned_queues(self) -> set[MessageQueue]:
+        """Queues being fetched."""
+        return set(self._queues)
+
+    async def drop_queue(self, mq: MessageQueue) -> None:
+        """Stop fetching ``mq`` (a rebalance took it); its position is committed if ``auto_commit``."""
+        st = self._queues.pop(mq, None)
+        if st is None:
+            return
+        await self._stop_queue(st)
+        assert self._offsets is not None
+        if self.auto_commit:
+            self._offsets.update(mq, st.position)
+            with contextlib.suppress(Exception):
+                await self._offsets.persist(mq)
+        self._offsets.remove(mq)
+
+    async def take_queue(self, mq: MessageQueue) -> bool:
+        """Start fetching ``mq`` from its committed offset (or per ``consume_from``)."""
+        inst = self._running()
+        assert self._offsets is not None
+        addr = inst.broker_addr(mq.broker_name)
+        if addr is None:
+            await inst.update_route(mq.topic)
+            addr = inst.broker_addr(mq.broker_name)
+        if addr is None:
+            return False
+        try:
+            self._offsets.remove(mq)
+            offset = await start_offset(
+                await inst.conn(addr),
+                self._offsets,
+                mq,
+                self.consume_from,
+                self.consume_timestamp,
+                inst.config.request_timeout,
+            )
+        except Exception as e:
+            log.warning("cannot compute the start offset of %s: %s", mq, e)
+            return False
+        if self._state != "running" or mq in self._queues:
+            return True
+        entry = self._subs.get(mq.topic) or SubscriptionEntry.create(mq.topic, "*")
+        st = _QueueState(mq, offset, offset, entry=entry)
+        self._queues[mq] = st
+        self._start_queue(st)
+        return True
+
+    async def _apply_assignment(self) -> None:
+        assert self._assigned is not None
+        wanted = set(self._assigned)
+        for mq in [q for q in self._queues if q not in wanted]:
+            await self.drop_queue(mq)
+        inst = self._running()
+        for topic in {mq.topic for mq in wanted}:
+            if inst.route(topic) is None:
+                await inst.update_route(topic)
+        for mq in sorted(wanted - set(self._queues)):
+            if not await self.take_queue(mq):
+                log.warning("assigned queue %s could not be started; retrying in %.0fs", mq, PULL_RETRY_DELAY)
+
+                async def retry(q: MessageQueue = mq) -> None:
+                    await asyncio.sleep(PULL_RETRY_DELAY)
+                    if self._state == "running" and self._assigned and q in self._assigned and q not in self._queues:
+                        await self._apply_assignment()
+
+                asyncio.get_running_loop().create_task(retry())
+
+    # ------------------------------------------------------------------------------------------ fetching
+    def _start_queue(self, st: _QueueState) -> None:
+        st.task = asyncio.get_running_loop().create_task(self._pull_loop(st, st.generation), name=f"fetch {st.mq}")
+
+    async def _stop_queue(self, st: _QueueState) -> None:
+        st.generation += 1
+        if st.task is not None:
+            st.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await st.task
+            st.task = None
+
+    async def _pull_loop(self, st: _QueueState, generation: int) -> None:
+        inst = self._running()
+        assert self._offsets is not None and self._ready_event is not None and st.entry is not None
+        mq, entry = st.mq, st.entry
+        while self._state == "running" and st.generation == generation:
+            if st.buffered >= self.max_cached_messages:
+                await asyncio.sleep(FLOW_CONTROL_DELAY)
+                continue
+            addr = inst.broker_addr(mq.broker_name)
+            try:
+                if addr is None:
+                    await inst.update_route(mq.topic)
+                    raise ConnectionError(f"no address known for broker {mq.broker_name}")
+                conn = await inst.conn(addr)
+                r = await api.pull_message(
+                    conn,
+                    self.group,
+                    mq.topic,
+                    mq.queue_id,
+                    st.fetch_offset,
+                    max_nums=self.pull_batch_size,
+                    subscription=entry.selector.expression,
+                    expression_type=entry.selector.expression_type,
+                    sub_version=entry.sub_version,
+                    suspend_ms=int(self.pull_suspend * 1000),
+                    timeout=self.pull_timeout,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("pull %s@%d failed: %s; retrying in %.0fs", mq, st.fetch_offset, e, PULL_RETRY_DELAY)
+                await asyncio.sleep(PULL_RETRY_DELAY)
+                continue
+            if st.generation != generation:
+                return
+            if r.code == ResponseCode.SUCCESS:
+                kept = entry.accept(r.messages, r.min_offset, r.max_offset)
+                st.fetch_offset = r.next_begin_offset
+                if kept:
+                    st.buffered += len(kept)
+                    self._ready.append(_Batch(mq, generation, kept))
+                    self._ready_event.set()
+                elif st.buffered == 0:
+                    st.position = max(st.position, st.fetch_offset)
+            elif r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                st.fetch_offset = r.next_begin_offset
+                if st.buffered == 0:
+                    st.position = st.fetch_offset
+            elif r.code == ResponseCode.PULL_OFFSET_MOVED:
+                log.warning("offset of %s moved from %d to %d", mq, st.fetch_offset, r.next_begin_offset)
+                st.fetch_offset = r.next_begin_offset
+                if st.buffered == 0:
+                    st.position = st.fetch_offset
+            else:
+                log.warning("pull %s@%d: [%d] %s", mq, st.fetch_offset, r.code, r.remark)
+                await asyncio.sleep(PULL_RETRY_DELAY)
+
+    # ------------------------------------------------------------------------------------------ user calls
+    async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[MessageExt]:
+        """Buffered messages (waiting up to ``timeout`` seconds for some); positions move past them."""
+        self._running()
+        assert self._ready_event is not None
+        limit = max_records or self.max_poll_records
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            out = self._take(limit)
+            if out:
+                return out
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._ready_event.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready_event.wait(), remaining)
+
+    def _take(self, limit: int) -> list[MessageExt]:
+        out: list[MessageExt] = []
+        while self._ready and len(out) < limit:
+            batch = self._ready[0]
+            st = self._queues.get(batch.mq)
+            if st is None or st.generation != batch.generation:
+                self._ready.popleft()
+                continue
+            room = limit - len(out)
+            part, rest = batch.msgs[:room], batch.msgs[room:]
+            if rest:
+                batch.msgs = rest
+            else:
+                self._ready.popleft()
+            st.buffered -= len(part)
+            st.position = part[-1].queue_offset + 1
+            if not rest and st.buffered == 0:
+                st.position = max(st.position, st.fetch_offset)
+            out.extend(part)
+        return out
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Hand out ``mq``'s messages from ``offset`` next (buffered ones are discarded)."""
+        st = self._queues.get(mq)
+        if st is None:
+            raise ClientStateError(f"{mq} is not assigned to this consumer")
+        if offset < 0:
+            raise ValueError("offset must be >= 0")
+        st.generation += 1
+        if st.task is not None:
+            st.task.cancel()
+        st.position = st.fetch_offset = offset
+        st.buffered = 0
+        if self._state == "running":
+            self._start_queue(st)
+
+    def position(self, mq: MessageQueue) -> int:
+        """The next offset ``poll()`` hands out for ``mq``."""
+        st = self._queues.get(mq)
+        if st is None:
+            raise ClientStateError(f"{mq} is not assigned to this consumer")
+        return st.position
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset the broker stores for this group and queue (-1 when none)."""
+        self._running()
+        assert self._offsets is not None
+        return await self._offsets.read_store(mq)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Store positions (or the given offsets) on the brokers and wait for their answers."""
+        self._running()
+        assert self._offsets is not None
+        if offsets is None:
+            offsets = {mq: st.position for mq, st in self._queues.items()}
+        for mq, off in offsets.items():
+            self._offsets.update(mq, off)
+        first_error: Exception | None = None
+        for mq in offsets:
+            try:
+                await self._offsets.persist(mq, oneway=False)
+            except Exception as e:
+                log.warning("commit of %s failed: %s", mq, e)
+                first_error = first_error or e
+        if first_error is not None:
+            raise first_error

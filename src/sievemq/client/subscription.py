@@ -1,0 +1,97 @@
+"""A consumer's subscription of one topic, and what consumers do with pulled messages and start offsets.
+
+After the broker's filter (tag hash codes or SQL92), a TAG subscription re-checks each message's tag by exact
+string: hash codes collide ("Aa" and "BB" share one), so the broker may send a message the expression does not
+name. Such messages are dropped here and their offsets still advance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sievemq.client import api
+from sievemq.client.message import ConsumeFrom, MessageQueue, Selector, decompress_body, retry_topic
+from sievemq.client.offset_store import OffsetStore
+from sievemq.filter.tags import TagExpression
+from sievemq.protocol.heartbeat import Subscription
+from sievemq.protocol.message import MessageExt, PropertyKey
+from sievemq.remoting.codes import RequestCode
+from sievemq.remoting.connection import Connection
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+
+
+@dataclass(frozen=True)
+class SubscriptionEntry:
+    """One topic's selector, as sent in heartbeats and pulls."""
+
+    topic: str
+    selector: Selector
+    sub_version: int
+    tags: TagExpression | None
+
+    @classmethod
+    def create(cls, topic: str, selector: Selector | str | None) -> SubscriptionEntry:
+        """Parse the selector (raises ValueError for a malformed tag expression)."""
+        sel = Selector.of(selector)
+        tags = TagExpression.parse(sel.expression) if sel.is_tag else None
+        expression = tags.sub_string if tags is not None else sel.expression
+        return cls(topic, Selector(expression, sel.expression_type), int(time.time() * 1000), tags)
+
+    def to_subscription(self) -> Subscription:
+        """The heartbeat's SubscriptionData."""
+        return Subscription(
+            topic=self.topic,
+            sub_string=self.selector.expression,
+            expression_type=self.selector.expression_type,
+            sub_version=self.sub_version,
+            tags=self.tags.tags if self.tags is not None else frozenset(),
+        )
+
+    def accept(self, msgs: Iterable[MessageExt], min_offset: int, max_offset: int) -> list[MessageExt]:
+        """Inflate bodies, stamp MIN_OFFSET/MAX_OFFSET, and keep the messages whose tag really matches."""
+        out = []
+        for m in msgs:
+            if self.tags is not None and not self.tags.match_tag(m.tags):
+                continue
+            decompress_body(m)
+            m.properties[PropertyKey.MIN_OFFSET] = str(min_offset)
+            m.properties[PropertyKey.MAX_OFFSET] = str(max_offset)
+            out.append(m)
+        return out
+
+
+def retry_subscription(group: str) -> SubscriptionEntry:
+    """The ``%RETRY%<group>`` subscription of every clustering push consumer (``*``)."""
+    return SubscriptionEntry.create(retry_topic(group), "*")
+
+
+async def start_offset(
+    conn_for: Connection,
+    store: OffsetStore,
+    mq: MessageQueue,
+    consume_from: ConsumeFrom,
+    timestamp_ms: int,
+    timeout: float = 3.0,
+) -> int:
+    """Where to start on a newly owned queue (Java ``RebalancePushImpl.computePullFromWhere``).
+
+    The stored offset if there is one; else (broker answered QUERY_NOT_FOUND) LAST -> the queue's max offset
+    (retry topics: 0), FIRST -> 0, TIMESTAMP -> the offset stored nearest the timestamp (retry topics: max).
+    Transport errors propagate: the queue is left for the next rebalance round.
+    """
+    offset = await store.read_store(mq)
+    if offset >= 0:
+        return offset
+    is_retry = mq.topic.startswith("%RETRY%")
+    if consume_from is ConsumeFrom.FIRST:
+        return 0
+    if consume_from is ConsumeFrom.LAST:
+        if is_retry:
+            return 0
+        return await api.queue_offset(conn_for, RequestCode.GET_MAX_OFFSET, mq.topic, mq.queue_id, timeout)
+    if is_retry:
+        return await api.queue_offset(conn_for, RequestCode.GET_MAX_OFFSET, mq.topic, mq.queue_id, timeout)
+    return await api.search_offset(conn_for, mq.topic, mq.queue_id, timestamp_ms, timeout)

@@ -1,0 +1,176 @@
+"""``sievemq filtersrv``: run a filter server, or ask one for its status (``sievemq filtersrv status``).
+
+Kept apart from ``sievemq.cli`` (which only adds this group) so the filter server's imports load on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import MISSING, fields
+from typing import Any, TypeVar
+
+import click
+import orjson
+
+from sievemq.errors import SieveError
+from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
+
+F = TypeVar("F", bound=Callable[..., Any])
+_TYPES: dict[str, Any] = {"bool": click.BOOL, "int": click.INT, "float": click.FLOAT}
+
+
+def _options(f: F) -> F:
+    """One ``--kebab-case`` option per FiltersrvConfig field (``--broker`` for brokerAddr)."""
+    for fld in reversed(fields(FiltersrvConfig)):
+        names = ["--" + fld.name.replace("_", "-")]
+        if fld.name == "broker_addr":
+            names.insert(0, "--broker")
+        typ = _TYPES.get(fld.type if isinstance(fld.type, str) else getattr(fld.type, "__name__", ""), click.STRING)
+        default = fld.default if fld.default is not MISSING else None
+        if fld.name == "upload_secret":
+            default = "(none)"
+        help_text = f"{fld.metadata.get('doc', '')} [default: {default}]"
+        f = click.option(*names, fld.name, type=typ, default=None, help=help_text)(f)
+    return f
+
+
+async def _serve(cfg: FiltersrvConfig, stop: asyncio.Event) -> None:
+    from sievemq.filtersrv.controller import FiltersrvController
+
+    ctl = FiltersrvController(cfg)
+    await ctl.start()
+    click.echo(f"sievemq filter server listening on {ctl.addr}, broker {cfg.broker_addr}")
+    sys.stdout.flush()
+    done = asyncio.ensure_future(ctl.done.wait())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({done, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    done.cancel()
+    stopped.cancel()
+    await ctl.stop()
+
+
+def _run(cfg: FiltersrvConfig) -> None:
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await _serve(cfg, stop)
+
+    try:
+        try:
+            import uvloop
+        except ImportError:
+            asyncio.run(runner())
+        else:
+            uvloop.run(runner())
+    except OSError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
+    except SieveError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@click.group("filtersrv", invoke_without_command=True)
+@click.option("--config", "config_path", default=None, help="filter server TOML file")
+@_options
+@click.pass_context
+def filtersrv_group(ctx: click.Context, /, config_path: str | None, **kwargs: Any) -> None:
+    """Run a filter server for one broker: consumers' filter functions run here, in sandboxed workers.
+
+    Example: sievemq filtersrv --broker 127.0.0.1:10911 --filter-modules shop.filters --filter-paths /opt/filters
+
+    Settings come from --config (TOML), then SIEVEMQ_FILTERSRV_<NAME> variables, then flags.
+    `sievemq filtersrv status --addr HOST:PORT` prints a running filter server's per-function counts.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        cfg = load_filtersrv_config(config_path, overrides={k: v for k, v in kwargs.items() if v is not None})
+    except SieveError as e:
+        raise click.ClickException(str(e)) from None
+    _run(cfg)
+
+
+def _age(ms: int) -> str:
+    if not ms:
+        return "never"
+    return f"{max(0.0, time.time() - ms / 1000):.0f} s ago"
+
+
+def print_status(st: dict[str, Any]) -> None:
+    """Human-readable status of a filter server."""
+    w = st.get("workers", {})
+    click.echo(
+        f"filter server {st.get('filterServerAddr')}  broker {st.get('brokerName') or '?'} "
+        f"(id {st.get('brokerId')}) at {st.get('brokerAddr')}, registered {_age(int(st.get('lastRegisteredMs', 0)))}"
+    )
+    replaced = ", ".join(f"{k} {v}" for k, v in sorted(w.get("replaced", {}).items())) or "none"
+    click.echo(
+        f"workers: {w.get('size')} (pids {' '.join(str(p) for p in w.get('pids', []))}), "
+        f"batch limit {w.get('batchTimeoutSeconds')} s, cpu {w.get('cpuSeconds')} s, "
+        f"memory {w.get('memoryMb')} MiB; replaced: {replaced}"
+    )
+    click.echo(
+        f"uploads {'enabled' if st.get('uploadsEnabled') else 'disabled'}; "
+        f"filterModules: {', '.join(st.get('filterModules', [])) or 'none'}"
+    )
+    funcs = st.get("functions", [])
+    if not funcs:
+        click.echo("no filter functions registered")
+        return
+    head = ("topic", "group", "function", "state", "seen", "matched", "filtered", "errors", "ms")
+    rows = [head]
+    for fn in funcs:
+        state = "enabled" if fn["enabled"] else "DISABLED"
+        rows.append((
+            fn["topic"], fn["consumerGroup"], f"{fn['className']} ({fn['kind']})", state, str(fn["seen"]),
+            str(fn["matched"]), str(fn["filteredOut"]), str(fn["errors"]), f"{fn['timeSpentMs']:.1f}",
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for r in rows:
+        click.echo("  ".join(c.ljust(widths[i]) if i < 4 else c.rjust(widths[i]) for i, c in enumerate(r)))
+    for fn in funcs:
+        if fn["lastError"]:
+            click.echo(f"{fn['topic']}@{fn['consumerGroup']} last error: {fn['lastError']}")
+        if fn["disabledReason"]:
+            click.echo(f"{fn['topic']}@{fn['consumerGroup']} {fn['disabledReason']}")
+
+
+async def fetch_status(addr: str, timeout: float = 5.0) -> dict[str, Any]:
+    """Ask the filter server at ``addr`` for its status (private request 30001)."""
+    from sievemq.errors import RemotingError
+    from sievemq.filtersrv.processors import FILTERSRV_STATUS
+    from sievemq.remoting.command import RemotingCommand
+    from sievemq.remoting.connection import connect
+
+    host, _, port = addr.rpartition(":")
+    conn = await connect(host or "127.0.0.1", int(port), timeout=timeout)
+    try:
+        resp = await conn.request(RemotingCommand.request(FILTERSRV_STATUS), timeout)
+    finally:
+        conn.close()
+    if resp.code != 0:
+        raise RemotingError(resp.code, resp.remark or "status request refused")
+    st = orjson.loads(resp.body)
+    if not isinstance(st, dict):
+        raise RemotingError(1, "status is not a JSON object")
+    return st
+
+
+@filtersrv_group.command("status")
+@click.option("--addr", required=True, help="the filter server, host:port")
+@click.option("--json", "as_json", is_flag=True, help="print the raw JSON")
+def status_command(addr: str, as_json: bool) -> None:
+    """Print a filter server's registered functions with their counts."""
+    try:
+        st = asyncio.run(fetch_status(addr))
+    except (SieveError, OSError, ValueError) as e:
+        raise click.ClickException(f"cannot get the status of {addr}: {e}") from None
+    if as_json:
+        click.echo(orjson.dumps(st, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print_status(st)

@@ -1,0 +1,215 @@
+"""The filter server's request processors.
+
+* 302 REGISTER_MESSAGE_FILTER_CLASS: check the request against the operator's policy (allowed modules, signed
+  uploads), load the function in a worker to prove it works, and key it by (topic, group).
+* 11 PULL_MESSAGE (normally with FLAG_CLASS_FILTER 0x8): pull the same queue/offset from the broker as group
+  ``FILTERSRV_CONSUMER`` with subscription ``*`` (suspend flag and time forwarded, so long polling works), run the
+  function over the batch in a worker and answer with the matching records exactly as stored. Nothing matched:
+  PULL_RETRY_IMMEDIATELY (20) with the advanced offset. A failing function: SYSTEM_ERROR and the offset does not
+  move. Any other broker answer (19, 21, ...) is passed through with its header.
+* 30001 (FILTERSRV_STATUS, private): JSON status with the per-function counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from sievemq.errors import RemotingError
+from sievemq.filtersrv.registry import Registration
+from sievemq.filtersrv.workers import FilterFailure
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+from sievemq.remoting.headers import get_int, int_or, require_int, require_str
+from sievemq.remoting.server import ProcessorTable
+
+if TYPE_CHECKING:
+    from sievemq.filtersrv.controller import FiltersrvController
+
+log = logging.getLogger(__name__)
+
+FILTERSRV_STATUS = 30001
+"""Private request code: the filter server's status and per-function counts as JSON."""
+FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
+"""The group a filter server pulls from its broker as (RocketMQ's ``MixAll.FILTERSRV_CONSUMER_GROUP``)."""
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+
+_PULL_HEADER_KEYS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
+
+
+def split_records(blob: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each stored record in a pull body, by TOTALSIZE; ValueError if the sizes do not add up."""
+    spans: list[tuple[int, int]] = []
+    pos, n = 0, len(blob)
+    while pos < n:
+        if pos + 4 > n:
+            raise ValueError(f"pull body ends inside a record header at {pos}")
+        total = int.from_bytes(blob[pos : pos + 4], "big", signed=True)
+        if total <= 8 or pos + total > n:
+            raise ValueError(f"record at {pos} has TOTALSIZE {total} beyond the {n}-byte body")
+        spans.append((pos, pos + total))
+        pos += total
+    return spans
+
+
+class FiltersrvProcessor:
+    """302, 11 and the status request."""
+
+    def __init__(self, ctl: FiltersrvController) -> None:
+        self.ctl = ctl
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put this processor's codes into ``table``."""
+        table.register(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, self.register_filter)
+        table.register(RequestCode.PULL_MESSAGE, self.pull)
+        table.register(FILTERSRV_STATUS, self.status)
+
+    # ------------------------------------------------------------------ 302
+    async def register_filter(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """302 REGISTER_MESSAGE_FILTER_CLASS."""
+        f = cmd.ext_fields
+        group = require_str(f, "consumerGroup")
+        topic = require_str(f, "topic")
+        class_name = require_str(f, "className")
+        crc = int_or(f, "classCRC", 0)
+        try:
+            spec = self.ctl.policy.spec_for(group, topic, class_name, crc, cmd.body, f)
+        except RemotingError as e:
+            log.warning("refused filter %r for %s@%s from %s: %s", class_name, topic, group, conn.peer[0], e.remark)
+            raise
+        lock = self._locks.setdefault((topic, group), asyncio.Lock())
+        async with lock:
+            reg = self.ctl.registry.unchanged(topic, group, spec)
+            if reg is not None:
+                if not reg.enabled:
+                    log.info("filter %s re-enabled by a new registration", reg.label)
+                self.ctl.registry.reenable(reg)
+                return cmd.response(ResponseCode.SUCCESS)
+            try:
+                await self.ctl.workers.load(spec)
+            except FilterFailure as e:
+                log.warning("filter %r for %s@%s cannot be loaded: %s", class_name, topic, group, e.detail)
+                return cmd.response(
+                    ResponseCode.SYSTEM_ERROR, f"filter function '{class_name}' cannot be loaded: {e.detail}"
+                )
+            reg = self.ctl.registry.put(topic, group, spec)
+        log.info("registered filter %s (classCRC %d)", reg.label, crc)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ 11
+    async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """11 PULL_MESSAGE through the (topic, group)'s filter function."""
+        f = cmd.ext_fields
+        group = require_str(f, "consumerGroup")
+        topic = require_str(f, "topic")
+        queue_id = require_int(f, "queueId")
+        offset = require_int(f, "queueOffset")
+        max_nums = max(1, int_or(f, "maxMsgNums", 32))
+        sys_flag = int_or(f, "sysFlag", 0)
+        suspend_ms = max(0, int_or(f, "suspendTimeoutMillis", 0)) if sys_flag & FLAG_SUSPEND else 0
+
+        reg = self.ctl.registry.get(topic, group)
+        if reg is None:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                f"Find Filter class failed: no filter function is registered for group {group} on topic {topic} "
+                f"at filter server {self.ctl.addr}; register one (302) first",
+            )
+        if not reg.enabled:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"filter function {reg.label} is {reg.disabled_reason}")
+
+        if sys_flag & FLAG_COMMIT_OFFSET:
+            commit = get_int(f, "commitOffset", -1)
+            if commit is not None and commit >= 0:
+                await self._forward_commit(group, topic, queue_id, commit)
+
+        resp = await self._broker_pull(topic, queue_id, offset, max_nums, suspend_ms)
+        header = {k: resp.ext_fields[k] for k in _PULL_HEADER_KEYS if k in resp.ext_fields}
+        header["suggestWhichBrokerId"] = "0"
+        if resp.code != ResponseCode.SUCCESS:
+            return cmd.response(resp.code, resp.remark, header)
+        return await self._filter(cmd, reg, resp.body, header, offset)
+
+    async def _filter(
+        self, cmd: RemotingCommand, reg: Registration, blob: bytes, header: dict[str, Any], offset: int
+    ) -> RemotingCommand:
+        try:
+            spans = split_records(blob)
+        except ValueError as e:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the broker's pull body is malformed: {e}") from None
+        if not spans:
+            return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "the broker returned no records", header)
+        started = time.perf_counter()
+        try:
+            matched = await self.ctl.workers.run(reg.spec, blob, len(spans))
+        except FilterFailure as e:
+            elapsed = time.perf_counter() - started
+            disabled = self.ctl.registry.record_failure(reg, e.detail, elapsed)
+            if disabled:
+                log.warning("filter %s %s", reg.label, reg.disabled_reason)
+            else:
+                log.warning("filter %s failed on offset %d: %s", reg.label, offset, e.detail)
+            state = f"; it is now {reg.disabled_reason}" if disabled else ""
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"filter function {reg.label} failed: {e.detail}. The {len(spans)} messages from queue offset "
+                f"{offset} were not skipped (retry the same offset){state}",
+                header,
+            )
+        self.ctl.registry.record_batch(reg, len(spans), len(matched), time.perf_counter() - started)
+        if not matched:
+            return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "no message matched the filter function", header)
+        body = b"".join(blob[spans[i][0] : spans[i][1]] for i in matched)
+        return cmd.response(ResponseCode.SUCCESS, None, header, body)
+
+    async def _broker_pull(
+        self, topic: str, queue_id: int, offset: int, max_nums: int, suspend_ms: int
+    ) -> RemotingCommand:
+        fields: dict[str, Any] = {
+            "consumerGroup": FILTERSRV_CONSUMER_GROUP,
+            "topic": topic,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_nums,
+            "sysFlag": FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0),
+            "commitOffset": 0,
+            "suspendTimeoutMillis": suspend_ms,
+            "subscription": "*",
+            "expressionType": "TAG",
+            "subVersion": 0,
+        }
+        timeout = self.ctl.config.broker_timeout_seconds + suspend_ms / 1000.0
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+        try:
+            return await self.ctl.broker_conns.request(self.ctl.config.broker_addr, request, timeout)
+        except Exception as e:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                f"filter server {self.ctl.addr} cannot pull from its broker {self.ctl.config.broker_addr}: {e}",
+            ) from None
+
+    async def _forward_commit(self, group: str, topic: str, queue_id: int, commit: int) -> None:
+        """The piggybacked commit of the consumer's offset, sent on to the broker under the consumer's group."""
+        request = RemotingCommand.request(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": commit},
+        )
+        try:
+            await self.ctl.broker_conns.send_oneway(self.ctl.config.broker_addr, request)
+        except Exception as e:
+            log.debug("forwarding commit offset to %s failed: %s", self.ctl.config.broker_addr, e)
+
+    # ------------------------------------------------------------------ status
+    async def status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """30001: status JSON."""
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.ctl.status()))

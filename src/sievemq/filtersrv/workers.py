@@ -1,0 +1,314 @@
+"""The sandboxed worker pool: filter functions run in child processes, never in the filter server's own.
+
+Each worker is ``python -P -m sievemq.filtersrv.sandbox`` (see ``sandbox`` for its side and the pipe protocol),
+started with an environment stripped of ``SIEVEMQ_*`` variables (no secrets reach user code), limited by
+``RLIMIT_CPU`` and ``RLIMIT_AS``. A batch gets a wall-clock limit; a worker that overruns it, dies, runs out of
+memory or answers garbage is killed and replaced, and the batch fails with a ``FilterFailure`` whose text says
+what happened. Workers are recycled before they reach their CPU budget, and after ``max_batches`` batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sievemq.filtersrv.registry import FunctionSpec
+
+log = logging.getLogger(__name__)
+
+_LEN = struct.Struct(">I")
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+SPAWN_TIMEOUT = 30.0
+
+
+class FilterFailure(Exception):
+    """A batch (or a load) failed in a worker. ``kind`` is a short category, ``detail`` a sentence."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """Size and limits of a worker pool."""
+
+    size: int = 2
+    batch_timeout: float = 2.0
+    load_timeout: float = 10.0
+    cpu_seconds: int = 60
+    memory_mb: int = 1024
+    max_batches: int = 100_000
+    paths: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+
+
+class _Worker:
+    """One worker process and what the pool knows about it."""
+
+    def __init__(self, wid: int, proc: asyncio.subprocess.Process) -> None:
+        self.wid = wid
+        self.proc = proc
+        self.loaded: set[str] = set()
+        self.batches = 0
+        self.cpu = 0.0
+        self.started = time.monotonic()
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    async def read_reply(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        (n,) = _LEN.unpack(await self.proc.stdout.readexactly(4))
+        if n > MAX_REPLY_BYTES:
+            raise FilterFailure("protocol", f"worker sent a {n}-byte reply (garbage on its pipe?)")
+        data = await self.proc.stdout.readexactly(n)
+        try:
+            reply = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise FilterFailure("protocol", "worker sent a reply that is not JSON (garbage on its pipe?)") from None
+        if not isinstance(reply, dict):
+            raise FilterFailure("protocol", "worker sent a reply that is not a JSON object")
+        return reply
+
+    async def call(self, frame: bytes) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(_LEN.pack(len(frame)) + frame)
+        await self.proc.stdin.drain()
+        return await self.read_reply()
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+class WorkerPool:
+    """A fixed number of worker processes; ``run`` takes an idle one, ``load`` validates a function."""
+
+    def __init__(self, settings: PoolSettings) -> None:
+        self.settings = settings
+        self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        self._all: dict[int, _Worker] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.spawned = 0
+        self.replaced: dict[str, int] = {}
+        self.recycled = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def _argv(self) -> list[str]:
+        s = self.settings
+        cfg = {
+            "cpu": s.cpu_seconds,
+            "mem_mb": s.memory_mb,
+            "paths": [os.path.abspath(p) for p in s.paths],
+            "modules": list(s.modules),
+        }
+        return [sys.executable, "-P", "-m", "sievemq.filtersrv.sandbox", orjson.dumps(cfg).decode()]
+
+    @staticmethod
+    def _env() -> dict[str, str]:
+        return {k: v for k, v in os.environ.items() if not k.startswith("SIEVEMQ")}
+
+    async def _spawn(self) -> _Worker:
+        proc = await asyncio.create_subprocess_exec(
+            *self._argv(),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=None,
+            env=self._env(),
+            cwd=os.path.abspath(os.sep),
+        )
+        w = _Worker(next(self._ids), proc)
+        try:
+            ready = await asyncio.wait_for(w.read_reply(), SPAWN_TIMEOUT)
+        except (TimeoutError, asyncio.IncompleteReadError, FilterFailure, OSError) as e:
+            w.kill()
+            await self._reap(w)
+            raise RuntimeError(f"filter worker did not start: {e!r}") from None
+        if not ready.get("ready"):
+            w.kill()
+            await self._reap(w)
+            raise RuntimeError(f"filter worker did not start: {ready!r}")
+        self._all[w.wid] = w
+        self.spawned += 1
+        log.debug("filter worker %d started (pid %d)", w.wid, w.pid)
+        return w
+
+    async def start(self) -> None:
+        """Start every worker (fails if one cannot start)."""
+        workers = await asyncio.gather(*(self._spawn() for _ in range(self.settings.size)))
+        for w in workers:
+            self._idle.put_nowait(w)
+
+    async def stop(self) -> None:
+        """Kill every worker and stop replacing them."""
+        self._closing = True
+        for t in list(self._tasks):
+            t.cancel()
+        for w in list(self._all.values()):
+            if w.proc.stdin is not None:
+                with contextlib.suppress(Exception):
+                    w.proc.stdin.close()
+            w.kill()
+        for w in list(self._all.values()):
+            await self._reap(w)
+        self._all.clear()
+
+    @staticmethod
+    async def _reap(w: _Worker) -> int | None:
+        try:
+            return await asyncio.wait_for(w.proc.wait(), 2.0)
+        except TimeoutError:
+            return None
+
+    # ------------------------------------------------------------------ replacing
+    def _retire(self, w: _Worker, reason: str) -> None:
+        """Kill ``w`` (if alive) and start a replacement in the background."""
+        self._all.pop(w.wid, None)
+        w.kill()
+        self.replaced[reason] = self.replaced.get(reason, 0) + 1
+        if self._closing:
+            return
+        task = asyncio.create_task(self._replace(w))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _replace(self, old: _Worker) -> None:
+        await self._reap(old)
+        delay = 0.1
+        while not self._closing:
+            try:
+                w = await self._spawn()
+            except Exception as e:
+                log.error("cannot start a filter worker: %s; retrying in %.1fs", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            self._idle.put_nowait(w)
+            return
+
+    def _release(self, w: _Worker) -> None:
+        s = self.settings
+        if w.cpu >= s.cpu_seconds / 2 or w.batches >= s.max_batches:
+            self.recycled += 1
+            self._retire(w, "recycled")
+        else:
+            self._idle.put_nowait(w)
+
+    async def _death(self, w: _Worker, what: str) -> FilterFailure:
+        """Why ``w`` stopped answering (it is gone or killed); replaces it."""
+        code = await self._reap(w) if w.proc.returncode is None else w.proc.returncode
+        if code is not None and -code == signal.SIGXCPU:
+            failure = FilterFailure(
+                "cpu",
+                f"exceeded the worker CPU-time limit (RLIMIT_CPU {self.settings.cpu_seconds} s) during {what}; "
+                "the worker was killed and replaced",
+            )
+        elif code is not None and code < 0:
+            failure = FilterFailure("crash", f"the worker died of {_signal_name(-code)} during {what} and was replaced")
+        else:
+            failure = FilterFailure("crash", f"the worker exited (code {code}) during {what} and was replaced")
+        self._retire(w, failure.kind)
+        return failure
+
+    # ------------------------------------------------------------------ requests
+    async def _exchange(self, w: _Worker, frame: bytes, timeout: float, what: str) -> dict[str, Any]:
+        try:
+            return await asyncio.wait_for(w.call(frame), timeout)
+        except TimeoutError:
+            self._retire(w, "timeout")
+            raise FilterFailure(
+                "timeout", f"exceeded the {timeout:g} s time limit for {what}; the worker was killed and replaced"
+            ) from None
+        except FilterFailure:
+            self._retire(w, "protocol")
+            raise
+        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError, OSError):
+            raise await self._death(w, what) from None
+        except BaseException:
+            self._retire(w, "cancelled")  # its reply would desynchronise the pipe
+            raise
+
+    def _failed(self, w: _Worker, reply: dict[str, Any]) -> FilterFailure:
+        kind = str(reply.get("kind", "error"))
+        failure = FilterFailure(kind, str(reply.get("error", "unknown error"))[:2000])
+        if kind in ("memory", "protocol", "decode"):
+            self._retire(w, kind)
+        else:
+            self._idle.put_nowait(w)
+        return failure
+
+    async def load(self, spec: FunctionSpec) -> None:
+        """Import or compile ``spec`` in a worker; FilterFailure (kind ``load``, ``timeout``...) if it fails."""
+        w = await self._idle.get()
+        frame = b"L" + orjson.dumps(spec.to_json())
+        reply = await self._exchange(w, frame, self.settings.load_timeout, "loading the function")
+        if not reply.get("ok"):
+            raise self._failed(w, reply)
+        w.loaded.add(spec.fid)
+        w.cpu = float(reply.get("cpu", 0.0))
+        self._release(w)
+
+    async def run(self, spec: FunctionSpec, blob: bytes, count: int) -> list[int]:
+        """Indexes (0-based, increasing) of the ``count`` records in ``blob`` that ``spec`` accepts."""
+        w = await self._idle.get()
+        header: dict[str, Any] = {"fid": spec.fid}
+        timeout = self.settings.batch_timeout
+        if spec.fid not in w.loaded:
+            header["spec"] = spec.to_json()
+            timeout += self.settings.load_timeout
+        hb = orjson.dumps(header)
+        frame = b"B" + _LEN.pack(len(hb)) + hb + blob
+        reply = await self._exchange(w, frame, timeout, f"a batch of {count} messages")
+        if not reply.get("ok"):
+            raise self._failed(w, reply)
+        w.loaded.add(spec.fid)
+        w.batches += 1
+        w.cpu = float(reply.get("cpu", 0.0))
+        matched = reply.get("m")
+        if (
+            not isinstance(matched, list)
+            or not all(isinstance(i, int) and 0 <= i < count for i in matched)
+            or any(a >= b for a, b in itertools.pairwise(matched))
+        ):
+            self._retire(w, "protocol")
+            raise FilterFailure("protocol", "the worker answered an invalid list of matches; it was replaced")
+        self._release(w)
+        return matched
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        """Workers, their pids and counts, and replacements by reason."""
+        return {
+            "size": self.settings.size,
+            "idle": self._idle.qsize(),
+            "pids": sorted(w.pid for w in self._all.values()),
+            "spawned": self.spawned,
+            "replaced": dict(self.replaced),
+            "batchTimeoutSeconds": self.settings.batch_timeout,
+            "cpuSeconds": self.settings.cpu_seconds,
+            "memoryMb": self.settings.memory_mb,
+        }
