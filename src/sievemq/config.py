@@ -70,6 +70,12 @@ class BrokerConfig:
     max_reconsume_times: int = _doc("default retries before a message goes to %DLQ%group", default=16)
     channel_expired_seconds: float = _doc("drop a client connection silent for this long", default=120.0)
     enable_property_filter: bool = _doc("allow SQL92 subscriptions", default=True)
+    enable_calc_filter_bit_map: bool = _doc(
+        "compute Bloom bitmaps of SQL92 groups at dispatch, so pulls skip non-matching messages unread",
+        default=True,
+    )
+    expect_consumer_num_use_filter: int = _doc("Bloom filter: expected SQL92 groups per topic (n)", default=32)
+    max_error_rate_of_bloom_filter: int = _doc("Bloom filter: false-positive rate in percent (1..99)", default=20)
     subscription_consistency: str = _doc(
         "strict: clients of a group that subscribe a topic differently are refused (nothing is lost); "
         "rocketmq: RocketMQ's behaviour (newest subscription wins, messages can be lost), with a warning",

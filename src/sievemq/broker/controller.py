@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sievemq.broker.clients import ConsumerManager, ProducerManager
+from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
@@ -51,6 +52,14 @@ def store_config(cfg: BrokerConfig) -> StoreConfig:
     )
 
 
+def _bloom(cfg: BrokerConfig) -> Any:
+    try:  # TEMP until filter.bloom lands
+        from sievemq.filter.bloom import BloomFilter
+    except ImportError:
+        return None
+    return BloomFilter.create(cfg.max_error_rate_of_bloom_filter, cfg.expect_consumer_num_use_filter)
+
+
 class BrokerController:
     """Runs one broker in the current event loop."""
 
@@ -74,6 +83,7 @@ class BrokerController:
         )
         self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
+        self.filters = ConsumerFilterManager(config_dir, _bloom(config))
         self.hold = PullHoldService()
         self.stats = BrokerStats()
         self.schedule = ScheduleService(
@@ -135,7 +145,7 @@ class BrokerController:
         self.producers.connection_closed(conn)
 
     def _on_dispatch(self, topic: str, queue_id: int, queue_offset: int, tags_code: int, props: dict[str, str]) -> None:
-        self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code)
+        self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props)
 
     async def _put_scheduled(self, msg: MessageExt) -> bool:
         result = await self.store.put_message(msg)
@@ -152,8 +162,9 @@ class BrokerController:
             await asyncio.sleep(1.0)
             try:
                 self.offsets.persist()
+                self.filters.persist()
             except Exception:
-                log.exception("persisting consumer offsets failed")
+                log.exception("persisting consumer offsets or filters failed")
 
     async def _housekeeping(self) -> None:
         while True:
@@ -171,6 +182,9 @@ class BrokerController:
         self.offsets.load()
         self.groups.load()
         self.schedule.load()
+        self.filters.load()
+        if self.config.enable_calc_filter_bit_map and hasattr(self.store, "set_bitmap_calculator"):
+            self.store.set_bitmap_calculator(self.filters.calc_bitmap)
         self.store.load()
         self.store.add_dispatch_listener(self._on_dispatch)
         await self.store.start()
@@ -196,6 +210,7 @@ class BrokerController:
             await self.vip_server.stop()
         await self.schedule.stop()
         self.offsets.persist(force=True)
+        self.filters.persist()
         self.topics.persist()
         self.groups.persist()
         await self.store.shutdown()

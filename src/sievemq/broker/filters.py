@@ -1,11 +1,23 @@
-"""Message filters the store applies during a pull, built from a subscription."""
+"""Message filters the store applies during a pull, built from a subscription.
+
+``TagFilter`` matches the tag hash in the consume queue (the client re-checks the exact string). ``SqlFilter``
+tests the group's Bloom bits in the consume-queue extension first (a "no" costs no commit-log read), then
+evaluates the selector on the stored properties. Both count what they let through and what they drop.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from sievemq.broker.filter_manager import ConsumerFilterManager, FilterCounts
 from sievemq.errors import RemotingError
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
+from sievemq.protocol.message import read_record_summary
 from sievemq.remoting.codes import ResponseCode
+
+if TYPE_CHECKING:
+    from sievemq.filter.sql92 import Selector
 
 
 def _int32(v: int) -> int:
@@ -16,29 +28,86 @@ def _int32(v: int) -> int:
 class TagFilter:
     """Tag subscription: matched by hash in the consume queue; the client re-checks the exact string."""
 
-    __slots__ = ("codes", "sub_all")
+    __slots__ = ("codes", "counts", "sub_all")
 
-    def __init__(self, expr: TagExpression) -> None:
+    def __init__(self, expr: TagExpression, counts: FilterCounts | None = None) -> None:
         self.sub_all = expr.sub_all
         self.codes = expr.codes
+        self.counts = counts or FilterCounts()
 
     def match_cq(self, tags_code: int, ext: object | None = None) -> bool:
         """True when the entry's tag code is subscribed."""
-        return self.sub_all or _int32(tags_code) in self.codes
+        if self.sub_all or _int32(tags_code) in self.codes:
+            return True
+        self.counts.filtered_by_tag += 1
+        return False
 
-    def match_code(self, tags_code: int) -> bool:
-        """Same as match_cq, for long polling."""
+    def match_code(self, tags_code: int, props: Any = None) -> bool:
+        """Long polling: would a new entry with this tag code match?"""
         return self.sub_all or _int32(tags_code) in self.codes
 
     def match_record(self, record: memoryview) -> bool:
         """Tag filters never need the record."""
+        self.counts.matched += 1
         return True
 
 
-def build_filter(sub: Subscription | None) -> TagFilter | None:
-    """The store filter for a subscription; None passes everything (no subscription, class-filter mode)."""
+class SqlFilter:
+    """SQL92 subscription: Bloom bits first (when the group's bits exist), then evaluation of the properties."""
+
+    __slots__ = ("counts", "positions", "selector", "trust_after")
+
+    def __init__(self, selector: Selector, counts: FilterCounts, positions: list[int] | None, trust_after: int) -> None:
+        self.selector = selector
+        self.counts = counts
+        self.positions = positions
+        self.trust_after = trust_after  # bitmaps are trusted only for messages stored after registration
+
+    def match_cq(self, tags_code: int, ext: Any = None) -> bool:
+        """False only when the message's bitmap proves the group's filter did not match it."""
+        positions = self.positions
+        if positions is None or ext is None:
+            return True
+        bitmap = ext.bitmap
+        if not bitmap or ext.store_time <= self.trust_after or len(bitmap) * 8 <= max(positions):
+            return True
+        for p in positions:
+            if not bitmap[p >> 3] & (1 << (p & 7)):
+                self.counts.filtered_by_bitmap += 1
+                return False
+        return True
+
+    def match_code(self, tags_code: int, props: Any = None) -> bool:
+        """Long polling: does a newly dispatched message match?"""
+        return props is None or self.selector.evaluate(props)
+
+    def match_record(self, record: memoryview) -> bool:
+        """Evaluate the selector on the stored message's properties."""
+        try:
+            props = read_record_summary(record).properties
+        except ValueError:
+            self.counts.evaluation_errors += 1
+            return False
+        if self.selector.evaluate(props):
+            self.counts.matched += 1
+            return True
+        self.counts.filtered_by_evaluation += 1
+        return False
+
+
+MessageFilter = TagFilter | SqlFilter
+
+
+def build_filter(
+    sub: Subscription | None,
+    group: str,
+    filters: ConsumerFilterManager,
+    property_filter_enabled: bool = True,
+) -> MessageFilter | None:
+    """The store filter for a group's subscription; None passes everything (``*``, class-filter mode)."""
     if sub is None or sub.class_filter_mode:
         return None
+    counts = filters.counts_for(group, sub.topic)
     if sub.is_tag:
         try:
             expr = TagExpression.parse(sub.sub_string)
@@ -47,12 +116,27 @@ def build_filter(sub: Subscription | None) -> TagFilter | None:
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                 f"cannot parse tag expression {sub.sub_string!r} of topic {sub.topic}: {e}",
             ) from None
-        return None if expr.sub_all else TagFilter(expr)
+        return None if expr.sub_all else TagFilter(expr, counts)
     if sub.expression_type == "SQL92":
-        raise RemotingError(
-            ResponseCode.SYSTEM_ERROR,
-            "The broker does not support consumer to filter message by SQL92 yet (sievemq: SQL92 is being built)",
-        )
+        if not property_filter_enabled:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+            )
+        entry = filters.get(group, sub.topic)
+        if entry is not None and entry.expression.strip() == sub.sub_string.strip():
+            return SqlFilter(entry.selector, counts, entry.bit_positions, entry.born_time)
+        if not sub.sub_string.strip():
+            raise RemotingError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"empty SQL92 expression for topic {sub.topic}")
+        from sievemq.filter.sql92 import SqlError
+
+        try:
+            selector = filters.compile(sub.sub_string)
+        except SqlError as e:
+            raise RemotingError(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"SQL92 expression of group {group}, topic {sub.topic} does not compile {e.with_caret()}",
+            ) from None
+        return SqlFilter(selector, counts, None, 1 << 62)
     raise RemotingError(
         ResponseCode.SUBSCRIPTION_PARSE_FAILED,
         f"unknown expression type {sub.expression_type!r} for topic {sub.topic}: use TAG or SQL92",

@@ -7,10 +7,10 @@ whose offset the new entry reaches and whose filter accepts the entry's tag code
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-CqMatch = Callable[[int], bool]
+CqMatch = Callable[[int, Mapping[str, str]], bool]
 
 
 @dataclass(slots=True)
@@ -27,7 +27,7 @@ class PullHoldService:
         self._waiters: dict[tuple[str, int], list[_Waiter]] = {}
 
     def hold(self, topic: str, queue_id: int, offset: int, match: CqMatch | None) -> asyncio.Future[None]:
-        """Park a pull waiting for an entry at ``offset`` or later that ``match`` accepts."""
+        """Park a pull waiting for an entry at ``offset`` or later that ``match(tags_code, properties)`` accepts."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault((topic, queue_id), []).append(_Waiter(offset, match, fut))
         return fut
@@ -42,13 +42,15 @@ class PullHoldService:
         if not ws:
             del self._waiters[key]
 
-    def on_dispatch(self, topic: str, queue_id: int, queue_offset: int, tags_code: int) -> None:
+    def on_dispatch(
+        self, topic: str, queue_id: int, queue_offset: int, tags_code: int, props: Mapping[str, str]
+    ) -> None:
         """A message was appended at ``queue_offset``: wake the pulls it satisfies."""
         ws = self._waiters.get((topic, queue_id))
         if not ws:
             return
         for w in ws:
-            if not w.future.done() and w.offset <= queue_offset and (w.match is None or w.match(tags_code)):
+            if not w.future.done() and w.offset <= queue_offset and (w.match is None or w.match(tags_code, props)):
                 w.future.set_result(None)
 
     def held(self) -> int:

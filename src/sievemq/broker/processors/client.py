@@ -70,6 +70,7 @@ class ClientProcessor:
                 if self.b.topics.get(rt) is None:
                     self.b.topics.create_system_topic(rt, gc.retryQueueNums)
             self.b.consumers.register(channel, data)
+            self._sync_filters(data.group)
         for group in hb.producer_groups:
             if group:
                 self.b.producers.register(group, channel)
@@ -83,6 +84,18 @@ class ClientProcessor:
         # Success either way (a failed heartbeat would make clients drop the broker); sievemq's client reads the
         # remark and raises it from start().
         return cmd.response(ResponseCode.SUCCESS, "\n".join(remarks) or None)
+
+    def _sync_filters(self, group: str) -> None:
+        """Keep the group's compiled SQL92 filters in step with its subscriptions."""
+        info = self.b.consumers.get(group)
+        if info is None:
+            return
+        for topic in info.topics():
+            sub = info.subscription(topic)
+            if sub is not None and sub.expression_type == "SQL92" and not sub.class_filter_mode:
+                self.b.filters.register(group, topic, sub.sub_string, sub.sub_version)
+            elif self.b.filters.get(group, topic) is not None:
+                self.b.filters.unregister(group, topic)
 
     async def unregister(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """35 UNREGISTER_CLIENT."""
@@ -113,7 +126,8 @@ class ClientProcessor:
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
             )
-        build_filter(sub)  # raises SUBSCRIPTION_PARSE_FAILED with the reason
+        group = str(body.get("group") or "")
+        build_filter(sub, group, self.b.filters, True)  # raises SUBSCRIPTION_PARSE_FAILED with the reason
         return cmd.response(ResponseCode.SUCCESS)
 
     def _mq_set(self, body: dict[str, Any]) -> list[tuple[str, str, int]]:

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from sievemq.broker.filters import TagFilter, build_filter
+from sievemq.broker.filters import build_filter
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.route import PERM_READ
@@ -69,6 +69,9 @@ class PullProcessor:
                 sub_version=int_or(f, "subVersion", 0),
             )
         if info is None:
+            entry = self.b.filters.get(group, topic)
+            if entry is not None:  # a persisted SQL92 filter keeps serving until the group's next heartbeat
+                return Subscription(topic, entry.expression, "SQL92", entry.client_version)
             raise RemotingError(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's group info not exist: group {group} has sent no heartbeat to this broker",
@@ -115,11 +118,17 @@ class PullProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
-        flt = (
-            None
-            if sys_flag & FLAG_CLASS_FILTER
-            else build_filter(self._subscription(conn, group, topic, queue_id, sys_flag, f))
-        )
+        flt = None
+        if not sys_flag & FLAG_CLASS_FILTER:
+            sub = self._subscription(conn, group, topic, queue_id, sys_flag, f)
+            if sub is not None and not sub.is_tag and not sys_flag & FLAG_SUBSCRIPTION:
+                error = self.b.filters.error(group, topic)
+                if error is not None:
+                    raise RemotingError(
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                        f"SQL92 expression of group {group}, topic {topic} does not compile {error}",
+                    )
+            flt = build_filter(sub, group, self.b.filters, self.b.config.enable_property_filter)
 
         if sys_flag & FLAG_COMMIT_OFFSET:
             commit = get_int(f, "commitOffset", -1)
@@ -131,7 +140,7 @@ class PullProcessor:
         if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND and suspend_ms > 0:
             hold_ms = suspend_ms if self.b.config.long_polling_enable else self.b.config.short_polling_time_mills
             hold_s = max(0.0, min(hold_ms, 25_000) / 1000.0)
-            match = flt.match_code if isinstance(flt, TagFilter) else None
+            match = flt.match_code if flt is not None else None
             fut = self.b.hold.hold(topic, queue_id, offset, match)
             try:
                 await asyncio.wait_for(asyncio.shield(fut), hold_s)
