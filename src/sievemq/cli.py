@@ -345,5 +345,95 @@ from sievemq.filtersrv.cli import filtersrv_group  # noqa: E402  (defined apart;
 main.add_command(filtersrv_group)
 
 
+# ------------------------------------------------------------------------------------------------ client
+from sievemq.client.cli import consume, produce  # noqa: E402  (defined apart; must precede __main__ below)
+
+main.add_command(produce)
+main.add_command(consume)
+
+
+@group.command("filters")
+@click.argument("name")
+@namesrv_option
+@click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
+def group_filters(name: str, namesrv: str, as_json: bool) -> None:
+    """Show what consumer group NAME's filters matched and filtered out (by tag hash, Bloom bitmap, evaluation)."""
+    import orjson
+
+    async def go(admin: Any) -> None:
+        reports = await admin.group_filters(name)
+        if as_json:
+            click.echo(orjson.dumps(reports, option=orjson.OPT_INDENT_2).decode())
+            return
+        for rep in reports:
+            click.echo(f"group {rep['group']} on broker {rep['broker']}")
+            if not rep["filters"]:
+                click.echo("  no subscriptions or filter counts")
+            for flt in rep["filters"]:
+                c = flt["counts"]
+                click.echo(f"  topic {flt['topic']}: {flt['expressionType'] or '?'} '{flt['expression']}'")
+                if "error" in flt:
+                    click.echo(f"    DOES NOT COMPILE: {flt['error']}")
+                click.echo(
+                    f"    matched {c['matched']}, filtered out by tag hash {c['filtered_by_tag']}, "
+                    f"by bitmap {c['filtered_by_bitmap']}, by evaluation {c['filtered_by_evaluation']}, "
+                    f"evaluation errors {c['evaluation_errors']}"
+                )
+
+    _admin(namesrv, go)
+
+
+@main.command()
+@click.option("--topic", "-t", required=True, help="topic whose stored messages to examine")
+@click.option("--sql", "sql", default=None, help="a SQL92 selector, e.g. \"region = 'eu' AND amount > 100\"")
+@click.option("--tag", "tag", default=None, help='a tag expression instead, e.g. "TagA || TagB"')
+@click.option("--last", default=1000, show_default=True, help="examine the last N messages of each queue")
+@click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
+@namesrv_option
+def explain(topic: str, sql: str | None, tag: str | None, last: int, as_json: bool, namesrv: str) -> None:
+    """Run a selector over a topic's stored messages: how many match, a sample, and where the time went.
+
+    Answers "why don't I get my messages?": it shows messages that did not match and why (FALSE, NULL because a
+    property is missing, or an evaluation error such as a number compared with text).
+    """
+    import orjson
+
+    if (sql is None) == (tag is None):
+        raise click.UsageError("give exactly one of --sql and --tag")
+    expression, kind = (sql, "SQL92") if sql is not None else (tag or "", "TAG")
+
+    async def go(admin: Any) -> None:
+        reports = await admin.explain(topic, expression, kind, last)
+        if as_json:
+            click.echo(orjson.dumps(reports, option=orjson.OPT_INDENT_2).decode())
+            return
+        total = sum(r["scanned"] for r in reports)
+        hits = sum(r["matched"] for r in reports)
+        click.echo(f"{kind} {expression!r} on topic {topic}: {hits} of {total} messages match")
+        for r in reports:
+            sec = r["seconds"]
+            click.echo(
+                f"  broker {r['broker']}: scanned {r['scanned']}, matched {r['matched']}, NULL {r['nullResults']}, "
+                f"evaluation errors {r['evaluationErrors']}"
+            )
+            for prop, n in sorted(r["messagesMissingProperty"].items()):
+                click.echo(f"    property {prop!r} is missing in {n} of {r['scanned']} messages")
+            click.echo(
+                f"    time: read {sec['read'] * 1000:.1f} ms, decode {sec['decode'] * 1000:.1f} ms, "
+                f"evaluate {sec['evaluate'] * 1000:.1f} ms, total {sec['total'] * 1000:.1f} ms"
+            )
+            for row in r["sample"][:5]:
+                click.echo(
+                    f"    match     q{row['queueId']}@{row['queueOffset']} tags={row['tags']} {row['properties']}"
+                )
+            for row in r["notMatchedSample"][:5]:
+                click.echo(
+                    f"    no match  q{row['queueId']}@{row['queueOffset']} tags={row['tags']} {row['properties']}"
+                    f"  {row.get('why', '')}"
+                )
+
+    _admin(namesrv, go)
+
+
 if __name__ == "__main__":
     main()

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from sievemq.client import producer as _producer
 from sievemq.client import pull_consumer as _pull
 from sievemq.client import push_consumer as _push
-from sievemq.client.message import Message, MessageQueue, SendResult, Selector
+from sievemq.client.message import Message, MessageQueue, Selector, SendResult
 from sievemq.protocol.message import MessageExt
 
 __all__ = ["Producer", "PullConsumer", "PushConsumer", "run"]

@@ -141,6 +141,27 @@ class AdminClient:
             out.append(orjson.loads(resp.body))
         return out
 
+    async def group_filters(self, group: str) -> list[dict[str, Any]]:
+        """GET_GROUP_FILTERS from every master broker."""
+        out = []
+        for addr in await self._target_masters(None, None):
+            resp = await self._call(addr, RequestCode.GET_GROUP_FILTERS, {"consumerGroup": group})
+            out.append(orjson.loads(resp.body))
+        return out
+
+    async def explain(self, topic: str, expression: str, kind: str = "SQL92", last: int = 1000) -> list[dict[str, Any]]:
+        """EXPLAIN_SELECTOR on every broker holding ``topic``."""
+        route = await self.route(topic)
+        out = []
+        for bd in route.broker_datas:
+            addr = bd.broker_addrs.get(0)
+            if addr is None:
+                continue
+            fields = {"topic": topic, "expression": expression, "expressionType": kind, "last": last}
+            resp = await self._call(addr, RequestCode.EXPLAIN_SELECTOR, fields)
+            out.append(orjson.loads(resp.body))
+        return out
+
     async def runtime_info(self, broker_addr: str) -> dict[str, str]:
         """A broker's counters."""
         resp = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)

@@ -15,6 +15,7 @@ from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.processors.admin import AdminProcessor
 from sievemq.broker.processors.client import ClientProcessor
+from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.broker.processors.pull import PullProcessor
@@ -25,6 +26,7 @@ from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.config import BrokerConfig
+from sievemq.filter.bloom import BloomFilter
 from sievemq.protocol.message import MessageExt
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
@@ -52,14 +54,6 @@ def store_config(cfg: BrokerConfig) -> StoreConfig:
     )
 
 
-def _bloom(cfg: BrokerConfig) -> Any:
-    try:  # TEMP until filter.bloom lands
-        from sievemq.filter.bloom import BloomFilter
-    except ImportError:
-        return None
-    return BloomFilter.create(cfg.max_error_rate_of_bloom_filter, cfg.expect_consumer_num_use_filter)
-
-
 class BrokerController:
     """Runs one broker in the current event loop."""
 
@@ -83,7 +77,8 @@ class BrokerController:
         )
         self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
-        self.filters = ConsumerFilterManager(config_dir, _bloom(config))
+        self.bloom = BloomFilter.create(config.max_error_rate_of_bloom_filter, config.expect_consumer_num_use_filter)
+        self.filters = ConsumerFilterManager(config_dir, self.bloom)
         self.hold = PullHoldService()
         self.stats = BrokerStats()
         self.schedule = ScheduleService(
@@ -100,6 +95,7 @@ class BrokerController:
             QueryProcessor(self),
             AdminProcessor(self),
             GroupStatusProcessor(self),
+            FilterAdminProcessor(self),
         ):
             proc.register(table)
         self.table = table

@@ -14,13 +14,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sievemq.filter.bloom import BloomFilter
+from sievemq.filter.sql92 import Selector, SqlError, compile_selector
 from sievemq.store.jsonfile import atomic_write_json, read_json
-
-if TYPE_CHECKING:
-    from sievemq.filter.bloom import BloomFilter
-    from sievemq.filter.sql92 import Selector
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +77,6 @@ class ConsumerFilterManager:
     # ---------------------------------------------------------------------------------------- registry
     def compile(self, expression: str) -> Selector:
         """Compile an expression (SqlError with position and expectation when it does not)."""
-        from sievemq.filter.sql92 import compile_selector
-
         return compile_selector(expression)
 
     def register(self, group: str, topic: str, expression: str, version: int = 0) -> FilterEntry | None:
@@ -90,8 +86,6 @@ class ConsumerFilterManager:
         if old is not None and old.expression == expression:
             old.client_version = max(old.client_version, version)
             return old
-        from sievemq.filter.sql92 import SqlError
-
         try:
             selector = self.compile(expression)
         except SqlError as e:

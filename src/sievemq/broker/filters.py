@@ -7,17 +7,15 @@ evaluates the selector on the stored properties. Both count what they let throug
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sievemq.broker.filter_manager import ConsumerFilterManager, FilterCounts
 from sievemq.errors import RemotingError
+from sievemq.filter.sql92 import Selector, SqlError
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.message import read_record_summary
 from sievemq.remoting.codes import ResponseCode
-
-if TYPE_CHECKING:
-    from sievemq.filter.sql92 import Selector
 
 
 def _int32(v: int) -> int:
@@ -127,8 +125,6 @@ def build_filter(
             return SqlFilter(entry.selector, counts, entry.bit_positions, entry.born_time)
         if not sub.sub_string.strip():
             raise RemotingError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"empty SQL92 expression for topic {sub.topic}")
-        from sievemq.filter.sql92 import SqlError
-
         try:
             selector = filters.compile(sub.sub_string)
         except SqlError as e:

@@ -178,10 +178,14 @@ async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = 3.0)
     return _check(await conn.request(cmd, timeout))
 
 
-async def consumer_ids(conn: Connection, group: str, timeout: float = 3.0) -> list[str]:
-    """GET_CONSUMER_LIST_BY_GROUP (empty list when the broker knows no client of the group)."""
+async def consumer_ids(conn: Connection, group: str, timeout: float = 3.0, topic: str | None = None) -> list[str]:
+    """GET_CONSUMER_LIST_BY_GROUP (empty list when the broker knows no client of the group).
+
+    ``topic`` (a sievemq extension, ignored by Java brokers) asks for the clients that subscribe it consistently.
+    """
     resp = await conn.request(
-        RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout
+        RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group, "topic": topic}),
+        timeout,
     )
     if resp.code != ResponseCode.SUCCESS:
         return []

@@ -132,6 +132,7 @@ class ClientInstance:
         self.pool = ConnectionPool(handler=self, connect_timeout=config.request_timeout)
         self.routes: dict[str, TopicRouteData] = {}
         self.brokers: dict[str, dict[int, str]] = {}
+        self._default_route: TopicRouteData | None = None
         self.producers: dict[str, ProducerLike] = {}
         self.consumers: dict[str, ConsumerLike] = {}
         self._refs = 0
@@ -175,7 +176,7 @@ class ClientInstance:
         self._heartbeat_lock = asyncio.Lock()
         self._tasks = [
             asyncio.create_task(self._every(self.config.poll_namesrv_interval, self.refresh_routes), name="routes"),
-            asyncio.create_task(self._every(self.config.heartbeat_interval, self.heartbeat_all), name="heartbeat"),
+            asyncio.create_task(self._every(self.config.heartbeat_interval, self._heartbeat_tick), name="heartbeat"),
             asyncio.create_task(self._every(self.config.persist_offsets_interval, self._persist_all), name="offsets"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
         ]
@@ -313,16 +314,34 @@ class ClientInstance:
             return route
 
     def _rebuild_brokers(self) -> None:
+        before = set(self.all_broker_addrs(include_slaves=True))
         table: dict[str, dict[int, str]] = {}
-        for route in self.routes.values():
+        routes = list(self.routes.values())
+        if self._default_route is not None:
+            routes.append(self._default_route)
+        for route in routes:
             for bd in route.broker_datas:
                 table.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
         self.brokers = table
+        self._greet(before)
+
+    def _greet(self, before: set[str]) -> None:
+        """Heartbeat at once to brokers that just appeared in the routes (they must know us to rebalance)."""
+        new = [a for a in self.all_broker_addrs(include_slaves=True) if a not in before]
+        if new and self._started and not self._closed and (self.producers or self.consumers):
+            data = self._heartbeat_data()
+            loop = asyncio.get_running_loop()
+            for addr in new:
+                if addr in self.all_broker_addrs(include_slaves=bool(data.consumers)):
+                    loop.create_task(self._heartbeat_one(addr, data))
 
     def remember_brokers(self, route: TopicRouteData) -> None:
         """Make the brokers of a route addressable (the TBW102 route used for auto-creation)."""
+        before = set(self.all_broker_addrs(include_slaves=True))
+        self._default_route = route
         for bd in route.broker_datas:
             self.brokers.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
+        self._greet(before)
 
     async def refresh_routes(self) -> None:
         """Refresh the route of every topic in use."""
@@ -380,7 +399,9 @@ class ClientInstance:
             return []
         out = []
         for bd in route.broker_datas:
-            addr = self.broker_addr(bd.broker_name) or (bd.broker_addrs[min(bd.broker_addrs)] if bd.broker_addrs else None)
+            addr = self.broker_addr(bd.broker_name)
+            if addr is None and bd.broker_addrs:
+                addr = bd.broker_addrs[min(bd.broker_addrs)]
             if addr:
                 out.append(addr)
         return out
@@ -402,25 +423,32 @@ class ClientInstance:
             groups.append(INNER_PRODUCER_GROUP)
         return HeartbeatData(self.client_id, groups, consumers)
 
-    async def _heartbeat_one(self, addr: str, data: HeartbeatData) -> bool:
+    async def _heartbeat_one(self, addr: str, data: HeartbeatData) -> str | None:
+        """One heartbeat; returns the broker's remark (sievemq brokers explain refused subscriptions there)."""
         try:
             conn = await self.pool.get(addr)
             self._seen_conns[addr] = conn
-            await api.heartbeat(conn, data, self.config.request_timeout)
-            return True
+            resp = await api.heartbeat(conn, data, self.config.request_timeout)
         except Exception as e:
             log.warning("heartbeat to broker %s failed: %s", addr, e)
-            return False
+            return None
+        if resp.remark:
+            log.warning("broker %s: %s", addr, resp.remark)
+        return resp.remark or None
 
-    async def heartbeat_all(self) -> None:
-        """HEART_BEAT to every broker (slaves too when there are consumers)."""
+    async def heartbeat_all(self) -> list[str]:
+        """HEART_BEAT to every broker (slaves too when there are consumers); the remarks brokers answered."""
         if not self.producers and not self.consumers:
-            return
+            return []
         assert self._heartbeat_lock is not None
         async with self._heartbeat_lock:
             data = self._heartbeat_data()
             addrs = self.all_broker_addrs(include_slaves=bool(data.consumers))
-            await asyncio.gather(*(self._heartbeat_one(a, data) for a in addrs))
+            remarks = await asyncio.gather(*(self._heartbeat_one(a, data) for a in addrs))
+        return [line for r in remarks if r for line in r.splitlines() if line.strip()]
+
+    async def _heartbeat_tick(self) -> None:
+        await self.heartbeat_all()
 
     # ------------------------------------------------------------------------------------------ consumers
     def rebalance_now(self) -> None:

@@ -149,8 +149,9 @@ class Producer:
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
-            **({"instance_name": instance_name} if instance_name else {}),
         )
+        if instance_name:
+            self.config = replace(self.config, instance_name=instance_name)
         self.send_timeout = send_timeout
         self.retry_times = max(0, retry_times)
         self.compress_over = compress_over
@@ -283,7 +284,9 @@ class Producer:
         props = {PropertyKey.WAIT: "true" if msgs[0].wait_store else "false"}
         body = encode_batch(entries)
         if len(body) > self.max_message_size:
-            raise MessageValidationError(f"the batch is {len(body)} bytes, larger than the limit {self.max_message_size}")
+            raise MessageValidationError(
+                f"the batch is {len(body)} bytes, larger than the limit {self.max_message_size}"
+            )
         return Outgoing(msgs[0].topic, body, props, 0, 0, True, ids, source=msgs[0])
 
     def _header(self, out: Outgoing, mq: MessageQueue) -> SendMessageHeader:

@@ -14,17 +14,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sievemq.client import api
-from sievemq.client.errors import ClientStateError, MessageValidationError
+from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.push_consumer import to_millis
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.subscription import SubscriptionEntry, start_offset
+from sievemq.client.subscription import SubscriptionEntry, refusals_for, start_offset
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
@@ -89,8 +89,9 @@ class PullConsumer:
             poll_namesrv_interval=poll_namesrv_interval,
             rebalance_interval=rebalance_interval,
             persist_offsets_interval=persist_interval,
-            **({"instance_name": instance_name} if instance_name else {}),
         )
+        if instance_name:
+            self.config = replace(self.config, instance_name=instance_name)
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
         self.pull_batch_size = max(1, pull_batch_size)
@@ -176,7 +177,9 @@ class PullConsumer:
             await inst.start()
             for topic in self.topics():
                 await inst.update_route(topic)
-            await inst.heartbeat_all()
+            refused = refusals_for(self.group, await inst.heartbeat_all())
+            if refused:
+                raise SubscriptionError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "\n".join(refused))
             if self._assigned is not None:
                 await self._apply_assignment()
         except BaseException:

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,7 +37,7 @@ from sievemq.client.offset_store import LocalFileOffsetStore, OffsetStore, Remot
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Outgoing, Producer
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.subscription import SubscriptionEntry, retry_subscription, start_offset
+from sievemq.client.subscription import SubscriptionEntry, refusals_for, retry_subscription, start_offset
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt, PropertyKey
@@ -106,8 +107,9 @@ class PushConsumer:
             poll_namesrv_interval=poll_namesrv_interval,
             rebalance_interval=rebalance_interval,
             persist_offsets_interval=persist_interval,
-            **({"instance_name": instance_name} if instance_name else {}),
         )
+        if instance_name:
+            self.config = replace(self.config, instance_name=instance_name)
         self.broadcasting = broadcasting
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
@@ -216,7 +218,9 @@ class PushConsumer:
             for topic in self.topics():
                 await inst.update_route(topic)
             await self._check_client_config(list(self._subs.values()))
-            await inst.heartbeat_all()
+            refused = refusals_for(self.group, await inst.heartbeat_all())
+            if refused:
+                raise SubscriptionError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "\n".join(refused))
         except BaseException:
             await self.close()
             raise
@@ -546,4 +550,3 @@ class PushConsumer:
         props.pop("TRAN_MSG", None)
         out = Outgoing(retry_topic(self.group), msg.body, props, msg.flag, 0, False, [msg.msg_id])
         await self._inner.send_outgoing(out)
-

@@ -89,7 +89,7 @@ class Rebalancer:
         for addr in addrs:
             try:
                 conn = await self.instance.conn(addr)
-                ids = await api.consumer_ids(conn, self.group, timeout=self.instance.config.request_timeout)
+                ids = await api.consumer_ids(conn, self.group, self.instance.config.request_timeout, topic)
             except Exception as e:
                 log.debug("consumer list of %s from %s failed: %s", self.group, addr, e)
                 continue

@@ -63,6 +63,12 @@ class SubscriptionEntry:
         return out
 
 
+def refusals_for(group: str, remarks: Iterable[str]) -> list[str]:
+    """The heartbeat remarks about ``group`` (a sievemq broker refuses a client whose subscription of a topic
+    differs from the group's, and says so in the heartbeat answer)."""
+    return [r for r in remarks if f"consumer group '{group}'" in r]
+
+
 def retry_subscription(group: str) -> SubscriptionEntry:
     """The ``%RETRY%<group>`` subscription of every clustering push consumer (``*``)."""
     return SubscriptionEntry.create(retry_topic(group), "*")

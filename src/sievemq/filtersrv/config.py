@@ -57,6 +57,7 @@ class FiltersrvConfig:
     worker_max_batches: int = _doc("recycle a worker after this many batches", default=100_000)
     max_consecutive_failures: int = _doc("disable a function for its group after this many failures", default=3)
     max_source_bytes: int = _doc("largest uploaded source accepted", default=256 * 1024)
+    read_ahead_batches: int = _doc("broker batches a pull may read to find maxMsgNums matches (1: off)", default=8)
     broker_timeout_seconds: float = _doc("timeout of a request to the broker (plus any suspend time)", default=10.0)
     parent_pid: int = _doc("exit when this process is gone (set by a broker that spawns us; 0: off)", default=0)
 
@@ -69,6 +70,8 @@ class FiltersrvConfig:
             raise ConfigError("filtersrv: workerCpuSeconds must be at least 1")
         if self.worker_memory_mb < 0:
             raise ConfigError("filtersrv: workerMemoryMb must be 0 (unlimited) or positive")
+        if self.read_ahead_batches < 1:
+            raise ConfigError("filtersrv: readAheadBatches must be at least 1")
         if self.max_consecutive_failures < 1:
             raise ConfigError("filtersrv: maxConsecutiveFailures must be at least 1")
         if ":" not in self.broker_addr:

@@ -138,6 +138,7 @@ class FiltersrvController:
         return {
             "version": __version__,
             "filterServerAddr": self.addr,
+            "pid": os.getpid(),
             "brokerAddr": c.broker_addr,
             "brokerName": self.broker_name,
             "brokerId": self.broker_id,

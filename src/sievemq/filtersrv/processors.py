@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
 _PULL_HEADER_KEYS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
+_QUEUE_OFFSET = struct.Struct(">q")
 
 
 def split_records(blob: bytes) -> list[tuple[int, int]]:
@@ -138,15 +140,62 @@ class FiltersrvProcessor:
         header["suggestWhichBrokerId"] = "0"
         if resp.code != ResponseCode.SUCCESS:
             return cmd.response(resp.code, resp.remark, header)
-        return await self._filter(cmd, reg, resp.body, header, offset)
-
-    async def _filter(
-        self, cmd: RemotingCommand, reg: Registration, blob: bytes, header: dict[str, Any], offset: int
-    ) -> RemotingCommand:
         try:
-            spans = split_records(blob)
+            spans = split_records(resp.body)
+            blob = await self._read_ahead(reg, topic, queue_id, max_nums, resp.body, spans, header)
         except ValueError as e:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the broker's pull body is malformed: {e}") from None
+        return await self._filter(cmd, reg, blob, spans, header, offset, max_nums)
+
+    async def _read_ahead(
+        self,
+        reg: Registration,
+        topic: str,
+        queue_id: int,
+        max_nums: int,
+        first: bytes,
+        spans: list[tuple[int, int]],
+        header: dict[str, Any],
+    ) -> bytes:
+        """Pull more batches at once when the function is selective, so a pull answers up to ``max_nums`` matches
+        instead of a trickle (or a 20). Extends ``spans``/``header`` in place; returns the whole body."""
+        limit = self.ctl.config.read_ahead_batches
+        if limit <= 1 or not spans:
+            return first
+        s = reg.stats
+        selectivity = (s.matched + 1) / (s.seen + 1) if s.seen >= 64 else 1.0
+        target = min(max_nums / max(selectivity, 1e-9), limit * len(spans))
+        blobs = [first]
+        size = len(first)
+        while len(spans) < target and len(blobs) < limit:
+            next_offset = int(header.get("nextBeginOffset", "0"))
+            if next_offset >= int(header.get("maxOffset", "0")):
+                break
+            try:
+                resp = await self._broker_pull(topic, queue_id, next_offset, 32, 0)
+            except RemotingError:
+                break  # answer with what we have
+            if resp.code != ResponseCode.SUCCESS or not resp.body:
+                break
+            more = split_records(resp.body)
+            spans.extend((a + size, b + size) for a, b in more)
+            blobs.append(resp.body)
+            size += len(resp.body)
+            for k in _PULL_HEADER_KEYS[1:]:
+                if k in resp.ext_fields:
+                    header[k] = resp.ext_fields[k]
+        return b"".join(blobs) if len(blobs) > 1 else first
+
+    async def _filter(
+        self,
+        cmd: RemotingCommand,
+        reg: Registration,
+        blob: bytes,
+        spans: list[tuple[int, int]],
+        header: dict[str, Any],
+        offset: int,
+        max_nums: int,
+    ) -> RemotingCommand:
         if not spans:
             return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "the broker returned no records", header)
         started = time.perf_counter()
@@ -160,13 +209,20 @@ class FiltersrvProcessor:
             else:
                 log.warning("filter %s failed on offset %d: %s", reg.label, offset, e.detail)
             state = f"; it is now {reg.disabled_reason}" if disabled else ""
+            header["nextBeginOffset"] = str(offset)  # nothing is skipped: the consumer pulls this offset again
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR,
                 f"filter function {reg.label} failed: {e.detail}. The {len(spans)} messages from queue offset "
                 f"{offset} were not skipped (retry the same offset){state}",
                 header,
             )
-        self.ctl.registry.record_batch(reg, len(spans), len(matched), time.perf_counter() - started)
+        seen = len(spans)
+        if len(matched) > max_nums:  # read ahead found more than asked for: stop after the max_nums-th match
+            matched = matched[:max_nums]
+            last = spans[matched[-1]][0]
+            header["nextBeginOffset"] = str(_QUEUE_OFFSET.unpack_from(blob, last + 20)[0] + 1)
+            seen = matched[-1] + 1
+        self.ctl.registry.record_batch(reg, seen, len(matched), time.perf_counter() - started)
         if not matched:
             return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "no message matched the filter function", header)
         body = b"".join(blob[spans[i][0] : spans[i][1]] for i in matched)

@@ -18,8 +18,9 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 _LEN = struct.Struct(">I")
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 SPAWN_TIMEOUT = 30.0
+T = TypeVar("T")
 
 
 class FilterFailure(Exception):
@@ -249,7 +251,7 @@ class WorkerPool:
         except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError, OSError):
             raise await self._death(w, what) from None
         except BaseException:
-            self._retire(w, "cancelled")  # its reply would desynchronise the pipe
+            self._retire(w, "cancelled")  # only at shutdown: its reply would desynchronise the pipe
             raise
 
     def _failed(self, w: _Worker, reply: dict[str, Any]) -> FilterFailure:
@@ -261,9 +263,22 @@ class WorkerPool:
             self._idle.put_nowait(w)
         return failure
 
+    async def _shielded(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` (which holds a worker) to the end even if the caller is cancelled (a consumer that hangs
+        up): killing a healthy worker mid-batch would waste it, and a half-read reply would desync its pipe."""
+        task = asyncio.ensure_future(work)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            raise
+
     async def load(self, spec: FunctionSpec) -> None:
         """Import or compile ``spec`` in a worker; FilterFailure (kind ``load``, ``timeout``...) if it fails."""
         w = await self._idle.get()
+        await self._shielded(self._load_on(w, spec))
+
+    async def _load_on(self, w: _Worker, spec: FunctionSpec) -> None:
         frame = b"L" + orjson.dumps(spec.to_json())
         reply = await self._exchange(w, frame, self.settings.load_timeout, "loading the function")
         if not reply.get("ok"):
@@ -275,17 +290,20 @@ class WorkerPool:
     async def run(self, spec: FunctionSpec, blob: bytes, count: int) -> list[int]:
         """Indexes (0-based, increasing) of the ``count`` records in ``blob`` that ``spec`` accepts."""
         w = await self._idle.get()
-        header: dict[str, Any] = {"fid": spec.fid}
-        timeout = self.settings.batch_timeout
-        if spec.fid not in w.loaded:
-            header["spec"] = spec.to_json()
-            timeout += self.settings.load_timeout
-        hb = orjson.dumps(header)
+        return await self._shielded(self._run_on(w, spec, blob, count))
+
+    async def _run_on(self, w: _Worker, spec: FunctionSpec, blob: bytes, count: int) -> list[int]:
+        if spec.fid not in w.loaded:  # first use in this worker: load under the load time limit
+            load = b"L" + orjson.dumps(spec.to_json())
+            reply = await self._exchange(w, load, self.settings.load_timeout, "loading the function")
+            if not reply.get("ok"):
+                raise self._failed(w, reply)
+            w.loaded.add(spec.fid)
+        hb = orjson.dumps({"fid": spec.fid})
         frame = b"B" + _LEN.pack(len(hb)) + hb + blob
-        reply = await self._exchange(w, frame, timeout, f"a batch of {count} messages")
+        reply = await self._exchange(w, frame, self.settings.batch_timeout, f"a batch of {count} messages")
         if not reply.get("ok"):
             raise self._failed(w, reply)
-        w.loaded.add(spec.fid)
         w.batches += 1
         w.cpu = float(reply.get("cpu", 0.0))
         matched = reply.get("m")

@@ -56,6 +56,8 @@ class RequestCode(IntEnum):
     QUERY_DATA_VERSION = 322
     # sievemq extensions (a private range no RocketMQ version uses)
     GET_GROUP_STATUS = 30010
+    GET_GROUP_FILTERS = 30011
+    EXPLAIN_SELECTOR = 30012
 
 
 class ResponseCode(IntEnum):

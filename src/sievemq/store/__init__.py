@@ -1,13 +1,16 @@
 """The durable store: commit log, consume queues, key index, checkpoint, recovery, retention.
 
-Public API is ``MessageStore`` and its value types (see ``message_store.py``), the delay-level
-table (``delay_levels.py``) and crash-safe JSON files (``jsonfile.py``).
+Public API is ``MessageStore`` and its value types (see ``message_store.py``), the consume-queue
+extension's unit and probe types (``consume_queue_ext.py``), the delay-level table
+(``delay_levels.py``) and crash-safe JSON files (``jsonfile.py``).
 """
 
-from sievemq.store.consume_queue import CqExtUnit
+from sievemq.store.consume_queue_ext import BitmapProbe, CqExtUnit, is_ext_address
 from sievemq.store.delay_levels import SCHEDULE_TOPIC, parse_levels
 from sievemq.store.jsonfile import atomic_write_json, read_json
 from sievemq.store.message_store import (
+    BitmapCalculator,
+    BitmapProbeFilter,
     DispatchListener,
     GetResult,
     GetStatus,
@@ -21,6 +24,9 @@ from sievemq.store.message_store import (
 
 __all__ = [
     "SCHEDULE_TOPIC",
+    "BitmapCalculator",
+    "BitmapProbe",
+    "BitmapProbeFilter",
     "CqExtUnit",
     "DispatchListener",
     "GetResult",
@@ -32,6 +38,7 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "atomic_write_json",
+    "is_ext_address",
     "parse_levels",
     "read_json",
 ]

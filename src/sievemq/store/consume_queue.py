@@ -12,9 +12,10 @@ After the last entry the file is zero, so "size 0" marks the end of data. A *bla
 rebuilt after old commit-log segments were deleted starts at a non-zero offset); its phy field is
 the phy of the next real entry so that phy stays non-decreasing along the queue.
 
-The tags slot is read as-is; a filter receives it through ``MessageFilter.match_cq(tags_code, ext)``
-(``ext`` is reserved for the consume-queue extension of filtering.md 4.4, whose addresses are values
-``<= -2**31 - 1`` in this slot; not written yet).
+With the consume-queue extension (``consume_queue_ext.py``, filtering.md 4.4) the tags slot of an
+entry that has an extension unit holds the unit's *address* (a value ``<= -2**31 - 1``) and the real
+tag code lives in the unit; ``tags_code_at`` / ``resolve`` give the real code back. The extension is
+truncated together with the queue (``set_end_offset``) and cleaned with it (``delete_expired``).
 """
 
 from __future__ import annotations
@@ -24,27 +25,23 @@ import shutil
 import struct
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
+from sievemq.store.consume_queue_ext import EXT_ADDRESS_MAX, ConsumeQueueExt, CqExtUnit
 from sievemq.store.mapped_file import MappedFile
 from sievemq.store.mapped_file_queue import MappedFileQueue
 
-__all__ = ["BLANK_SIZE", "CQ_ENTRY", "CQ_UNIT", "ConsumeQueue", "CqExtUnit"]
+__all__ = ["BLANK_SIZE", "CQ_DTYPE", "CQ_ENTRY", "CQ_UNIT", "ConsumeQueue", "CqExtUnit"]
 
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_UNIT = 20
 BLANK_SIZE = 0x7FFFFFFF
+CQ_DTYPE = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+"""numpy view of a block of entries (packed, 20 bytes each)."""
 _PHY = struct.Struct(">q")
-
-
-@dataclass(frozen=True, slots=True)
-class CqExtUnit:
-    """A consume-queue extension unit (filtering.md 4.4). Not written yet; filters receive None."""
-
-    tags_code: int
-    msg_store_time: int
-    filter_bitmap: bytes | None = None
 
 
 EntryValidator = Callable[[int, int, int, int], bool]
@@ -54,15 +51,21 @@ EntryValidator = Callable[[int, int, int, int], bool]
 class ConsumeQueue:
     """One queue's entries; all mutation happens on the event-loop thread."""
 
-    __slots__ = ("entries_per_file", "mfq", "min_logic_offset", "queue_id", "topic")
+    __slots__ = ("_ext_dangling", "entries_per_file", "ext", "mfq", "min_logic_offset", "queue_id", "topic")
 
-    def __init__(self, base: Path, topic: str, queue_id: int, entries_per_file: int) -> None:
-        """``base`` is the ``consumequeue`` directory."""
+    def __init__(
+        self, base: Path, topic: str, queue_id: int, entries_per_file: int, *,
+        ext_base: Path | None = None, ext_file_size: int = 48 * 1024 * 1024,
+    ) -> None:  # fmt: skip
+        """``base`` is the ``consumequeue`` directory; ``ext_base`` the ``consumequeue_ext`` one (None: no ext)."""
         self.topic = topic
         self.queue_id = queue_id
         self.entries_per_file = entries_per_file
         self.mfq = MappedFileQueue(base / topic / str(queue_id), entries_per_file * CQ_UNIT)
         self.min_logic_offset = 0
+        self.ext = ConsumeQueueExt(ext_base, topic, queue_id, ext_file_size) if ext_base is not None else None
+        self._ext_dangling = False
+        """Recovery found entries whose units are gone: the ext must be re-based past their addresses."""
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -96,6 +99,20 @@ class ConsumeQueue:
         mf = self.mfq.find(offset * CQ_UNIT)
         assert mf is not None
         return int(_PHY.unpack_from(mf.mm, offset * CQ_UNIT - mf.file_from_offset)[0])
+
+    def resolve(self, tags: int) -> int:
+        """The real tag code for a tags slot value (an unresolvable ext address comes back as is)."""
+        if tags > EXT_ADDRESS_MAX or self.ext is None:
+            return tags
+        unit = self.ext.get(tags)
+        return tags if unit is None else unit.tags_code
+
+    def ext_unit(self, offset: int) -> CqExtUnit | None:
+        """The extension unit of entry ``offset`` (None when it has none or it is gone)."""
+        e = self.entry(offset)
+        if e is None or self.ext is None or e[2] > EXT_ADDRESS_MAX:
+            return None
+        return self.ext.get(e[2])
 
     def read_block(self, offset: int, n: int) -> bytes:
         """Raw bytes of up to ``n`` consecutive entries from ``offset``, within one file."""
@@ -169,6 +186,21 @@ class ConsumeQueue:
         mf.append(CQ_ENTRY.pack(phy, size, tags_code))
         return True
 
+    def append_ext(self, queue_offset: int, phy: int, size: int, tags_code: int, store_time: int,
+                   bitmap: bytes) -> int:  # fmt: skip
+        """Write an extension unit then the entry pointing at it; returns the slot value written.
+
+        Falls back to the plain tag code when the unit cannot be stored. The caller checks that the
+        entry is not already there (``append`` would refuse it and leave an orphan unit).
+        """
+        slot = tags_code
+        if self.ext is not None:
+            addr = self.ext.put(tags_code, store_time, bitmap)
+            if addr is not None:
+                slot = addr
+        self.append(queue_offset, phy, size, slot)
+        return slot
+
     def _fill_blanks(self, start: int, end: int, phy: int) -> None:
         blank = CQ_ENTRY.pack(phy, BLANK_SIZE, 0)
         off = start
@@ -183,8 +215,13 @@ class ConsumeQueue:
         """Map the queue's files."""
         self.mfq.load()
 
-    def recover(self, validate: EntryValidator | None = None) -> int:
-        """Find the written end (first entry with size 0); drop invalid tail entries and return their count."""
+    def recover(self, validate: EntryValidator | None = None, phy_min: int = 0) -> int:
+        """Find the written end (first entry with size 0); drop invalid tail entries and return their count.
+
+        With a validator, entries from the first one (at or above commit-log offset ``phy_min``) whose
+        extension unit is gone are dropped too (the ``consumequeue_ext`` files were lost), and a tail
+        entry whose unit cannot be read is invalid. The caller re-dispatches what was dropped.
+        """
         files = self.mfq.files
         if not files:
             return 0
@@ -195,9 +232,17 @@ class ConsumeQueue:
         tail_end = self.max_offset
         if validate is not None:
             first = self.mfq.min_offset // CQ_UNIT
-            end = tail_end
+            lost = self.ext_lost_from(phy_min)
+            end = tail_end if lost is None else lost
             while end > first:
                 e = self.entry(end - 1)
+                if e is not None and e[1] != BLANK_SIZE and e[2] <= EXT_ADDRESS_MAX:
+                    unit = self.ext.get(e[2]) if self.ext is not None else None
+                    if unit is None:  # a lost unit: redo the entry
+                        self._ext_dangling = True
+                        e = None
+                    else:
+                        e = (e[0], e[1], unit.tags_code)
                 if e is None or (e[1] != BLANK_SIZE and not validate(end - 1, *e)):
                     end -= 1
                     continue
@@ -209,10 +254,69 @@ class ConsumeQueue:
         return dropped
 
     def set_end_offset(self, offset: int) -> None:
-        """Truncate the queue so that ``offset`` is the next offset to write."""
+        """Truncate the queue so that ``offset`` is the next offset to write, and its extension with it."""
         self.mfq.set_end(offset * CQ_UNIT)
         if self.min_logic_offset > offset:
             self.min_logic_offset = offset
+        ext = self.ext
+        if ext is not None and (ext.has_files or self._ext_dangling):  # a queue without units costs no scan
+            ext.truncate_by_max_address(self.last_ext_address())
+
+    # ------------------------------------------------------------------------------------------ ext scans
+    def _ext_slots(self, offset: int, n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+        """Queue offsets and slot values of the entries with an ext address among ``n`` from ``offset``."""
+        block = self.read_block(offset, n)
+        arr = np.frombuffer(block, dtype=CQ_DTYPE)
+        tags = arr["tags"]
+        hit = np.flatnonzero((tags <= EXT_ADDRESS_MAX) & (arr["size"] != BLANK_SIZE))
+        return hit + offset, tags[hit]
+
+    def last_ext_address(self) -> int | None:
+        """The ext address in the newest entry that has one (None: no entry references a unit)."""
+        first = self.mfq.min_offset // CQ_UNIT
+        end = self.max_offset
+        while end > first:
+            start = max(first, (end - 1) // self.entries_per_file * self.entries_per_file)
+            _offs, slots = self._ext_slots(start, end - start)
+            if len(slots):
+                return int(slots[-1])
+            end = start
+        return None
+
+    def first_ext_entry(self, offset: int, limit: int | None = None) -> tuple[int, int] | None:
+        """``(queue_offset, address)`` of the first entry at or after ``offset`` that has an ext address.
+
+        Looks at no more than ``limit`` entries when given.
+        """
+        off = max(offset, self.mfq.min_offset // CQ_UNIT)
+        end = self.max_offset if limit is None else min(self.max_offset, off + limit)
+        while off < end:
+            n = min(end, self.file_end_offset(off)) - off
+            offs, slots = self._ext_slots(off, n)
+            if len(slots):
+                return int(offs[0]), int(slots[0])
+            off += n
+        return None
+
+    def ext_lost_from(self, phy_min: int) -> int | None:
+        """Queue offset of the first entry whose unit is gone (the ext files were lost), or None.
+
+        Checks the first entry with an ext address among the first file's worth of entries whose
+        message is still in the commit log (phy ``>= phy_min``): retention keeps every unit from there
+        on, so a missing one means the files were lost. (Lost units of the newest entries are found by
+        the tail validation; units lost only in the middle of a queue are not looked for: those entries
+        read as "unit unknown", which passes filters.) Used by recovery to rebuild from the commit log.
+        """
+        if self.ext is None or self.max_offset <= self.mfq.min_offset // CQ_UNIT:
+            return None
+        first = self.first_ext_entry(self.first_offset_with_phy_at_least(phy_min), self.entries_per_file)
+        if first is None:
+            return None
+        qoff, addr = first
+        if self.ext.get(addr) is not None:
+            return None
+        self._ext_dangling = True
+        return qoff
 
     def first_offset_with_phy_at_least(self, phy_limit: int) -> int:
         """Smallest queue offset (within stored entries) whose phy >= ``phy_limit``, or max_offset."""
@@ -264,17 +368,24 @@ class ConsumeQueue:
             n += 1
         gone = self.mfq.delete_first(n)
         self.correct_min_offset(phy_min)
+        if self.ext is not None and self.ext.has_files:
+            first = self.first_ext_entry(self.min_offset)
+            gone.extend(self.ext.delete_below(None if first is None else first[1]))
         return gone
 
     def close(self) -> None:
         """Unmap the files."""
         self.mfq.close()
+        if self.ext is not None:
+            self.ext.close()
 
     def destroy(self) -> None:
-        """Unmap and delete the queue's directory."""
+        """Unmap and delete the queue's directory (and its extension directory)."""
         self.mfq.close()
         with contextlib.suppress(FileNotFoundError):
             shutil.rmtree(self.directory)
+        if self.ext is not None:
+            self.ext.destroy()
 
 
 def _data_end(mf: MappedFile) -> int:

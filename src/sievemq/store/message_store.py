@@ -4,6 +4,8 @@ On disk, under ``StoreConfig.root`` (a broker's store folder)::
 
     commitlog/<20-digit offset>                 records (commitlog.py)
     consumequeue/<topic>/<queueId>/<20-digit>   20-byte entries (consume_queue.py)
+    consumequeue_ext/<topic>/<queueId>/<20-digit>  extension units: tag code, store time, filter
+                                                bitmap (consume_queue_ext.py)
     index/<20-digit>                            key index hash files (index_file.py)
     checkpoint                                  flushed offsets/times (checkpoint.py)
     abort                                       exists while the store is open; present at load = unclean stop
@@ -14,8 +16,17 @@ Threading model: every method runs on the event-loop thread; the mappings are wr
 ``fdatasync`` / ``fsync`` (and unlinking deleted segments) run in a dedicated one-thread executor,
 serialized with retention by ``_flush_lock`` so a descriptor is never closed under a running sync.
 Under ``SYNC_FLUSH`` ``put_message`` waits for a group commit: one fsync serves every waiter whose
-record it covers. Under ``ASYNC_FLUSH`` a task flushes every ``flush_interval_ms``; consume queues,
-the index and the checkpoint are flushed on that cadence in both modes.
+record it covers. Under ``ASYNC_FLUSH`` a task flushes every ``flush_interval_ms``; consume queues
+(with their extensions), the index and the checkpoint are flushed on that cadence in both modes.
+
+Consume-queue extension (filtering.md 4.3-4.5): with ``enable_consume_queue_ext`` and a bitmap
+calculator set (``set_bitmap_calculator``, by the broker, *before* ``load()`` so that entries rebuilt by
+recovery get bitmaps too), each dispatched message of a normal topic for which the calculator returns a
+bitmap gets an extension unit and its CQ slot holds the unit's address. Unlike RocketMQ, which writes a
+unit for every entry once the extension is on, sievemq writes none when there is no bitmap (no SQL92
+group for the topic): the slot then keeps the plain tag code. Both read the same for filters -- "no
+unit" and "unit without bitmap" both pass the bitmap test -- and the plain slot costs no extra write
+or read. ``SCHEDULE_TOPIC_XXXX`` never gets units (its slot holds delivery times).
 """
 
 from __future__ import annotations
@@ -30,12 +41,14 @@ import os
 import shutil
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Literal, Protocol
+
+import numpy as np
 
 from sievemq.errors import SieveError
 from sievemq.filter.tags import tag_code
@@ -44,13 +57,16 @@ from sievemq.protocol.msgid import make_offset_msg_id
 from sievemq.store import cleanup
 from sievemq.store.checkpoint import Checkpoint, CheckpointFile
 from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
-from sievemq.store.consume_queue import BLANK_SIZE, CQ_ENTRY, ConsumeQueue, CqExtUnit
+from sievemq.store.consume_queue import BLANK_SIZE, CQ_DTYPE, CQ_ENTRY, ConsumeQueue
+from sievemq.store.consume_queue_ext import EXT_ADDRESS_MAX, MAX_BITMAP_LENGTH, BitmapProbe, CqExtUnit
 from sievemq.store.delay_levels import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, delay_ms_for_level, parse_levels
 from sievemq.store.index_file import IndexService
 from sievemq.store.mapped_file import MappedFile, fsync_dir, sync_fd
 from sievemq.store.recovery import RecoveryReport, dispatchable, recover
 
 __all__ = [
+    "BitmapCalculator",
+    "BitmapProbeFilter",
     "DispatchListener",
     "GetResult",
     "GetStatus",
@@ -65,7 +81,14 @@ __all__ = [
 log = logging.getLogger("sievemq.store")
 
 DispatchListener = Callable[[str, int, int, int, dict[str, str]], None]
-"""``(topic, queue_id, queue_offset, tags_code, properties)`` called after each consume-queue append."""
+"""``(topic, queue_id, queue_offset, tags_code, properties)`` called after each consume-queue append.
+
+``tags_code`` is always the real tag code (never an extension address)."""
+
+BitmapCalculator = Callable[[str, dict[str, str], str | None], bytes | None]
+"""``(topic, properties, tags) -> bitmap`` computed at dispatch (before the CQ append) for the extension
+unit; None when the topic has no SQL92 group (no unit is written). The bitmap must be
+``StoreConfig.bitmap_length_bytes`` long (an all-zero bitmap is meaningful: no group matched)."""
 
 
 class StoreError(SieveError):
@@ -99,6 +122,12 @@ class StoreConfig:
     disk_force_clean_ratio: float = 0.85
     """Above this disk usage the oldest segments are deleted even if not expired."""
     delete_files_per_run: int = 10
+    enable_consume_queue_ext: bool = True
+    """Write consume-queue extension units (filter bitmaps); RocketMQ's default is false."""
+    mapped_file_size_cq_ext: int = 48 * 1024 * 1024
+    """Size of each ``consumequeue_ext`` file."""
+    bitmap_length_bytes: int = 14
+    """Length of the filter bitmaps (the broker's Bloom ``m / 8``; 112 bits by default)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -106,6 +135,10 @@ class StoreConfig:
             raise ValueError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
         if self.commitlog_file_size < 4096 or self.cq_entries_per_file < 1:
             raise ValueError("commitlog_file_size must be >= 4096 and cq_entries_per_file >= 1")
+        if not 0 <= self.bitmap_length_bytes <= MAX_BITMAP_LENGTH:
+            raise ValueError(f"bitmap_length_bytes must be within 0..{MAX_BITMAP_LENGTH}")
+        if self.mapped_file_size_cq_ext < 2 * (20 + self.bitmap_length_bytes) + 4:
+            raise ValueError("mapped_file_size_cq_ext is too small for two units")
 
 
 class PutStatus(Enum):
@@ -162,14 +195,32 @@ class GetResult:
 
 
 class MessageFilter(Protocol):
-    """Server-side filter applied by ``get_message`` (tag codes, SQL92, ...)."""
+    """Server-side filter applied by ``get_message`` (tag codes, SQL92, ...).
+
+    Optionally a filter may also define ``bitmap_probe(self) -> BitmapProbe | None`` (see
+    ``BitmapProbeFilter``): the store then tests the bitmaps of a whole scan window at once and does
+    not call ``match_cq`` for entries whose unit the probe rejects. A filter that offers a probe
+    promises that its ``match_cq`` returns False for every such unit.
+    """
 
     def match_cq(self, tags_code: int, ext: CqExtUnit | None) -> bool:
-        """Decide from the consume-queue entry alone; False skips without reading the commit log."""
+        """Decide from the consume-queue entry alone; False skips without reading the commit log.
+
+        ``tags_code`` is the real tag code; ``ext`` the entry's extension unit, None when it has none.
+        An entry whose unit cannot be read any more is not offered here (it passes, as in Java).
+        """
         ...
 
     def match_record(self, record: memoryview) -> bool:
         """Decide from the stored record (SQL on properties); tag filters return True."""
+        ...
+
+
+class BitmapProbeFilter(MessageFilter, Protocol):
+    """A ``MessageFilter`` that declares its bitmap test (SQL92 filters with Bloom data)."""
+
+    def bitmap_probe(self) -> BitmapProbe | None:
+        """The probe to apply to extension units; None: test nothing up front."""
         ...
 
 
@@ -196,6 +247,7 @@ class _FlushPlan:
     fds: list[int]
     dirs: list[Path]
     cqs: list[tuple[ConsumeQueue, int, list[MappedFile]]]
+    exts: list[tuple[ConsumeQueue, int, list[MappedFile]]]
     index_files: list[MappedFile]
     checkpoint: Checkpoint | None
 
@@ -210,6 +262,9 @@ class MessageStore:
         self.root = root
         self.commitlog = CommitLog(root / "commitlog", config.commitlog_file_size)
         self._cq_base = root / "consumequeue"
+        self._ext_base = root / "consumequeue_ext"
+        self._bitmap_calc: BitmapCalculator | None = None
+        self._bad_bitmap_logged = False
         self._cqs: dict[str, dict[int, ConsumeQueue]] = {}
         self.index = IndexService(root / "index", config.index_hash_slots, config.index_max_entries)
         self._levels = parse_levels(config.message_delay_levels)
@@ -241,7 +296,7 @@ class MessageStore:
         self._stopping = False
         cq_folder_missing = not self._cq_base.is_dir()
         index_folder_missing = not (root / "index").is_dir()
-        for d in (root, root / "commitlog", self._cq_base, root / "index", root / "config"):
+        for d in (root, root / "commitlog", self._cq_base, self._ext_base, root / "index", root / "config"):
             d.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -296,10 +351,12 @@ class MessageStore:
             for q in sorted(os.listdir(tdir)):
                 if not q.isdigit():
                     continue
-                cq = ConsumeQueue(base, topic, int(q), self.config.cq_entries_per_file)
+                cq = self._new_cq(topic, int(q))
                 cq.load()
                 if not cq.mfq.files:
                     continue
+                if cq.ext is not None:
+                    cq.ext.load()
                 self._cqs.setdefault(topic, {})[int(q)] = cq
 
     def _last_store_timestamp(self) -> int:
@@ -377,6 +434,14 @@ class MessageStore:
         self._close()
 
     # ============================================================================================ put
+    def set_bitmap_calculator(self, fn: BitmapCalculator | None) -> None:
+        """Compute each dispatched message's filter bitmap with ``fn`` (None stops it); see ``BitmapCalculator``.
+
+        Set it before ``load()``: recovery re-dispatches through it when it rebuilds consume queues.
+        Ignored while ``enable_consume_queue_ext`` is off.
+        """
+        self._bitmap_calc = fn if self.config.enable_consume_queue_ext else None
+
     def add_dispatch_listener(self, cb: DispatchListener) -> None:
         """Call ``cb(topic, queue_id, queue_offset, tags_code, properties)`` after each consume-queue append."""
         self._listeners.append(cb)
@@ -468,17 +533,51 @@ class MessageStore:
             qs = self._cqs[topic] = {}
         cq = qs.get(queue_id)
         if cq is None:
-            cq = qs[queue_id] = ConsumeQueue(self._cq_base, topic, queue_id, self.config.cq_entries_per_file)
+            cq = qs[queue_id] = self._new_cq(topic, queue_id)
+            if cq.ext is not None and cq.ext.directory.exists():
+                shutil.rmtree(cq.ext.directory, ignore_errors=True)  # left over from a queue gone before
         return cq
+
+    def _new_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cfg = self.config
+        return ConsumeQueue(self._cq_base, topic, queue_id, cfg.cq_entries_per_file, ext_base=self._ext_base,
+                            ext_file_size=cfg.mapped_file_size_cq_ext)  # fmt: skip
+
+    def _cq_append(self, cq: ConsumeQueue, qoff: int, phy: int, size: int, tags_code: int, store_ts: int,
+                   props: dict[str, str], tags: str | None) -> None:  # fmt: skip
+        """Append a CQ entry, through an extension unit when the calculator gives a bitmap."""
+        calc = self._bitmap_calc
+        topic = cq.topic
+        bm = self._bitmap(calc, topic, props, tags) if calc is not None and topic != SCHEDULE_TOPIC else None
+        if bm is None:
+            cq.append(qoff, phy, size, tags_code)
+        else:
+            cq.append_ext(qoff, phy, size, tags_code, store_ts, bm)
+
+    def _bitmap(self, calc: BitmapCalculator, topic: str, props: dict[str, str], tags: str | None) -> bytes | None:
+        """Run the calculator; a failure or a bitmap of the wrong length means "no bitmap"."""
+        try:
+            bm = calc(topic, props, tags)
+        except Exception:
+            log.exception("bitmap calculator failed for a message of %s", topic)
+            return None
+        if bm is not None and len(bm) != self.config.bitmap_length_bytes:
+            if not self._bad_bitmap_logged:
+                self._bad_bitmap_logged = True
+                log.error("bitmap calculator returned %d bytes, expected bitmap_length_bytes=%d: not stored",
+                          len(bm), self.config.bitmap_length_bytes)  # fmt: skip
+            return None
+        return bm
 
     def _dispatch(self, m: MessageExt, phy: int, size: int) -> None:
         props = m.properties
         topic = m.topic
         ts = m.store_timestamp
         if dispatchable(m.sys_flag):
-            tags = self._tags_code(topic, m.queue_id, props.get("TAGS"), ts)
+            tag_s = props.get("TAGS")
+            tags = self._tags_code(topic, m.queue_id, tag_s, ts)
             cq = self._get_or_create_cq(topic, m.queue_id)
-            cq.append(m.queue_offset, phy, size, tags)
+            self._cq_append(cq, m.queue_offset, phy, size, tags, ts, props, tag_s)
             self._dirty_cqs.add(cq)
             for cb in self._listeners:
                 try:
@@ -500,7 +599,8 @@ class MessageStore:
         if to_cq:
             tags = self._tags_code(s.topic, s.queue_id, s.tags, s.store_timestamp)
             cq = self._get_or_create_cq(s.topic, s.queue_id)
-            if cq.append(s.queue_offset, phy, s.total_size, tags):
+            if not cq.mfq.files or s.queue_offset >= cq.max_offset:  # else ``append`` would refuse it
+                self._cq_append(cq, s.queue_offset, phy, s.total_size, tags, s.store_timestamp, s.properties, s.tags)
                 self._dirty_cqs.add(cq)
         if to_index:
             for k in s.keys:
@@ -581,6 +681,7 @@ class MessageStore:
         if any(f.new_file for f in cl_files):
             dirs.append(cl.mfq.directory)
         cqs: list[tuple[ConsumeQueue, int, list[MappedFile]]] = []
+        exts: list[tuple[ConsumeQueue, int, list[MappedFile]]] = []
         index_files: list[MappedFile] = []
         cp: Checkpoint | None = None
         if everything:
@@ -591,6 +692,14 @@ class MessageStore:
                 if any(f.new_file for f in files):
                     dirs.extend((cq.directory, cq.directory.parent, self._cq_base))
                 cqs.append((cq, end, files))
+                ext = cq.ext
+                if ext is not None and ext.mfq.files:
+                    ext_end = ext.mfq.max_offset
+                    ext_files = ext.mfq.dirty_files(ext_end)
+                    fds.extend(f.fd for f in ext_files)
+                    if any(f.new_file for f in ext_files):
+                        dirs.extend((ext.directory, ext.directory.parent, self._ext_base))
+                    exts.append((cq, ext_end, ext_files))
             self._dirty_cqs = set()
             index_files = list(self.index.dirty.values())
             self.index.dirty = {}
@@ -599,7 +708,7 @@ class MessageStore:
                 dirs.append(self.index.directory)
             now = _now_ms()
             cp = Checkpoint(now, now, now, target, target, target)
-        return _FlushPlan(target, cl_files, fds, list(dict.fromkeys(dirs)), cqs, index_files, cp)
+        return _FlushPlan(target, cl_files, fds, list(dict.fromkeys(dirs)), cqs, exts, index_files, cp)
 
     def _finish(self, plan: _FlushPlan) -> None:
         """Record what a completed plan made durable (loop thread)."""
@@ -614,6 +723,11 @@ class MessageStore:
             for f in files:
                 f.new_file = False
             cq.mfq.flushed_offset = max(cq.mfq.flushed_offset, end)
+        for cq, end, files in plan.exts:
+            for f in files:
+                f.new_file = False
+            if cq.ext is not None:
+                cq.ext.mfq.flushed_offset = max(cq.ext.mfq.flushed_offset, end)
         for f in plan.index_files:
             f.new_file = False
         self._resolve_waiters()
@@ -677,7 +791,18 @@ class MessageStore:
     def get_message(
         self, topic: str, queue_id: int, offset: int, max_msgs: int, flt: MessageFilter | None
     ) -> GetResult:
-        """Read up to ``max_msgs`` matching records from ``offset`` (status table: remoting.md 5.2)."""
+        """Read up to ``max_msgs`` matching records from ``offset`` (status table: remoting.md 5.2).
+
+        Scans at most ``max(max_cq_scan_entries, max_msgs)`` entries of one CQ file. Per entry: blank
+        slots and entries whose record was deleted are skipped; ``flt.match_cq(tags_code, unit)`` (the
+        real tag code and the extension unit when the slot holds an address) decides without touching
+        the commit log; then ``flt.match_record`` on the stored record. With a filter that offers a
+        ``bitmap_probe`` the window's extension bitmaps are tested first in one vectorised pass and
+        rejected entries cost neither a ``match_cq`` call nor a commit-log read. The same messages are
+        delivered either way; only when a batch fills up may ``next_begin_offset`` differ: the probe
+        path has already stepped over the rejected entries that follow the last delivered one, where
+        the per-entry path (like Java) stops at the next entry.
+        """
         cq = self._find_cq(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -701,24 +826,49 @@ class MessageStore:
         limit_bytes = cfg.max_transfer_bytes_per_pull
         records: list[bytes] = []
         total = 0
-        scanned = 0
+        n = len(block) // CQ_ENTRY.size
+        scanned = n
         removing = False
         match_cq = flt.match_cq if flt is not None else None
         match_record = flt.match_record if flt is not None else None
         read = cl.read
-        for phy, size, tags in CQ_ENTRY.iter_unpack(block):
+        ext = cq.ext
+        ext_get = ext.get if ext is not None and ext.has_files else None
+        entries: Iterable[tuple[int, tuple[int, int, int]]] = enumerate(CQ_ENTRY.iter_unpack(block))
+        arr = None
+        get_probe = getattr(flt, "bitmap_probe", None)
+        probe = get_probe() if get_probe is not None and ext_get is not None else None
+        if probe is not None:
+            assert ext is not None
+            arr = np.frombuffer(block, dtype=CQ_DTYPE)
+            slots = arr["tags"]
+            at = np.flatnonzero(slots <= EXT_ADDRESS_MAX)
+            if len(at):
+                rejected = at[ext.probe_reject(slots[at], probe)]
+                if len(rejected):
+                    keep = np.ones(n, dtype=np.bool_)
+                    keep[rejected] = False
+                    idx = np.flatnonzero(keep)
+                    rows = arr[idx]
+                    entries = zip(idx.tolist(), zip(rows["phy"].tolist(), rows["size"].tolist(),
+                                                    slots[idx].tolist(), strict=True), strict=True)  # fmt: skip
+        for i, (phy, size, tags) in entries:
             if size == BLANK_SIZE:
-                scanned += 1
                 continue
             if phy < cl_min:
                 removing = True
-                scanned += 1
                 continue
             if records and (len(records) >= limit_msgs or total + size > limit_bytes):
+                scanned = i
                 break
-            scanned += 1
-            if match_cq is not None and not match_cq(tags, None):
-                continue
+            if match_cq is not None:
+                if tags > EXT_ADDRESS_MAX:
+                    if not match_cq(tags, None):
+                        continue
+                elif ext_get is not None:
+                    unit = ext_get(tags)
+                    if unit is not None and not match_cq(unit.tags_code, unit):
+                        continue
             rec = read(phy, size)
             if rec is None:
                 removing = True
@@ -727,14 +877,14 @@ class MessageStore:
                 continue
             records.append(rec)
             total += size
-        nxt = offset + scanned
         if records:
             status = GetStatus.FOUND
-        elif removing:
-            status = GetStatus.MESSAGE_WAS_REMOVING
         else:
-            status = GetStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, nxt, min_o, max_o, records, len(records), total)
+            if not removing and arr is not None:  # entries the probe skipped may point below the log
+                head = arr[:scanned]
+                removing = bool(((head["phy"] < cl_min) & (head["size"] != BLANK_SIZE)).any())
+            status = GetStatus.MESSAGE_WAS_REMOVING if removing else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, offset + scanned, min_o, max_o, records, len(records), total)
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         """Next queue offset to be written (0 for an unknown queue)."""
@@ -803,8 +953,10 @@ class MessageStore:
     def read_cq_entries(self, topic: str, queue_id: int, offset: int, n: int) -> list[tuple[int, int, int]]:
         """Up to ``n`` entries ``(phy, size, tags_code)`` from ``offset`` on (crossing files).
 
-        A blank slot (no message at that queue offset, see consume_queue.py) comes back as
-        ``(-1, 0, 0)`` so that callers walking offsets one by one skip it.
+        ``tags_code`` is the real tag code (or, for ``SCHEDULE_TOPIC_XXXX``, the delivery time): an
+        extension address is resolved through its unit (kept as is if the unit is gone). A blank slot
+        (no message at that queue offset, see consume_queue.py) comes back as ``(-1, 0, 0)`` so that
+        callers walking offsets one by one skip it.
         """
         cq = self._find_cq(topic, queue_id)
         out: list[tuple[int, int, int]] = []
@@ -814,12 +966,21 @@ class MessageStore:
             block = cq.read_block(offset + len(out), n - len(out))
             if not block:
                 break
-            out.extend((-1, 0, 0) if e[1] == BLANK_SIZE else e for e in CQ_ENTRY.iter_unpack(block))
+            resolve = cq.resolve
+            out.extend(
+                (-1, 0, 0) if size == BLANK_SIZE else (phy, size, tags if tags > EXT_ADDRESS_MAX else resolve(tags))
+                for phy, size, tags in CQ_ENTRY.iter_unpack(block)
+            )
         return out
+
+    def get_cq_ext_unit(self, topic: str, queue_id: int, offset: int) -> CqExtUnit | None:
+        """The extension unit of the entry at ``offset`` (None: no such entry, no unit, or unit gone)."""
+        cq = self._find_cq(topic, queue_id)
+        return cq.ext_unit(offset) if cq is not None else None
 
     # ============================================================================================ topics
     def delete_topics(self, topics: set[str]) -> None:
-        """Forget the topics' queues and delete their consume-queue folders."""
+        """Forget the topics' queues and delete their consume-queue (and extension) folders."""
         for topic in topics:
             qs = self._cqs.pop(topic, None)
             if qs:
@@ -828,9 +989,13 @@ class MessageStore:
                     if self._flushing:
                         self._pending_close.extend(cq.mfq.files)  # a sync job may still use the fds
                         cq.mfq.files = []
+                        if cq.ext is not None:
+                            self._pending_close.extend(cq.ext.mfq.files)
+                            cq.ext.mfq.files = []
                     cq.destroy()
-            with contextlib.suppress(FileNotFoundError):
-                shutil.rmtree(self._cq_base / topic)
+            for base in (self._cq_base, self._ext_base):
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.rmtree(base / topic)
 
     def topic_queues(self) -> dict[str, list[int]]:
         """Every known topic and its queue ids."""

@@ -12,7 +12,12 @@ fsynced offset (or every record, without a checkpoint) is verified -- magic, len
 offset field and body CRC -- and the log is cut at the first bad one (rest of the segment zeroed,
 later segments deleted). Consume-queue and index entries at or after the checkpoint's flushed
 offsets are dropped, then rebuilt from the commit log; so is a queue that lost its tail, the whole
-``consumequeue`` folder if it is gone, and the whole index if its folder is gone. (A folder that
+``consumequeue`` folder if it is gone, and the whole index if its folder is gone.
+
+Consume-queue extension units are validated with their entries (a tail entry whose unit is unreadable
+or carries another tag code is dropped), the extension is truncated after the last kept entry's unit,
+and a queue whose units are gone (``consumequeue_ext`` deleted) is cut at its first such entry and
+rebuilt; re-dispatch goes through ``MessageStore._redo``, which asks the bitmap calculator again. (A folder that
 exists but is empty is trusted: topics may all have been deleted, messages may have had no keys.)
 """
 
@@ -106,7 +111,7 @@ def recover(
     # 2. Consume queues: torn tails, entries past the end, entries that were not known flushed.
     r_cq = phy_min if cq_folder_missing else max(phy_min, min(cp.logics_offset, end))
     for cq in cqs:
-        if cq.recover(_make_validator(cl, end, cq, tags_fn)):
+        if cq.recover(_make_validator(cl, end, cq, tags_fn), phy_min):
             lost_from = cq.last_entry_end()
             r_cq = min(r_cq, max(phy_min, lost_from))
             report.touched_queues.append(cq)

@@ -1,0 +1,119 @@
+"""Uploaded source: refused when uploads are off, refused without a valid signature when on, accepted with one."""
+
+from __future__ import annotations
+
+import orjson
+
+from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.connection import Connection
+from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
+from tests.filtersrv.helpers import drain, register, send_orders, signed
+
+TOPIC = "Uploads"
+GROUP = "uploaders"
+SOURCE = """
+import json
+
+def BigEuOrders(msg):
+    order = json.loads(msg.body)
+    return order["region"] == "eu" and order["amount"] > 100
+"""
+ALL_B = "def OnlyB(msg):\n    return msg.tags == 'B'\n"
+
+
+async def test_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
+    ns = fc.namesrv()
+    broker = fc.broker(ns.addr)
+    off = fc.filtersrv(broker, name="fs-off")
+    on = fc.filtersrv(
+        broker,
+        "--client-upload-filter-enable", "true",
+        "--upload-accounts", f"{ACCOUNT},other",
+        name="fs-on",
+    )  # fmt: skip
+    bconn = await open_conn(conns, broker)
+    await send_orders(bconn, TOPIC, range(40), queues=1)
+
+    # Uploads off (the default): refused even with a valid signature.
+    conn_off = await open_conn(conns, off)
+    resp = await register(
+        conn_off,
+        GROUP,
+        TOPIC,
+        "BigEuOrders",
+        SOURCE,
+        extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE),
+    )
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert "clientUploadFilterEnable=false" in (resp.remark or "")
+
+    # Uploads on but no secret configured: nothing can verify.
+    conn_on = await open_conn(conns, on)
+    resp = await register(
+        conn_on, GROUP, TOPIC, "BigEuOrders", SOURCE, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE)
+    )
+    assert resp.code == ResponseCode.NO_PERMISSION and "no uploadSecret" in (resp.remark or "")
+
+
+async def test_signed_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
+    ns = fc.namesrv()
+    broker = fc.broker(ns.addr)
+    fs = fc.filtersrv(
+        broker,
+        "--client-upload-filter-enable", "true",
+        "--upload-secret", SECRET,
+        "--upload-accounts", ACCOUNT,
+    )  # fmt: skip
+    bconn = await open_conn(conns, broker)
+    fconn = await open_conn(conns, fs)
+    await send_orders(bconn, TOPIC, range(40), queues=1)
+    name = "BigEuOrders"
+
+    refusals = {
+        "no signature": {},
+        "no account": {"Signature": signed(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE)["Signature"]},
+        "unknown account": signed("mallory", SECRET, GROUP, TOPIC, name, SOURCE),
+        "wrong secret": signed(ACCOUNT, "guess", GROUP, TOPIC, name, SOURCE),
+        "signed for another group": signed(ACCOUNT, SECRET, "other", TOPIC, name, SOURCE),
+        "signed other source": signed(ACCOUNT, SECRET, GROUP, TOPIC, name, ALL_B),
+    }
+    for why, extra in refusals.items():
+        resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=extra)
+        assert resp.code == ResponseCode.NO_PERMISSION, (why, resp.code, resp.remark)
+        assert "refused" in (resp.remark or ""), (why, resp.remark)
+    # Nothing was registered by those attempts.
+    p = await drain_or_error(fconn)
+    assert p == "not registered"
+
+    # Signed, but not Python (a 4.x Java class filter), or a wrong CRC: clear errors.
+    java = "public class BigEuOrders implements MessageFilter { }"
+    resp = await register(fconn, GROUP, TOPIC, name, java, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, name, java))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "must be Python" in (resp.remark or "")
+    resp = await register(
+        fconn, GROUP, TOPIC, name, SOURCE, crc=12345, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE)
+    )
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "classCRC 12345" in (resp.remark or "")
+
+    # Signed and valid: accepted, and the consumer gets exactly the matches.
+    resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    msgs, _ = await drain(fconn, GROUP, TOPIC, 0)
+    assert [orjson.loads(m.body)["id"] for m in msgs] == [10, 15, 30, 35]
+
+    # Replacing the function for the group (a new CRC) takes effect for the next pull.
+    resp = await register(
+        fconn, GROUP, TOPIC, "OnlyB", ALL_B, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "OnlyB", ALL_B)
+    )
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    msgs, _ = await drain(fconn, GROUP, TOPIC, 0)
+    assert [orjson.loads(m.body)["id"] for m in msgs] == list(range(1, 40, 2))
+
+
+async def drain_or_error(conn: Connection) -> str:
+    """``not registered`` when the filter server has no function for (TOPIC, GROUP)."""
+    from tests.filtersrv.helpers import class_pull
+
+    p = await class_pull(conn, GROUP, TOPIC, 0, 0)
+    if p.code == ResponseCode.SYSTEM_ERROR and "no filter function is registered" in (p.remark or ""):
+        return "not registered"
+    return f"[{p.code}] {p.remark}"
