@@ -345,7 +345,7 @@ class _Codegen:
                 cmp = self.equal_nonnull(left.typ, right.typ, lt, rt)
                 if neg:
                     cmp = f"not ({cmp})"
-                both, right_null = ("False", "True") if neg else ("True", "False")
+                both, right_null = ("False", "True") if neg else ("None", "False")
                 code = (
                     f"(({cmp}) if (({lt} := {left.code}) is not None) & (({rt} := {right.code}) is not None) "
                     f"else (({both} if {rt} is None else None) if {lt} is None else {right_null}))"
