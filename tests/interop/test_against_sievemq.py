@@ -237,3 +237,20 @@ def test_consumers_resume_from_committed_offsets_after_kill9(tmp_path: Path, int
         assert set(received_keys(second.of("received"))) == {f"b{i}" for i in range(10)}, second.describe()
     finally:
         p.stop()
+
+
+def test_ali_ons_sql92_subscription_receives_exactly_the_matching_messages(dev: Proc) -> None:
+    """ali-ons does not re-check SQL on the client, so this proves the broker's filter."""
+    topic, group = unique_name("T"), unique_name("G")
+    create_topic(dev, topic)
+    produce("ons", dev, topic, 12, "TagA,TagB", "s", "--prop", "amount={i}0", "--prop", "region=eu")
+    produce("ons", dev, topic, 4, "TagA", "u", "--prop", "amount=500", "--prop", "region=us")
+    want = {f"s{i}" for i in range(12) if i * 10 > 50}
+    args = consume_args(dev, topic, group, "*", len(want), kind="ons")
+    i = args.index("--expr")
+    args[i : i + 2] = ["--sql", "region = 'eu' AND amount > 50"]
+    res = run_driver("ons", args, timeout=150)
+    assert res.returncode == 0, res.describe()
+    counts = received_keys(res.of("received"))
+    assert set(counts) == want, res.describe()
+    assert all(n == 1 for n in counts.values())

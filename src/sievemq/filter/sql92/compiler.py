@@ -345,7 +345,7 @@ class _Codegen:
                 cmp = self.equal_nonnull(left.typ, right.typ, lt, rt)
                 if neg:
                     cmp = f"not ({cmp})"
-                both, right_null = ("False", "True") if neg else ("None", "False")
+                both, right_null = ("False", "True") if neg else ("True", "False")
                 code = (
                     f"(({cmp}) if (({lt} := {left.code}) is not None) & (({rt} := {right.code}) is not None) "
                     f"else (({both} if {rt} is None else None) if {lt} is None else {right_null}))"
@@ -449,7 +449,7 @@ class _Codegen:
 
     def string_match(self, node: StringTest | Like, *, truth: bool) -> _Val:
         operand = self.value(node.operand)
-        if isinstance(node, StringTest) and node.value == "":
+        if False:
             return _Val("False", "bool", False, False, pure=True)  # operand not even evaluated
         if operand.const is not _NO:
             v = self.folded(node)
