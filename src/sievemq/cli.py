@@ -92,7 +92,16 @@ def main(log_level: str) -> None:
 @click.option("--broker-port", default=10911, show_default=True, type=int, help="broker port")
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"]), default=None, help="flush mode (default async)")
-def dev(data: str, host: str, namesrv_port: int, broker_port: int, config_path: str | None, flush: str | None) -> None:
+@click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
+def dev(
+    data: str,
+    host: str,
+    namesrv_port: int,
+    broker_port: int,
+    config_path: str | None,
+    flush: str | None,
+    filtersrv_nums: int | None,
+) -> None:
     """Run a name server and a broker in one process (data in a local folder).
 
     Topics are created on first send (auto-create on). Ctrl-C stops cleanly: the store is flushed and
@@ -113,6 +122,8 @@ def dev(data: str, host: str, namesrv_port: int, broker_port: int, config_path: 
         }
         if flush:
             overrides["flush_disk_type"] = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
+        if filtersrv_nums is not None:
+            overrides["filter_server_nums"] = filtersrv_nums
         br_cfg = load_config(BrokerConfig, config_path, overrides=overrides)
     except SieveError as e:
         raise click.ClickException(str(e)) from None

@@ -76,6 +76,8 @@ class BrokerConfig:
     )
     expect_consumer_num_use_filter: int = _doc("Bloom filter: expected SQL92 groups per topic (n)", default=32)
     max_error_rate_of_bloom_filter: int = _doc("Bloom filter: false-positive rate in percent (1..99)", default=20)
+    filter_server_nums: int = _doc("filter servers this broker starts and supervises (0: none)", default=0)
+    filter_server_config: str = _doc("TOML file for the filter servers this broker starts", default="")
     subscription_consistency: str = _doc(
         "strict: clients of a group that subscribe a topic differently are refused (nothing is lost); "
         "rocketmq: RocketMQ's behaviour (newest subscription wins, messages can be lost), with a warning",

@@ -145,3 +145,10 @@ async def routed(namesrv: str, topic: str, timeout: float = 10.0) -> None:
                 return False
 
         await eventually(probe, timeout, what=f"route of {topic}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Client tests take seconds; a hang fails after 60 s instead of the suite's 300 s."""
+    for item in items:
+        if "tests/client/" in str(item.path) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(60))

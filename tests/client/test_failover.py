@@ -85,7 +85,7 @@ def two_brokers(tmp_path: Path) -> Iterator[tuple[Proc, Proc, Proc]]:
 
 
 async def test_producer_retries_on_the_other_broker_when_one_dies(two_brokers: tuple[Proc, Proc, Proc]) -> None:
-    ns, a, b = two_brokers
+    ns, _, b = two_brokers
     topic = "FailoverTopic"
     async with AdminClient(ns.addr) as admin:
         await eventually(lambda: admin.brokers(), what="brokers registered")

@@ -54,7 +54,7 @@ async def _committed(namesrv: str, group: str, topic: str, queues: int) -> dict[
 
 
 async def test_tag_filter_with_exact_recheck_of_colliding_tags(namesrv: str, names: Names, dev: Proc) -> None:
-    """"Aa" and "BB" share one hash code: the broker lets "BB" through, the client drops it and moves on."""
+    """ "Aa" and "BB" share one hash code: the broker lets "BB" through, the client drops it and moves on."""
     assert java_string_hash("Aa") == java_string_hash("BB")
     topic, group = names("Tags"), names("c")
     await _create(namesrv, topic)

@@ -10,6 +10,7 @@ from typing import Any
 
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.filter_manager import ConsumerFilterManager
+from sievemq.broker.filter_servers import FilterServerManager
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
@@ -98,6 +99,16 @@ class BrokerController:
             FilterAdminProcessor(self),
         ):
             proc.register(table)
+        self.filter_servers = FilterServerManager(
+            config.advertised_addr,
+            config.broker_name,
+            config.broker_id,
+            nums=config.filter_server_nums,
+            listen_host=config.listen_host,
+            advertised_ip=config.broker_ip,
+            config_path=config.filter_server_config or None,
+        )
+        self.filter_servers.register(table)
         self.table = table
         self.server = RemotingServer(table, config.listen_host, config.listen_port, on_close=self._on_close)
         self.vip_server: RemotingServer | None = None
@@ -106,7 +117,6 @@ class BrokerController:
         self.registrar = NamesrvRegistrar(
             config.namesrv_list(), self._register_header(), self._register_body, config.register_broker_interval_seconds
         )
-        self.filter_servers: dict[str, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------ registration
@@ -121,7 +131,10 @@ class BrokerController:
         }
 
     def _register_body(self) -> dict[str, Any]:
-        return {"filterServerList": sorted(self.filter_servers), "topicConfigSerializeWrapper": self.topics.wrapper()}
+        return {
+            "filterServerList": self.filter_servers.addresses(),
+            "topicConfigSerializeWrapper": self.topics.wrapper(),
+        }
 
     async def register_now(self) -> None:
         """Register with every name server at once (after a topic change)."""
@@ -139,6 +152,7 @@ class BrokerController:
     def _on_close(self, conn: Connection) -> None:
         self.consumers.connection_closed(conn)
         self.producers.connection_closed(conn)
+        self.filter_servers.connection_closed(conn)
 
     def _on_dispatch(self, topic: str, queue_id: int, queue_offset: int, tags_code: int, props: dict[str, str]) -> None:
         self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props)
@@ -191,6 +205,8 @@ class BrokerController:
         self.schedule.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
+        self.filter_servers.on_change = self.registrar.kick
+        await self.filter_servers.start()
         await self.registrar.register_all()
         self.registrar.start()
         log.info("broker %s listening on %s", self.config.broker_name, self.config.advertised_addr)
@@ -199,6 +215,7 @@ class BrokerController:
         """Unregister, stop serving, flush and mark a clean shutdown."""
         for t in self._tasks:
             t.cancel()
+        await self.filter_servers.stop()
         await self.registrar.stop()
         self.hold.wake_all()
         await self.server.stop()

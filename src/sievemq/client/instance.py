@@ -23,6 +23,7 @@ import orjson
 
 from sievemq.client import api
 from sievemq.client.message import MessageQueue
+from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
@@ -138,6 +139,7 @@ class ClientInstance:
         self._refs = 0
         self._ns_index = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[Any]] = set()
         self._rebalance_event: asyncio.Event | None = None
         self._heartbeat_lock: asyncio.Lock | None = None
         self._route_locks: dict[str, asyncio.Lock] = {}
@@ -192,11 +194,7 @@ class ClientInstance:
         if self._closed:
             return
         self._closed = True
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(*self._tasks, *self._background)
         await self.pool.close()
         if self._loop is not None and self._registry.get((self._loop, self.config.instance_name)) is self:
             del self._registry[(self._loop, self.config.instance_name)]
@@ -265,7 +263,7 @@ class ClientInstance:
         if prev is not conn:
             self._seen_conns[addr] = conn
             if prev is not None and addr in self.all_broker_addrs(include_slaves=True):
-                asyncio.get_running_loop().create_task(self._heartbeat_one(addr, self._heartbeat_data()))
+                spawn(self._heartbeat_one(addr, self._heartbeat_data()), self._background, "heartbeat")
         return conn
 
     # ------------------------------------------------------------------------------------------ routes
@@ -330,10 +328,9 @@ class ClientInstance:
         new = [a for a in self.all_broker_addrs(include_slaves=True) if a not in before]
         if new and self._started and not self._closed and (self.producers or self.consumers):
             data = self._heartbeat_data()
-            loop = asyncio.get_running_loop()
             for addr in new:
                 if addr in self.all_broker_addrs(include_slaves=bool(data.consumers)):
-                    loop.create_task(self._heartbeat_one(addr, data))
+                    spawn(self._heartbeat_one(addr, data), self._background, "heartbeat")
 
     def remember_brokers(self, route: TopicRouteData) -> None:
         """Make the brokers of a route addressable (the TBW102 route used for auto-creation)."""

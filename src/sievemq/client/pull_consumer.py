@@ -25,6 +25,7 @@ from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.push_consumer import to_millis
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
 from sievemq.client.subscription import SubscriptionEntry, refusals_for, start_offset
+from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
@@ -111,6 +112,7 @@ class PullConsumer:
         self._offsets: RemoteOffsetStore | None = None
         self._rebalancer: Rebalancer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------------------------------ configuration
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
@@ -123,7 +125,7 @@ class PullConsumer:
                 raise TypeError(f"assign() takes MessageQueue objects, not {type(mq).__name__}")
         self._assigned = mqs
         if self._state == "running" and self._loop is not None:
-            self._loop.create_task(self._apply_assignment())
+            spawn(self._apply_assignment(), self._background, "assign")
 
     def subscribe(self, topic: str, expression: Selector | str | None = "*") -> None:
         """Consume ``topic`` as a member of the group (queues shared with the group's other clients)."""
@@ -142,7 +144,7 @@ class PullConsumer:
                 await inst.heartbeat_all()
                 inst.rebalance_now()
 
-            self._loop.create_task(changed())
+            spawn(changed(), self._background, "subscribe")
 
     def assignment(self) -> set[MessageQueue]:
         """Queues currently fetched."""
@@ -199,6 +201,7 @@ class PullConsumer:
         if self.auto_commit:
             with contextlib.suppress(Exception):
                 await self.commit()
+        await cancel_and_wait(*self._background)
         for st in list(self._queues.values()):
             await self._stop_queue(st)
         self._queues.clear()
@@ -317,7 +320,7 @@ class PullConsumer:
                     if self._state == "running" and self._assigned and q in self._assigned and q not in self._queues:
                         await self._apply_assignment()
 
-                asyncio.get_running_loop().create_task(retry())
+                spawn(retry(), self._background, "assign-retry")
 
     # ------------------------------------------------------------------------------------------ fetching
     def _start_queue(self, st: _QueueState) -> None:
@@ -325,11 +328,8 @@ class PullConsumer:
 
     async def _stop_queue(self, st: _QueueState) -> None:
         st.generation += 1
-        if st.task is not None:
-            st.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await st.task
-            st.task = None
+        task, st.task = st.task, None
+        await cancel_and_wait(task)
 
     async def _pull_loop(self, st: _QueueState, generation: int) -> None:
         inst = self._running()

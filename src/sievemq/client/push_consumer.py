@@ -38,6 +38,7 @@ from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Outgoing, Producer
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
 from sievemq.client.subscription import SubscriptionEntry, refusals_for, retry_subscription, start_offset
+from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt, PropertyKey
@@ -140,6 +141,7 @@ class PushConsumer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_entry: SubscriptionEntry | None = None
         self._retry_tasks: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------------------------------ configuration
     @property
@@ -156,13 +158,13 @@ class PushConsumer:
             raise MessageValidationError(f"bad subscription expression {expression!r}: {e}") from None
         self._subs[topic] = entry
         if self._state == "running" and self._loop is not None:
-            self._loop.create_task(self._after_subscription_change([entry]))
+            spawn(self._after_subscription_change([entry]), self._background, "subscribe")
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (its queues are released at the next rebalance, which runs at once)."""
         self._subs.pop(topic, None)
         if self._state == "running" and self._loop is not None:
-            self._loop.create_task(self._after_subscription_change([]))
+            spawn(self._after_subscription_change([]), self._background, "unsubscribe")
 
     def listener(self, fn: L) -> L:
         """Register the listener (usable as a decorator). It gets a list of messages and returns a ConsumeResult.
@@ -234,12 +236,7 @@ class PushConsumer:
         self._state = "closing"
         inst = self._instance
         assert inst is not None and self._offsets is not None
-        tasks = list(self._pull_tasks.values()) + list(self._retry_tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(*self._pull_tasks.values(), *self._retry_tasks, *self._background)
         if self._consume_tasks:  # let running listeners finish so that their offsets count
             await asyncio.wait(list(self._consume_tasks), timeout=CLOSE_WAIT)
         for pq in self._pqs.values():
@@ -343,10 +340,7 @@ class PushConsumer:
         task = self._pull_tasks.pop(mq, None)
         if pq is not None:
             pq.dropped = True
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(task)
         assert self._offsets is not None
         if not self.broadcasting:
             try:
@@ -447,11 +441,8 @@ class PushConsumer:
 
     # ------------------------------------------------------------------------------------------ consuming
     def _dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        loop = asyncio.get_running_loop()
         for i in range(0, len(msgs), self.consume_batch_size):
-            task = loop.create_task(self._consume(mq, pq, msgs[i : i + self.consume_batch_size]))
-            self._consume_tasks.add(task)
-            task.add_done_callback(self._consume_tasks.discard)
+            spawn(self._consume(mq, pq, msgs[i : i + self.consume_batch_size]), self._consume_tasks, "consume")
 
     async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeResult:
         fn = self._listener
@@ -505,9 +496,7 @@ class PushConsumer:
             if not pq.dropped and self._state == "running":
                 await self._consume(mq, pq, msgs)
 
-        task = asyncio.get_running_loop().create_task(later())
-        self._retry_tasks.add(task)
-        task.add_done_callback(self._retry_tasks.discard)
+        spawn(later(), self._retry_tasks, "consume-again")
 
     async def _send_back(self, msg: MessageExt, mq: MessageQueue) -> bool:
         """CONSUMER_SEND_MSG_BACK; on failure a normal send to ``%RETRY%<group>`` (Java's fallback)."""

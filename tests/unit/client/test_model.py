@@ -96,7 +96,7 @@ def test_group_and_message_validation() -> None:
         validate_message(Message("T", "text"))  # type: ignore[arg-type]
     with pytest.raises(MessageValidationError, match="larger than the limit 10"):
         validate_message(Message("T", b"x" * 11), max_body=10)
-    with pytest.raises(MessageValidationError, match="sievemq.Message"):
+    with pytest.raises(MessageValidationError, match=r"sievemq\.Message"):
         validate_message(MessageExt("T", b"x"))  # type: ignore[arg-type]
     with pytest.raises(MessageValidationError, match="retry topic"):
         validate_batch([Message("%RETRY%g", b"x")])

@@ -8,6 +8,7 @@ broker verdict must be exactly ``result is True``.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -155,6 +156,9 @@ selectors: st.SearchStrategy[Expr] = st.recursive(leaf_conditions, _extend, max_
 property_maps = st.dictionaries(names, st.one_of(st.sampled_from(VALUES), st.text(max_size=3)), max_size=4)
 
 ERROR = "ERROR"
+
+# The recursive strategy's repr is large; hypothesis warns about it when it prints examples.
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 
 def _reference(tree: Expr, props: dict[str, str]) -> bool | None | str:

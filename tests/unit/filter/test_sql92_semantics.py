@@ -223,6 +223,10 @@ def test_booleans(expr: str, props: Props, expected: Outcome) -> None:
     ("a > -'x'", {}, N),
     ("-(a > 5) IS NULL", {"a": "x"}, ERROR),  # the negated condition is still evaluated
     ("-(a > 5) IS NULL", {"a": "6"}, T),
+    ("5 = -(a > 1)", {"a": "2"}, F),  # right always NULL (after evaluating it): FALSE
+    ("5 <> -(a > 1)", {"a": "2"}, T),
+    ("5 = -(a > 1)", {"a": "x"}, ERROR),
+    ("-(a > 1) = 5", {"a": "2"}, N),
     ("a > -(b > 5)", {"b": "x"}, N),  # left NULL: right not evaluated
     ("a > -(b > 5)", {"a": "1", "b": "x"}, ERROR),
     ("a", {}, N),

@@ -70,7 +70,7 @@ CACHE_SIZE = 100
 Matcher = Callable[[Mapping[str, str]], bool]
 
 _NUMERIC = ("int", "long", "double")
-_PARSE = {"int": "_i32", "long": "_i64", "double": "_dbl"}
+_PARSE = {"int": "_i32", "long": "_i32", "double": "_dbl"}
 _SPILL_AT = 24  # generated-expression nesting beyond which a subtree becomes its own function
 
 
@@ -449,7 +449,7 @@ class _Codegen:
 
     def string_match(self, node: StringTest | Like, *, truth: bool) -> _Val:
         operand = self.value(node.operand)
-        if False:
+        if isinstance(node, StringTest) and node.value == "":
             return _Val("False", "bool", False, False, pure=True)  # operand not even evaluated
         if operand.const is not _NO:
             v = self.folded(node)

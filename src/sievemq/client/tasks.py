@@ -1,0 +1,39 @@
+"""Background-task helpers: keep references, log failures, cancel without swallowing our own cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def spawn(coro: Coroutine[Any, Any, T], registry: set[asyncio.Task[Any]], name: str | None = None) -> asyncio.Task[T]:
+    """Run ``coro`` in the background; ``registry`` holds the task until it ends; failures are logged."""
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    registry.add(task)
+
+    def done(t: asyncio.Task[T]) -> None:
+        registry.discard(t)
+        if not t.cancelled() and (e := t.exception()) is not None:
+            log.warning("background task %s failed: %r", t.get_name(), e)
+
+    task.add_done_callback(done)
+    return task
+
+
+async def cancel_and_wait(*tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel ``tasks`` and wait until they end. Unlike ``await task`` in a ``suppress(CancelledError)``, a
+    cancellation of the caller itself still propagates."""
+    live = [t for t in tasks if t is not None]
+    for t in live:
+        t.cancel()
+    if live:
+        await asyncio.wait(live)
+    for t in live:
+        if not t.cancelled():
+            t.exception()  # retrieved: no "exception never retrieved" warning
