@@ -18,7 +18,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import mmh3
@@ -114,7 +114,7 @@ class BloomFilterData:
         return {"bitPos": list(self.bit_pos), "bitNum": self.bit_num}
 
     @classmethod
-    def from_json(cls, obj: dict[str, object]) -> BloomFilterData:
+    def from_json(cls, obj: Mapping[str, object]) -> BloomFilterData:
         """Read the RocketMQ JSON shape (raises ``ValueError`` if malformed)."""
         bit_pos = obj.get("bitPos")
         bit_num = obj.get("bitNum")

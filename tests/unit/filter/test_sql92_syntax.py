@@ -24,7 +24,7 @@ def canon(expr: str) -> str:
 
 def tokens(text: str) -> list[tuple[str, str]]:
     lexer = Lexer(text)
-    out = []
+    out: list[tuple[str, str]] = []
     while (token := lexer.next()).kind != "EOF":
         out.append((token.kind, token.text))
     return out

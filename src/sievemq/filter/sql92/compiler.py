@@ -70,7 +70,7 @@ CACHE_SIZE = 100
 Matcher = Callable[[Mapping[str, str]], bool]
 
 _NUMERIC = ("int", "long", "double")
-_PARSE = {"int": "_i32", "long": "_i32", "double": "_dbl"}
+_PARSE = {"int": "_i32", "long": "_i64", "double": "_dbl"}
 _SPILL_AT = 24  # generated-expression nesting beyond which a subtree becomes its own function
 
 
