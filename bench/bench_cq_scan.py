@@ -6,7 +6,7 @@ queue, a bitmap calculator that sets one SQL92 group's Bloom bits for ~1% of the
 (default pull size 32, scan window ``max_cq_scan_entries``) and reports entries scanned per second:
 
 (a) evaluation only: ``match_cq`` passes everything; every record is read from the commit log and
-    its properties decoded (``read_record_summary``) and evaluated (``a = '1'``; with
+    its properties decoded (``read_properties``) and evaluated (``a = '1'``; with
     ``sievemq.filter.sql92.compile_selector`` when it exists, else a property comparison);
 (b) bitmap first: the filter offers its Bloom bits as a ``BitmapProbe`` (and tests them in
     ``match_cq``), so only survivors (matches + Bloom false positives) are read and evaluated;
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sievemq.protocol.message import MAGIC_V1, MessageExt, read_record_summary, string_to_properties
+from sievemq.protocol.message import MAGIC_V1, MessageExt, read_properties, read_record_summary, string_to_properties
 from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from sievemq.store import BitmapProbe, CqExtUnit, GetStatus, MessageStore, StoreConfig
 
@@ -73,6 +73,8 @@ EVAL_NAME, EVALUATE = _make_evaluator()
 class EvalOnly:
     """(a) no bitmaps: every record is decoded and evaluated."""
 
+    ignores_cq = True  # like the broker's SqlFilter without Bloom bits: no extension-unit reads
+
     def __init__(self) -> None:
         self.evaluated = 0
 
@@ -81,7 +83,7 @@ class EvalOnly:
 
     def match_record(self, record: memoryview) -> bool:
         self.evaluated += 1
-        return EVALUATE(read_record_summary(record).properties)
+        return EVALUATE(read_properties(record))
 
 
 _I32 = struct.Struct(">i")
@@ -112,6 +114,8 @@ class EvalOnlyLean(EvalOnly):
 
 class BitmapFirst(EvalOnly):
     """(b) the group's Bloom bits first (vectorised by the store through the probe), then evaluation."""
+
+    ignores_cq = False
 
     def __init__(self, *, probe: bool = True) -> None:
         super().__init__()

@@ -53,6 +53,7 @@ class FilterEntry:
     client_version: int = 0
     bit_positions: list[int] = field(default_factory=list)
     counts: FilterCounts = field(default_factory=FilterCounts)
+    mask: bytes = b""
 
 
 class ConsumerFilterManager:

@@ -14,8 +14,9 @@ from sievemq.errors import RemotingError
 from sievemq.filter.sql92 import Selector, SqlError
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
-from sievemq.protocol.message import read_record_summary
+from sievemq.protocol.message import read_properties
 from sievemq.remoting.codes import ResponseCode
+from sievemq.store import BitmapProbe
 
 
 def _int32(v: int) -> int:
@@ -53,13 +54,33 @@ class TagFilter:
 class SqlFilter:
     """SQL92 subscription: Bloom bits first (when the group's bits exist), then evaluation of the properties."""
 
-    __slots__ = ("counts", "positions", "selector", "trust_after")
+    __slots__ = ("counts", "evaluate", "ignores_cq", "mask", "positions", "selector", "trust_after")
 
-    def __init__(self, selector: Selector, counts: FilterCounts, positions: list[int] | None, trust_after: int) -> None:
+    def __init__(
+        self,
+        selector: Selector,
+        counts: FilterCounts,
+        positions: list[int] | None,
+        trust_after: int,
+        mask: bytes = b"",
+    ) -> None:
         self.selector = selector
+        self.evaluate = selector.matcher
         self.counts = counts
         self.positions = positions
+        self.mask = mask
         self.trust_after = trust_after  # bitmaps are trusted only for messages stored after registration
+        self.ignores_cq = not positions  # without the group's Bloom bits there is nothing to test up front
+
+    def bitmap_probe(self) -> BitmapProbe | None:
+        """The group's Bloom bits, for the store to test a whole scan window at once."""
+        if not self.positions or not self.mask:
+            return None
+        return BitmapProbe(self.mask, self.trust_after)
+
+    def on_probe_rejected(self, n: int) -> None:
+        """The store skipped ``n`` entries by the probe."""
+        self.counts.filtered_by_bitmap += n
 
     def match_cq(self, tags_code: int, ext: Any = None) -> bool:
         """False only when the message's bitmap proves the group's filter did not match it."""
@@ -82,11 +103,11 @@ class SqlFilter:
     def match_record(self, record: memoryview) -> bool:
         """Evaluate the selector on the stored message's properties."""
         try:
-            props = read_record_summary(record).properties
+            props = read_properties(record)
         except ValueError:
             self.counts.evaluation_errors += 1
             return False
-        if self.selector.evaluate(props):
+        if self.evaluate(props):
             self.counts.matched += 1
             return True
         self.counts.filtered_by_evaluation += 1
@@ -122,7 +143,7 @@ def build_filter(
             )
         entry = filters.get(group, sub.topic)
         if entry is not None and entry.expression.strip() == sub.sub_string.strip():
-            return SqlFilter(entry.selector, counts, entry.bit_positions, entry.born_time)
+            return SqlFilter(entry.selector, counts, entry.bit_positions, entry.born_time, entry.mask)
         if not sub.sub_string.strip():
             raise RemotingError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"empty SQL92 expression for topic {sub.topic}")
         try:

@@ -227,7 +227,8 @@ def consume(
         try:
             while not done.is_set():
                 try:
-                    await asyncio.wait_for(done.wait(), 0.2)
+                    async with asyncio.timeout(0.2):
+                        await done.wait()
                 except TimeoutError:
                     if timeout and time.monotonic() - last > timeout:
                         break

@@ -457,8 +457,10 @@ class ClientInstance:
         assert self._rebalance_event is not None
         timeout = self.config.rebalance_interval
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races the event.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_event.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._rebalance_event.wait()
             self._rebalance_event.clear()
             complete = True
             for c in list(self.consumers.values()):

@@ -404,7 +404,8 @@ class PullConsumer:
                 return []
             self._ready_event.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ready_event.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._ready_event.wait()
 
     def _take(self, limit: int) -> list[MessageExt]:
         out: list[MessageExt] = []

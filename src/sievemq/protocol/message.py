@@ -45,6 +45,7 @@ __all__ = [
     "decode_records",
     "encode_record",
     "properties_to_string",
+    "read_properties",
     "read_record_summary",
     "record_magic",
     "record_total_size",
@@ -490,3 +491,33 @@ def read_record_summary(buf: ReadableBuffer, pos: int = 0, *, check_crc: bool = 
         total, topic, qid, qoff, phy, sys_flag, born_ts, store_ts, crc, body_pos, body_len,
         props.get("TAGS"), keys, props.get("UNIQ_KEY"), props,
     )  # fmt: skip
+
+
+_SYSFLAG_AT = struct.Struct(">i")
+_MAGIC_AT = struct.Struct(">I")
+_BODYLEN_V4 = struct.Struct(">i")
+_PROPLEN = struct.Struct(">h")
+
+
+def read_properties(buf: ReadableBuffer, pos: int = 0) -> dict[str, str]:
+    """Only the properties of the record at ``pos`` (the SQL92 hot path: no hosts, no body copy).
+
+    Raises ValueError on a record it cannot walk; ``read_record_summary`` validates more.
+    """
+    try:
+        sys_flag = _SYSFLAG_AT.unpack_from(buf, pos + 36)[0]
+        if sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
+            return read_record_summary(buf, pos).properties
+        body_len = _BODYLEN_V4.unpack_from(buf, pos + 84)[0]
+        p = pos + 88 + body_len
+        if _MAGIC_AT.unpack_from(buf, pos + 4)[0] == MAGIC_V1:
+            p += 1 + buf[p]
+        else:
+            p += 2 + _PROPLEN.unpack_from(buf, p)[0]
+        plen = _PROPLEN.unpack_from(buf, p)[0]
+        if plen <= 0:
+            return {}
+        raw = bytes(buf[p + 2 : p + 2 + plen])
+    except (struct.error, IndexError):
+        raise ValueError(f"truncated record at {pos}") from None
+    return string_to_properties(raw.decode("utf-8", "replace"))

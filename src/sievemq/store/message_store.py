@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -196,6 +196,9 @@ class GetResult:
 
 class MessageFilter(Protocol):
     """Server-side filter applied by ``get_message`` (tag codes, SQL92, ...).
+
+    A filter whose ``match_cq`` would always answer True may set ``ignores_cq = True``: the store then
+    skips it (and the extension-unit reads it would need).
 
     Optionally a filter may also define ``bitmap_probe(self) -> BitmapProbe | None`` (see
     ``BitmapProbeFilter``): the store then tests the bitmaps of a whole scan window at once and does
@@ -829,9 +832,12 @@ class MessageStore:
         n = len(block) // CQ_ENTRY.size
         scanned = n
         removing = False
-        match_cq = flt.match_cq if flt is not None else None
+        # a filter that decides on the record alone (``ignores_cq``) spares the extension-unit reads
+        match_cq = flt.match_cq if flt is not None and not getattr(flt, "ignores_cq", False) else None
         match_record = flt.match_record if flt is not None else None
-        read = cl.read
+        find = cl.mfq.find
+        mm: Any = None
+        lo = hi = 0
         ext = cq.ext
         ext_get = ext.get if ext is not None and ext.has_files else None
         entries: Iterable[tuple[int, tuple[int, int, int]]] = enumerate(CQ_ENTRY.iter_unpack(block))
@@ -845,6 +851,8 @@ class MessageStore:
             at = np.flatnonzero(slots <= EXT_ADDRESS_MAX)
             if len(at):
                 rejected = at[ext.probe_reject(slots[at], probe)]
+                if len(rejected) and (on_rejected := getattr(flt, "on_probe_rejected", None)) is not None:
+                    on_rejected(len(rejected))
                 if len(rejected):
                     keep = np.ones(n, dtype=np.bool_)
                     keep[rejected] = False
@@ -869,13 +877,23 @@ class MessageStore:
                     unit = ext_get(tags)
                     if unit is not None and not match_cq(unit.tags_code, unit):
                         continue
-            rec = read(phy, size)
-            if rec is None:
-                removing = True
-                continue
-            if match_record is not None and not match_record(memoryview(rec)):
-                continue
-            records.append(rec)
+            if not (lo <= phy and phy + size <= hi):  # the record is not in the file read last
+                mf = find(phy)
+                if mf is None or size <= 0 or phy - mf.file_from_offset + size > mf.wrote_position:
+                    removing = True
+                    continue
+                mm, lo = mf.mm, mf.file_from_offset
+                hi = lo + mf.wrote_position
+            pos = phy - lo
+            if match_record is not None:
+                view = memoryview(mm)
+                try:
+                    ok = match_record(view[pos : pos + size])
+                finally:
+                    view.release()
+                if not ok:
+                    continue
+            records.append(mm[pos : pos + size])
             total += size
         if records:
             status = GetStatus.FOUND
