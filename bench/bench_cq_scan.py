@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sievemq.protocol.message import MAGIC_V1, MessageExt, read_properties, read_record_summary, string_to_properties
+from sievemq.protocol.message import MAGIC_V1, MessageExt, read_properties, string_to_properties
 from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 from sievemq.store import BitmapProbe, CqExtUnit, GetStatus, MessageStore, StoreConfig
 
