@@ -8,10 +8,8 @@ import signal
 from pathlib import Path
 
 import orjson
-import pytest
 
 from sievemq.client import api
-from sievemq.config import BrokerConfig
 from sievemq.filtersrv.cli import fetch_status
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
@@ -19,9 +17,6 @@ from tests.filtersrv.conftest import FilterCluster, open_conn
 from tests.filtersrv.helpers import drain, is_big_eu, register, send_orders, until
 from tests.support.procs import Proc, dev_proc
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(BrokerConfig, "filter_server_nums"), reason="FilterServerManager is not wired into the broker yet"
-)
 TOPIC = "Routed"
 
 

@@ -101,6 +101,7 @@ def produce(
                     f"queue={mq.broker_name}:{mq.queue_id} offset={r.queue_offset}"
                 )
                 return
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             sem = asyncio.Semaphore(concurrency)
@@ -110,6 +111,7 @@ def produce(
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[rate]:>8.0f} msg/s"),
                 TimeRemainingColumn(),
+                console=Console(stderr=True),
                 disable=quiet or not sys.stderr.isatty(),
                 transient=False,
             ) as progress:
@@ -174,7 +176,8 @@ def _message_line(m: Any) -> str:
 @click.option("--sql", default=None, help="SQL92 selector on properties instead of --expr")
 @click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
 @click.option("--from", "from_", type=click.Choice(["first", "last"]), default="last", show_default=True,
-              help="where a group without a committed offset starts")  # fmt: skip
+              help="where a new group starts once the queue's head was deleted (brokers answer offset 0 "
+                   "for a new group while a queue still holds its first message)")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
 @click.option("--count", "-c", default=0, type=click.IntRange(min=0), help="stop after N messages (0: run on)")
 @click.option("--timeout", default=0.0, type=click.FloatRange(min=0), help="stop after this many idle seconds")

@@ -200,7 +200,7 @@ class ClientInstance:
             del self._registry[(self._loop, self.config.instance_name)]
 
     async def _every(self, interval: float, fn: Any) -> None:
-        while True:
+        while not self._closed:
             await asyncio.sleep(interval)
             try:
                 await fn()
@@ -456,7 +456,7 @@ class ClientInstance:
     async def _rebalance_loop(self) -> None:
         assert self._rebalance_event is not None
         timeout = self.config.rebalance_interval
-        while True:
+        while not self._closed:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races the event.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):

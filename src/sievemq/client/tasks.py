@@ -28,12 +28,18 @@ def spawn(coro: Coroutine[Any, Any, T], registry: set[asyncio.Task[Any]], name: 
 
 async def cancel_and_wait(*tasks: asyncio.Task[Any] | None) -> None:
     """Cancel ``tasks`` and wait until they end. Unlike ``await task`` in a ``suppress(CancelledError)``, a
-    cancellation of the caller itself still propagates."""
-    live = [t for t in tasks if t is not None]
-    for t in live:
-        t.cancel()
-    if live:
-        await asyncio.wait(live)
-    for t in live:
+    cancellation of the caller itself still propagates.
+
+    A task that survives its cancellation is cancelled again: on Python 3.11 ``asyncio.wait_for`` (used under
+    ``Connection.request``) returns the inner result instead of raising when a cancellation races the response.
+    """
+    all_tasks = [t for t in tasks if t is not None]
+    live = [t for t in all_tasks if not t.done()]
+    while live:
+        for t in live:
+            t.cancel()
+        await asyncio.wait(live, timeout=0.1)
+        live = [t for t in live if not t.done()]
+    for t in all_tasks:
         if not t.cancelled():
             t.exception()  # retrieved: no "exception never retrieved" warning

@@ -139,7 +139,9 @@ class Connection(asyncio.Protocol):
         self._pending[cmd.opaque] = fut
         self.send(cmd)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that races the response
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise RequestTimeoutError(
                 f"no response to request code {cmd.code} from {self.peer[0]}:{self.peer[1]} in {timeout:.1f}s"
