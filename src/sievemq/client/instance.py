@@ -146,6 +146,7 @@ class ClientInstance:
         self._seen_conns: dict[str, Connection] = {}
         self._started = False
         self._closed = False
+        self._last_remarks: list[str] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -445,7 +446,13 @@ class ClientInstance:
         return [line for r in remarks if r for line in r.splitlines() if line.strip()]
 
     async def _heartbeat_tick(self) -> None:
-        await self.heartbeat_all()
+        remarks = await self.heartbeat_all()
+        if remarks != self._last_remarks:  # say it once per change, not once per heartbeat
+            for remark in remarks:
+                log.error("broker refuses a subscription of this client: %s", remark)
+            if self._last_remarks and not remarks:
+                log.info("every subscription of this client is consistent with its group again")
+            self._last_remarks = remarks
 
     # ------------------------------------------------------------------------------------------ consumers
     def rebalance_now(self) -> None:

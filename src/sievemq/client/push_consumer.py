@@ -98,6 +98,7 @@ class PushConsumer:
         poll_namesrv_interval: float = 30.0,
         rebalance_interval: float = 20.0,
         persist_interval: float = 5.0,
+        standby: bool = False,
     ) -> None:
         validate_group(group)
         self.group = group
@@ -126,6 +127,10 @@ class PushConsumer:
         self.pull_timeout = pull_timeout
         self.offset_store_dir = Path(offset_store_dir) if offset_store_dir else Path.home() / ".sievemq_offsets"
         self.allocate = allocate
+        # When the broker says this consumer subscribes a topic differently from its group, start() raises;
+        # with standby=True it logs the error and waits instead, taking the queues over once its expression
+        # becomes the group's (a rolling change of a group's expression).
+        self.standby = standby
         self._subs: dict[str, SubscriptionEntry] = {}
         self._listener: Listener | None = None
         self._state = "new"
@@ -221,8 +226,10 @@ class PushConsumer:
                 await inst.update_route(topic)
             await self._check_client_config(list(self._subs.values()))
             refused = refusals_for(self.group, await inst.heartbeat_all())
-            if refused:
+            if refused and not self.standby:
                 raise SubscriptionError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "\n".join(refused))
+            for remark in refused:
+                log.error("standing by: %s", remark)
         except BaseException:
             await self.close()
             raise
