@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
@@ -15,6 +14,7 @@ import click
 from sievemq import __version__
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
+from sievemq.runner import run_until_signalled
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,29 +25,6 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-
-
-def _run(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``main`` on uvloop (when installed) until it returns; SIGINT/SIGTERM set its stop event."""
-
-    async def runner() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await main(stop)
-
-    try:
-        try:
-            import uvloop
-        except ImportError:
-            asyncio.run(runner())
-        else:
-            uvloop.run(runner())
-    except OSError as e:
-        raise click.ClickException(f"cannot start: {e}") from None
-    except SieveError as e:
-        raise click.ClickException(str(e)) from None
 
 
 def config_options(cls: type[Any], skip: frozenset[str] = frozenset()) -> Callable[[F], F]:
@@ -149,7 +126,7 @@ def dev(
         await ns.stop()
         click.echo("stopped cleanly")
 
-    _run(run)
+    run_until_signalled(run)
 
 
 @main.command()
@@ -172,7 +149,7 @@ def namesrv(config_path: str | None, **kwargs: Any) -> None:
         await stop.wait()
         await ns.stop()
 
-    _run(run)
+    run_until_signalled(run)
 
 
 @main.command()
@@ -198,7 +175,7 @@ def broker(config_path: str | None, **kwargs: Any) -> None:
         await stop.wait()
         await b.stop()
 
-    _run(run)
+    run_until_signalled(run)
 
 
 @main.command("config-reference")

@@ -99,6 +99,8 @@ def _norm(name: str) -> str:
 
 
 def _coerce(value: Any, typ: Any, name: str) -> Any:
+    if isinstance(value, list | tuple) and typ is str:
+        value = ",".join(str(v) for v in value)
     try:
         if typ is bool:
             if isinstance(value, bool):
@@ -125,8 +127,12 @@ def load_config(
     toml_path: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
+    env_prefix: str = "SIEVEMQ_",
 ) -> T:
-    """Build ``cls`` from defaults, a TOML file, ``SIEVEMQ_*`` environment variables and flag overrides."""
+    """Build ``cls`` from defaults, a TOML file, ``<env_prefix><NAME>`` environment variables and flag overrides.
+
+    A TOML array given for a string setting becomes its comma-separated form.
+    """
     hints = get_type_hints(cls)
     known = {_norm(f.name): f.name for f in fields(cls)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
@@ -145,7 +151,7 @@ def load_config(
             values[name] = _coerce(v, hints[name], k)
     env = os.environ if env is None else env
     for name in known.values():
-        key = "SIEVEMQ_" + name.upper()
+        key = env_prefix + name.upper()
         if key in env:
             values[name] = _coerce(env[key], hints[name], key)
     for k, v in (overrides or {}).items():

@@ -6,7 +6,6 @@ Kept apart from ``sievemq.cli`` (which only adds this group) so the filter serve
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import orjson
 
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
+from sievemq.runner import run_until_signalled
 
 F = TypeVar("F", bound=Callable[..., Any])
 _TYPES: dict[str, Any] = {"bool": click.BOOL, "int": click.INT, "float": click.FLOAT}
@@ -54,24 +54,10 @@ async def _serve(cfg: FiltersrvConfig, stop: asyncio.Event) -> None:
 
 
 def _run(cfg: FiltersrvConfig) -> None:
-    async def runner() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+    async def main(stop: asyncio.Event) -> None:
         await _serve(cfg, stop)
 
-    try:
-        try:
-            import uvloop
-        except ImportError:
-            asyncio.run(runner())
-        else:
-            uvloop.run(runner())
-    except OSError as e:
-        raise click.ClickException(f"cannot start: {e}") from None
-    except SieveError as e:
-        raise click.ClickException(str(e)) from None
+    run_until_signalled(main)
 
 
 @click.group("filtersrv", invoke_without_command=True)

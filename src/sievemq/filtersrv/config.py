@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,44 +95,13 @@ class FiltersrvConfig:
         return split_list(self.upload_accounts)
 
 
-def _norm(name: str) -> str:
-    return name.replace("_", "").replace("-", "").lower()
-
-
-def _flatten(value: Any) -> Any:
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return value
-
-
 def load_filtersrv_config(
     toml_path: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> FiltersrvConfig:
-    """Build the config from defaults, a TOML file, ``SIEVEMQ_FILTERSRV_*`` variables and flag overrides."""
-    known = {_norm(f.name): f.name for f in fields(FiltersrvConfig)}
-    merged: dict[str, Any] = {}
-    if toml_path:
-        try:
-            with open(toml_path, "rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"config file {toml_path} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config file {toml_path}: {e}") from None
-        for k, v in raw.items():
-            name = known.get(_norm(k))
-            if name is None:
-                raise ConfigError(f"config file {toml_path}: unknown filter server key '{k}'")
-            merged[name] = _flatten(v)
-    env = os.environ if env is None else env
-    for name in known.values():
-        key = ENV_PREFIX + name.upper()
-        if key in env:
-            merged[name] = env[key]
-    for k, v in (overrides or {}).items():
-        if v is not None:
-            merged[k] = _flatten(v)
-    # Everything is already layered; load_config coerces types and rejects unknown names.
-    return load_config(FiltersrvConfig, None, env={}, overrides=merged)
+    """Build the config from defaults, a TOML file, ``SIEVEMQ_FILTERSRV_*`` variables and flag overrides.
+
+    The prefix differs from the broker's so a filter server started by a broker does not take its settings.
+    """
+    return load_config(FiltersrvConfig, toml_path, env, overrides, env_prefix=ENV_PREFIX)
