@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from sievemq.client import producer as _producer
 from sievemq.client import pull_consumer as _pull
 from sievemq.client import push_consumer as _push
+from sievemq.client.filter_functions import FunctionStatus
 from sievemq.client.message import Message, MessageQueue, Selector, SendResult
 from sievemq.protocol.message import MessageExt
 
@@ -144,6 +145,10 @@ class PushConsumer:
     def assignment(self) -> set[MessageQueue]:
         """Queues processed now."""
         return _call(self._c.assignment)
+
+    def function_status(self) -> dict[str, FunctionStatus]:
+        """Topic -> the state of its filter function (see ``sievemq.PushConsumer.function_status``)."""
+        return _call(self._c.function_status)
 
     def start(self) -> PushConsumer:
         """Join the group and start consuming (blocking until started)."""

@@ -136,14 +136,21 @@ async def pull_message(
     suspend_ms: int = 0,
     commit_offset: int | None = None,
     sub_version: int = 0,
+    class_filter: bool = False,
     timeout: float = 30.0,
 ) -> PullResult:
-    """PULL_MESSAGE; ``subscription`` None means "use the group's heartbeat subscription"."""
+    """PULL_MESSAGE; ``subscription`` None means "use the group's heartbeat subscription".
+
+    ``class_filter`` sets FLAG_CLASS_FILTER (0x8), as a pull sent to a filter server carries (with ``subscription``
+    None, so that FLAG_SUBSCRIPTION is clear).
+    """
     sys_flag = 0
     if commit_offset is not None:
         sys_flag |= 0x1
     if suspend_ms > 0:
         sys_flag |= 0x2
+    if class_filter:
+        sys_flag |= 0x8
     fields: dict[str, Any] = {
         "consumerGroup": group,
         "topic": topic,
@@ -170,6 +177,18 @@ async def pull_message(
         msgs,
         resp.remark,
     )
+
+
+async def register_filter_class(
+    conn: Connection,
+    fields: dict[str, Any],
+    body: bytes = b"",
+    timeout: float = 15.0,
+) -> RemotingCommand:
+    """REGISTER_MESSAGE_FILTER_CLASS (302) to a filter server: header ``consumerGroup``, ``topic``, ``className``,
+    ``classCRC`` (and ``AccessKey``/``Signature`` for an upload), body the source. The raw response (0 = accepted).
+    """
+    return await conn.request(RemotingCommand.request(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, fields, body), timeout)
 
 
 async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = 3.0) -> RemotingCommand:

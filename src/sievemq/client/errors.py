@@ -28,4 +28,11 @@ class NoRouteError(RemotingError):
 
 
 class SubscriptionError(RemotingError):
-    """A broker refused a subscription (CHECK_CLIENT_CONFIG answered non-zero, e.g. SQL92 that does not compile)."""
+    """A broker refused a subscription (CHECK_CLIENT_CONFIG answered non-zero, e.g. SQL92 that does not compile),
+    or a filter server refused a filter function (module not allowed, uploads off, signature that does not verify)."""
+
+
+class FilterFunctionError(ClientError, ConnectionError):
+    """No filter server could run a consumer's filter function for a pull (none is listed in the route for the
+    broker, or every listed one was unreachable or refused the function). The pull is retried later from the same
+    offset: nothing is skipped."""

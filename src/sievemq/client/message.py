@@ -6,12 +6,15 @@ Consumers receive ``sievemq.protocol.message.MessageExt`` (re-exported as ``siev
 from __future__ import annotations
 
 import enum
+import keyword
 import logging
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sievemq.filtersrv.signing import filter_class_crc, signed_fields
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB_TYPE
 
@@ -153,12 +156,75 @@ class ConsumeFrom(enum.Enum):
         raise ValueError(f"consume_from must be last, first or timestamp, not {value!r}")
 
 
+FUNCTION_EXPRESSION_TYPE = "FUNCTION"
+"""``Selector.expression_type`` of a filter-function selector (sent as RocketMQ's class-filter mode: TAG with
+``classFilterMode=true``)."""
+_FUNCTION_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _check_function_name(name: str, what: str) -> None:
+    if not _FUNCTION_NAME_RE.match(name) or keyword.iskeyword(name):
+        raise ValueError(
+            f"{what} {name!r} must be a Python identifier starting with a letter (filter servers refuse names "
+            "starting with '_')"
+        )
+
+
+@dataclass(frozen=True)
+class FilterFunction:
+    """A filter function that the filter servers of the topic's brokers run for a subscription.
+
+    Named (``source`` empty): ``name`` is ``module:function`` of a module the filter server's operator allows
+    (``filterModules``). Uploaded: ``source`` is Python source defining the function ``name``; the upload is signed
+    with HMAC-SHA256 (``sievemq.filtersrv.signing``) by ``access_key`` with the shared ``secret``.
+    """
+
+    name: str
+    source: str = ""
+    access_key: str = ""
+    secret: str | bytes = field(default="", repr=False)
+
+    @property
+    def kind(self) -> str:
+        """``named`` or ``source``."""
+        return "source" if self.source else "named"
+
+    @property
+    def body(self) -> bytes:
+        """The REGISTER_MESSAGE_FILTER_CLASS body: the UTF-8 source (empty for a named function)."""
+        return self.source.encode("utf-8")
+
+    @property
+    def crc(self) -> int:
+        """``classCRC``: CRC32 & 0x7FFFFFFF of the UTF-8 source (of the name for a named function)."""
+        return filter_class_crc(self.source if self.source else self.name)
+
+    def register_fields(self, group: str, topic: str) -> dict[str, Any]:
+        """The extFields of REGISTER_MESSAGE_FILTER_CLASS (302) for ``group`` on ``topic``, signed for uploads."""
+        fields: dict[str, Any] = {
+            "consumerGroup": group,
+            "topic": topic,
+            "className": self.name,
+            "classCRC": self.crc,
+        }
+        if self.source:
+            fields.update(signed_fields(self.access_key, self.secret, group, topic, self.name, self.body))
+        return fields
+
+    def describe(self) -> str:
+        """How logs and errors name the function."""
+        return f"function {self.name!r}" if not self.source else f"uploaded function {self.name!r}"
+
+
 @dataclass(frozen=True)
 class Selector:
-    """A subscription expression: tags (``"TagA || TagB"``, ``"*"``) or SQL92 over message properties."""
+    """A subscription expression: tags (``"TagA || TagB"``, ``"*"``), SQL92 over message properties, or a filter
+    function run by the filter servers next to the broker (``Selector.function``, ``Selector.function_source``)."""
 
     expression: str = "*"
     expression_type: str = "TAG"
+    filter_function: FilterFunction | None = None
 
     @classmethod
     def tag(cls, expression: str | Iterable[str] | None = "*") -> Selector:
@@ -177,6 +243,37 @@ class Selector:
         return cls(expression.strip(), "SQL92")
 
     @classmethod
+    def function(cls, name: str) -> Selector:
+        """A function installed on the filter server hosts, named ``"module:function"`` (the module must be one of
+        the filter servers' ``filterModules``), e.g. ``Selector.function("shop.filters:big_eu_orders")``.
+
+        The function gets each message (topic, tags, keys, properties, body, ...) and returns whether to deliver it.
+        """
+        name = (name or "").strip()
+        module, sep, func = name.partition(":")
+        if not sep or not _MODULE_RE.match(module):
+            raise ValueError(f"a named filter function is 'module:function', not {name!r}")
+        _check_function_name(func, "function name")
+        return cls(name, FUNCTION_EXPRESSION_TYPE, FilterFunction(name))
+
+    @classmethod
+    def function_source(cls, source: str, *, name: str, access_key: str, secret: str | bytes) -> Selector:
+        """Python ``source`` defining the function ``name``, uploaded to the filter servers.
+
+        Filter servers accept uploads only when their operator enabled them (``clientUploadFilterEnable``) and the
+        request is signed (HMAC-SHA256) by ``access_key``, one of their ``uploadAccounts``, with the shared
+        ``secret`` (``uploadSecret``).
+        """
+        if not isinstance(source, str) or not source.strip():
+            raise ValueError("function_source needs the Python source of the function")
+        _check_function_name(name, "function name")
+        if not access_key:
+            raise ValueError("an uploaded filter function needs the access_key of an upload account")
+        if not secret:
+            raise ValueError("an uploaded filter function needs the secret shared with the filter servers")
+        return cls(name, FUNCTION_EXPRESSION_TYPE, FilterFunction(name, source, access_key, secret))
+
+    @classmethod
     def of(cls, value: Selector | str | None) -> Selector:
         """A Selector from a Selector or a tag expression string."""
         if isinstance(value, Selector):
@@ -186,7 +283,12 @@ class Selector:
     @property
     def is_tag(self) -> bool:
         """True for a TAG expression."""
-        return self.expression_type == "TAG"
+        return self.expression_type == "TAG" and self.filter_function is None
+
+    @property
+    def is_function(self) -> bool:
+        """True for a filter function (pulled through the filter servers)."""
+        return self.filter_function is not None
 
 
 def decompress_body(msg: MessageExt) -> None:

@@ -132,6 +132,10 @@ class PullConsumer:
         if self._assigned is not None:
             raise ClientStateError("this consumer has assigned queues; assign() and subscribe() do not mix")
         validate_topic(topic, for_send=False)
+        if isinstance(expression, Selector) and expression.is_function:
+            raise MessageValidationError(
+                "filter functions (Selector.function/function_source) are supported by PushConsumer only"
+            )
         try:
             self._subs[topic] = SubscriptionEntry.create(topic, expression)
         except ValueError as e:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sievemq.client import api
-from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
+from sievemq.client.errors import ClientStateError, FilterFunctionError, MessageValidationError, SubscriptionError
+from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
 from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
 from sievemq.client.message import (
     ConsumeFrom,
@@ -147,6 +148,7 @@ class PushConsumer:
         self._retry_entry: SubscriptionEntry | None = None
         self._retry_tasks: set[asyncio.Task[None]] = set()
         self._background: set[asyncio.Task[None]] = set()
+        self._functions: FunctionFilters | None = None
 
     # ------------------------------------------------------------------------------------------ configuration
     @property
@@ -230,6 +232,7 @@ class PushConsumer:
                 raise SubscriptionError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "\n".join(refused))
             for remark in refused:
                 log.error("standing by: %s", remark)
+            await self._start_functions(inst)
         except BaseException:
             await self.close()
             raise
@@ -244,6 +247,8 @@ class PushConsumer:
         inst = self._instance
         assert inst is not None and self._offsets is not None
         await cancel_and_wait(*self._pull_tasks.values(), *self._retry_tasks, *self._background)
+        if self._functions is not None:
+            await self._functions.close()
         if self._consume_tasks:  # let running listeners finish so that their offsets count
             await asyncio.wait(list(self._consume_tasks), timeout=CLOSE_WAIT)
         for pq in self._pqs.values():
@@ -275,6 +280,8 @@ class PushConsumer:
                 await inst.update_route(entry.topic)
             await self._check_client_config(added)
             await inst.heartbeat_all()
+            if self._functions is not None:
+                await self._functions.register_all(added)  # refusals are logged
         except Exception as e:
             log.warning("subscription change of group %s: %s", self.group, e)
         inst.rebalance_now()
@@ -283,7 +290,7 @@ class PushConsumer:
         inst = self._instance
         assert inst is not None
         for entry in entries:
-            if entry.selector.is_tag:
+            if entry.selector.is_tag or entry.selector.is_function:
                 continue
             for addr in inst.all_broker_addrs(include_slaves=True):
                 conn = await inst.conn(addr)
@@ -296,6 +303,20 @@ class PushConsumer:
                         f"broker {addr} refused the {entry.selector.expression_type} subscription of {entry.topic!r} "
                         f"({entry.selector.expression!r}): {resp.remark or 'no reason given'}",
                     )
+
+    async def _start_functions(self, inst: ClientInstance) -> None:
+        """Register the filter functions with the filter servers (a refusal fails start()); then every heartbeat
+        interval."""
+        self._functions = FunctionFilters(inst, self.group)
+        refused = await self._functions.register_all(list(self._subs.values()), complete=True)
+        if refused:
+            raise SubscriptionError(refused[0].code, "\n".join(r.text for r in refused))
+        self._functions.start(lambda: list(self._subs.values()), self.config.heartbeat_interval)
+
+    def function_status(self) -> dict[str, FunctionStatus]:
+        """Topic -> the state of its filter function (``Selector.function``/``function_source`` subscriptions):
+        the filter servers holding it, and the last error (None while pulls through a filter server succeed)."""
+        return self._functions.status() if self._functions is not None else {}
 
     # ------------------------------------------------------------------------------------------ instance hooks
     def _all_subs(self) -> dict[str, SubscriptionEntry]:
@@ -402,23 +423,41 @@ class PushConsumer:
                     raise ConnectionError(f"no address known for broker {mq.broker_name}")
                 commit = self._offsets.read_memory(mq) if not self.broadcasting else -1
                 is_master = inst.broker_addr(mq.broker_name, master_only=True) == addr
-                conn = await inst.conn(addr)
-                r = await api.pull_message(
-                    conn,
-                    self.group,
-                    mq.topic,
-                    mq.queue_id,
-                    pq.next_offset,
-                    max_nums=self.pull_batch_size,
-                    subscription=entry.selector.expression,
-                    expression_type=entry.selector.expression_type,
-                    sub_version=entry.sub_version,
-                    suspend_ms=int(self.pull_suspend * 1000),
-                    commit_offset=commit if commit > 0 and is_master else None,
-                    timeout=self.pull_timeout,
-                )
+                if entry.selector.is_function:  # through a filter server
+                    assert self._functions is not None
+                    r = await self._functions.pull(
+                        mq,
+                        addr,
+                        entry,
+                        pq.next_offset,
+                        max_nums=self.pull_batch_size,
+                        suspend_ms=int(self.pull_suspend * 1000),
+                        commit_offset=commit if commit > 0 and is_master else None,
+                        timeout=self.pull_timeout,
+                    )
+                else:
+                    conn = await inst.conn(addr)
+                    r = await api.pull_message(
+                        conn,
+                        self.group,
+                        mq.topic,
+                        mq.queue_id,
+                        pq.next_offset,
+                        max_nums=self.pull_batch_size,
+                        subscription=entry.selector.expression,
+                        expression_type=entry.selector.expression_type,
+                        sub_version=entry.sub_version,
+                        suspend_ms=int(self.pull_suspend * 1000),
+                        commit_offset=commit if commit > 0 and is_master else None,
+                        timeout=self.pull_timeout,
+                    )
             except asyncio.CancelledError:
                 raise
+            except FilterFunctionError:  # logged (rate-limited) and kept in function_status()
+                if pq.dropped or self._state != "running":
+                    return
+                await asyncio.sleep(PULL_RETRY_DELAY)
+                continue
             except Exception as e:
                 if pq.dropped or self._state != "running":
                     return

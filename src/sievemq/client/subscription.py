@@ -2,7 +2,8 @@
 
 After the broker's filter (tag hash codes or SQL92), a TAG subscription re-checks each message's tag by exact
 string: hash codes collide ("Aa" and "BB" share one), so the broker may send a message the expression does not
-name. Such messages are dropped here and their offsets still advance.
+name. Such messages are dropped here and their offsets still advance. Messages of a filter-function subscription
+were selected by the filter server's run of the function and are all kept.
 """
 
 from __future__ import annotations
@@ -36,17 +37,22 @@ class SubscriptionEntry:
     def create(cls, topic: str, selector: Selector | str | None) -> SubscriptionEntry:
         """Parse the selector (raises ValueError for a malformed tag expression)."""
         sel = Selector.of(selector)
+        if sel.is_function:
+            return cls(topic, sel, int(time.time() * 1000), None)
         tags = TagExpression.parse(sel.expression) if sel.is_tag else None
         expression = tags.sub_string if tags is not None else sel.expression
         return cls(topic, Selector(expression, sel.expression_type), int(time.time() * 1000), tags)
 
     def to_subscription(self) -> Subscription:
-        """The heartbeat's SubscriptionData."""
+        """The heartbeat's SubscriptionData. A filter function is RocketMQ's class-filter mode: expression type TAG,
+        ``classFilterMode`` true and ``subString`` the function's name (its source never travels in heartbeats)."""
+        fn = self.selector.filter_function
         return Subscription(
             topic=self.topic,
-            sub_string=self.selector.expression,
-            expression_type=self.selector.expression_type,
+            sub_string=fn.name if fn is not None else self.selector.expression,
+            expression_type="TAG" if fn is not None else self.selector.expression_type,
             sub_version=self.sub_version,
+            class_filter_mode=fn is not None,
             tags=self.tags.tags if self.tags is not None else frozenset(),
         )
 

@@ -1,0 +1,405 @@
+"""Filter functions, client side: registering them with the filter servers and pulling through those servers.
+
+A subscription with ``Selector.function("module:function")`` or ``Selector.function_source(...)`` is RocketMQ's
+class-filter mode (remoting.md section 7). Heartbeats carry it as expression type TAG with ``classFilterMode``
+true and the function's name as ``subString``, so the broker delivers the group every message of the topic; the
+function itself runs on the filter servers that the route lists for each broker (``filterServerTable``):
+
+* Registration: REGISTER_MESSAGE_FILTER_CLASS (302) to every filter server of the topic's route, at start and
+  subscribe and on every heartbeat round (``heartbeat_interval``), but re-sent only to a filter server that does
+  not hold the current ``classCRC`` yet (new in the route, changed function), or after one of its pull answers
+  said that it has no registration (a restarted filter server: registered again at once) or that the function is
+  disabled there (after repeated failures: registered again, which re-enables it, at the next round).
+* Pulls: PULL_MESSAGE with FLAG_CLASS_FILTER (and no FLAG_SUBSCRIPTION) to a filter server of the queue's broker,
+  chosen at random; on a transport error or timeout the next one is tried. When none is listed or all fail, a
+  ``FilterFunctionError`` names the topic, the function and each server's problem; the consumer logs it and
+  retries the same offset later. Offsets are committed to the broker as usual.
+
+Only ``sievemq.filtersrv.signing`` (pure standard library) is used from the filter server package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from sievemq.client import api
+from sievemq.client.errors import FilterFunctionError
+from sievemq.client.instance import ClientInstance
+from sievemq.client.message import FilterFunction, MessageQueue
+from sievemq.client.subscription import SubscriptionEntry
+from sievemq.client.tasks import cancel_and_wait
+from sievemq.errors import ConnectionClosedError, RequestTimeoutError
+from sievemq.remoting.codes import ResponseCode
+
+log = logging.getLogger(__name__)
+
+REGISTER_TIMEOUT = 15.0
+"""Timeout of a 302: the filter server loads the function in a worker first (``loadTimeoutSeconds``, 10 s)."""
+ROUTE_REFRESH_INTERVAL = 1.0
+"""Pulls that find no usable filter server refresh the topic's route at most this often."""
+ERROR_LOG_INTERVAL = 10.0
+"""A topic's "no filter server could run the function" error is logged at once, then at most this often."""
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ConnectionClosedError, RequestTimeoutError, OSError, TimeoutError)
+_OK_PULL_CODES = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    }
+)
+_NOT_REGISTERED = "no filter function is registered"
+_DISABLED = "disabled after"
+
+Key = tuple[str, str]
+"""(topic, filter server address)."""
+
+
+@dataclass
+class FunctionStatus:
+    """One topic's filter function as ``PushConsumer.function_status()`` reports it."""
+
+    topic: str
+    function: str
+    """``module:function`` or the uploaded function's name."""
+    kind: str
+    """``named`` or ``source``."""
+    crc: int
+    filter_servers: list[str] = field(default_factory=list)
+    """Filter servers holding the current registration (sorted)."""
+    last_error: str | None = None
+    """The latest problem (no filter server, refusal, function failure); None again once a pull succeeds."""
+    last_error_time: float | None = None
+    """When ``last_error`` happened (``time.time()``); kept after the error clears."""
+    errors: int = 0
+    """Problems counted so far."""
+
+
+class _Refused(Exception):
+    """A filter server refused the registration (the text names server, function, group, topic and reason)."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+        self.text = text
+
+
+def _function(entry: SubscriptionEntry) -> FilterFunction:
+    fn = entry.selector.filter_function
+    if fn is None:
+        raise ValueError(f"the subscription of {entry.topic} is not a filter function")
+    return fn
+
+
+class FunctionFilters:
+    """The filter-function side of one consumer group: 302 registrations and pulls through filter servers."""
+
+    def __init__(self, inst: ClientInstance, group: str, register_timeout: float = REGISTER_TIMEOUT) -> None:
+        self.inst = inst
+        self.group = group
+        self.register_timeout = register_timeout
+        self._accepted: dict[Key, int] = {}
+        """classCRC each filter server accepted."""
+        self._refused: dict[Key, tuple[int, int, str]] = {}
+        """classCRC, response code and refusal text of each filter server that refused (re-sent at the next round
+        only)."""
+        self._disabled: set[Key] = set()
+        """Filter servers whose pulls said the function is disabled (re-registered at the next round)."""
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._status: dict[str, FunctionStatus] = {}
+        self._route_refreshed: dict[str, float] = {}
+        self._logged: dict[str, tuple[float, int]] = {}
+        """Topic -> when its unavailability was last logged, and how many errors were not logged since."""
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    def start(self, entries: Callable[[], Iterable[SubscriptionEntry]], interval: float) -> None:
+        """Run a registration round every ``interval`` seconds (the heartbeat interval) over ``entries()``."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._every(entries, interval), name=f"filter functions of {self.group}"
+            )
+
+    async def close(self) -> None:
+        """Stop the registration rounds."""
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+
+    async def _every(self, entries: Callable[[], Iterable[SubscriptionEntry]], interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.register_all(entries(), complete=True)
+            except Exception:
+                log.exception("registering the filter functions of group %s failed", self.group)
+
+    # ------------------------------------------------------------------------------------------ routes, status
+    def servers(self, topic: str, broker_addr: str | None = None) -> list[str]:
+        """Filter servers of ``broker_addr`` in ``topic``'s cached route (of all its brokers when None)."""
+        route = self.inst.route(topic)
+        if route is None:
+            return []
+        table = route.filter_server_table
+        if broker_addr is not None:
+            return list(dict.fromkeys(table.get(broker_addr, [])))
+        return list(dict.fromkeys(s for addr in sorted(table) for s in table[addr]))
+
+    def status(self) -> dict[str, FunctionStatus]:
+        """Topic -> the state of its filter function (copies)."""
+        out = {}
+        for topic, st in self._status.items():
+            servers = sorted(s for (t, s), crc in self._accepted.items() if t == topic and crc == st.crc)
+            out[topic] = FunctionStatus(
+                st.topic, st.function, st.kind, st.crc, servers, st.last_error, st.last_error_time, st.errors
+            )
+        return out
+
+    def _status_of(self, entry: SubscriptionEntry) -> FunctionStatus:
+        fn = _function(entry)
+        st = self._status.get(entry.topic)
+        if st is None or st.function != fn.name or st.crc != fn.crc:
+            st = FunctionStatus(entry.topic, fn.name, fn.kind, fn.crc)
+            self._status[entry.topic] = st
+        return st
+
+    def _error(self, entry: SubscriptionEntry, text: str) -> None:
+        st = self._status_of(entry)
+        st.last_error = text
+        st.last_error_time = time.time()
+        st.errors += 1
+
+    async def _refresh_route(self, topic: str) -> None:
+        now = time.monotonic()
+        if now - self._route_refreshed.get(topic, float("-inf")) < ROUTE_REFRESH_INTERVAL:
+            return
+        self._route_refreshed[topic] = now
+        await self.inst.update_route(topic)
+
+    # ------------------------------------------------------------------------------------------ registration
+    async def ensure(self, entry: SubscriptionEntry, server: str, *, fresh: bool = False) -> None:
+        """Register ``entry``'s function with ``server`` (302) unless it holds the current classCRC.
+
+        Without ``fresh`` (before a pull) a refusal is not re-sent until the next round, and a function a pull found
+        disabled is left alone; with ``fresh`` (a round) both are sent again. Raises ``_Refused`` for a refusal;
+        transport errors propagate.
+        """
+        fn = _function(entry)
+        key = (entry.topic, server)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if self._accepted.get(key) == fn.crc and not (fresh and key in self._disabled):
+                return
+            refused = self._refused.get(key)
+            if refused is not None and refused[0] == fn.crc and not fresh:
+                raise _Refused(refused[1], refused[2])
+            conn = await self.inst.pool.get(server)
+            resp = await api.register_filter_class(
+                conn, fn.register_fields(self.group, entry.topic), fn.body, self.register_timeout
+            )
+            if resp.code == ResponseCode.SUCCESS:
+                self._accepted[key] = fn.crc
+                self._refused.pop(key, None)
+                was_disabled = key in self._disabled
+                self._disabled.discard(key)
+                log.info(
+                    "filter server %s %s %s of group %s on topic %s (classCRC %d)",
+                    server,
+                    "re-enabled" if was_disabled else "registered",
+                    fn.describe(),
+                    self.group,
+                    entry.topic,
+                    fn.crc,
+                )
+                return
+            self._accepted.pop(key, None)
+            e = _Refused(
+                resp.code,
+                f"filter server {server} refused {fn.describe()} of group {self.group} on topic {entry.topic}: "
+                f"[{resp.code}] {resp.remark or 'no reason given'}",
+            )
+            self._refused[key] = (fn.crc, e.code, e.text)
+            log.error("%s", e.text)
+            self._error(entry, e.text)
+            raise e
+
+    async def register_all(self, entries: Iterable[SubscriptionEntry], *, complete: bool = False) -> list[_Refused]:
+        """One registration round over the function subscriptions among ``entries``: each with every filter server
+        of its topic's route where needed. ``complete``: ``entries`` are all the group's subscriptions, so state of
+        other topics is dropped. Returns the refusals (transport problems are logged and retried later)."""
+        funcs = [e for e in entries if e.selector.is_function]
+        topics = {e.topic for e in funcs}
+        if complete:
+            for topic in [t for t in self._status if t not in topics]:
+                del self._status[topic]
+        jobs: list[tuple[SubscriptionEntry, str]] = []
+        for entry in funcs:
+            self._status_of(entry)
+            servers = self.servers(entry.topic)
+            self._forget_except(entry.topic, set(servers))
+            if not servers:
+                text = (
+                    f"no filter server is listed in the route of topic {entry.topic} (filterServerTable) to run "
+                    f"{_function(entry).describe()} of group {self.group}; its queues wait (nothing is skipped) "
+                    "until a filter server registers with the broker"
+                )
+                log.error("%s", text)
+                self._error(entry, text)
+            jobs.extend((entry, s) for s in servers)
+        if complete:
+            for key in [k for k in (*self._accepted, *self._refused, *self._disabled) if k[0] not in topics]:
+                self._forget(key)
+        results = await asyncio.gather(*(self._round_one(e, s) for e, s in jobs))
+        return [r for r in results if r is not None]
+
+    async def _round_one(self, entry: SubscriptionEntry, server: str) -> _Refused | None:
+        try:
+            await self.ensure(entry, server, fresh=True)
+        except _Refused as e:
+            return e
+        except TRANSPORT_ERRORS as e:
+            text = (
+                f"cannot register {_function(entry).describe()} of group {self.group} on topic {entry.topic} with "
+                f"filter server {server}: {e or type(e).__name__}; trying again before pulling through it"
+            )
+            log.warning("%s", text)
+            self._error(entry, text)
+        return None
+
+    def _forget(self, key: Key) -> None:
+        self._accepted.pop(key, None)
+        self._refused.pop(key, None)
+        self._disabled.discard(key)
+
+    def _forget_except(self, topic: str, servers: set[str]) -> None:
+        """Filter servers gone from the route are forgotten: if they come back they are registered anew."""
+        for key in [k for k in (*self._accepted, *self._refused, *self._disabled) if k[0] == topic]:
+            if key[1] not in servers:
+                self._forget(key)
+
+    # ------------------------------------------------------------------------------------------ pulls
+    async def pull(
+        self,
+        mq: MessageQueue,
+        broker_addr: str,
+        entry: SubscriptionEntry,
+        offset: int,
+        *,
+        max_nums: int,
+        suspend_ms: int,
+        commit_offset: int | None,
+        timeout: float,
+    ) -> api.PullResult:
+        """PULL_MESSAGE (FLAG_CLASS_FILTER) of ``mq`` at ``offset`` through a random filter server of
+        ``broker_addr``, trying the others on transport errors; ``FilterFunctionError`` when none can serve it."""
+        servers = self.servers(mq.topic, broker_addr)
+        if not servers:
+            await self._refresh_route(mq.topic)
+            servers = self.servers(mq.topic, broker_addr)
+        if not servers:
+            raise self._unavailable(entry, mq, offset, f"the route lists no filter server for broker {broker_addr}")
+        random.shuffle(servers)
+        problems: list[str] = []
+        for server in servers:
+            try:
+                r = await self._pull_one(server, mq, entry, offset, max_nums, suspend_ms, commit_offset, timeout)
+            except _Refused as e:
+                problems.append(e.text)
+                continue
+            except TRANSPORT_ERRORS as e:
+                problems.append(f"filter server {server}: {e or type(e).__name__}")
+                log.info("pull of %s through filter server %s failed (%s); trying another", mq, server, e)
+                continue
+            if problems:  # a filter server failed: the route may have dropped it already
+                await self._refresh_route(mq.topic)
+            return r
+        await self._refresh_route(mq.topic)  # the next try uses the servers the route lists then
+        raise self._unavailable(entry, mq, offset, "; ".join(problems))
+
+    async def _pull_one(
+        self,
+        server: str,
+        mq: MessageQueue,
+        entry: SubscriptionEntry,
+        offset: int,
+        max_nums: int,
+        suspend_ms: int,
+        commit_offset: int | None,
+        timeout: float,
+    ) -> api.PullResult:
+        async def once() -> api.PullResult:
+            await self.ensure(entry, server)
+            conn = await self.inst.pool.get(server)
+            return await api.pull_message(
+                conn,
+                self.group,
+                mq.topic,
+                mq.queue_id,
+                offset,
+                max_nums=max_nums,
+                subscription=None,
+                class_filter=True,
+                suspend_ms=suspend_ms,
+                commit_offset=commit_offset,
+                sub_version=entry.sub_version,
+                timeout=timeout,
+            )
+
+        r = await once()
+        key = (mq.topic, server)
+        if r.code == ResponseCode.SYSTEM_ERROR and _NOT_REGISTERED in (r.remark or ""):
+            # A restarted filter server (or one that missed our 302): register again and pull at once.
+            log.info(
+                "filter server %s has no registration of %s for group %s on topic %s; registering it again",
+                server,
+                _function(entry).describe(),
+                self.group,
+                mq.topic,
+            )
+            self._forget(key)
+            r = await once()
+        if r.code in _OK_PULL_CODES:
+            st = self._status_of(entry)
+            if st.last_error is not None:
+                st.last_error = None
+                if self._logged.pop(mq.topic, None) is not None:
+                    log.info(
+                        "%s of group %s on topic %s runs again (filter server %s)",
+                        _function(entry).describe(),
+                        self.group,
+                        mq.topic,
+                        server,
+                    )
+            return r
+        text = f"pull of {mq} at offset {offset} through filter server {server}: [{r.code}] {r.remark or ''}"
+        self._error(entry, text)
+        if _DISABLED in (r.remark or "") and key not in self._disabled:
+            self._disabled.add(key)
+            log.warning(
+                "%s is disabled on filter server %s for group %s; it is registered again (re-enabling it) at the "
+                "next heartbeat round",
+                _function(entry).describe(),
+                server,
+                self.group,
+            )
+        return r
+
+    def _unavailable(self, entry: SubscriptionEntry, mq: MessageQueue, offset: int, detail: str) -> FilterFunctionError:
+        text = (
+            f"no filter server could run {_function(entry).describe()} of group {self.group} on topic {mq.topic} "
+            f"(queue {mq}, offset {offset}): {detail}. Nothing is skipped: the pull is retried"
+        )
+        self._error(entry, text)
+        now = time.monotonic()
+        last, unlogged = self._logged.get(mq.topic, (float("-inf"), 0))
+        if now - last >= ERROR_LOG_INTERVAL:
+            more = f" ({unlogged} more such errors of this topic since the last report)" if unlogged else ""
+            log.error("%s%s", text, more)
+            self._logged[mq.topic] = (now, 0)
+        else:
+            self._logged[mq.topic] = (last, unlogged + 1)
+        return FilterFunctionError(text)
