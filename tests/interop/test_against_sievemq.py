@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,3 +255,60 @@ def test_ali_ons_sql92_subscription_receives_exactly_the_matching_messages(dev: 
     counts = received_keys(res.of("received"))
     assert set(counts) == want, res.describe()
     assert all(n == 1 for n in counts.values())
+
+
+@pytest.mark.parametrize("kind", ["rmqcp", "ons"])
+def test_sievemq_client_consumes_what_real_clients_produce(dev: Proc, kind: str) -> None:
+    from sievemq import PushConsumer
+
+    topic, group = unique_name("T"), unique_name("G")
+    create_topic(dev, topic)
+    produce(kind, dev, topic, 6, "TagA,TagB", "c", "--prop", "origin=" + kind)
+
+    async def consume() -> list[Any]:
+        got: list[Any] = []
+        c = PushConsumer(ns(dev), group, consume_from="first", rebalance_interval=1.0)
+        c.subscribe(topic, "TagA")
+        c.listener(lambda msgs: got.extend(msgs))
+        await c.start()
+        try:
+            deadline = time.monotonic() + 30
+            while len({m.keys[0] for m in got}) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)
+        finally:
+            await c.close()
+        return got
+
+    got = asyncio.run(consume())
+    assert sorted({m.keys[0] for m in got}) == ["c0", "c2", "c4"]
+    assert all(m.tags == "TagA" and m.properties["origin"] == kind for m in got)
+    assert {m.body for m in got} == {b"body-0", b"body-2", b"body-4"}
+
+
+@pytest.mark.parametrize("kind", ["rmqcp", "ons"])
+def test_real_clients_consume_what_sievemq_client_produces(dev: Proc, kind: str) -> None:
+    from sievemq import Message, Producer
+
+    topic, group = unique_name("T"), unique_name("G")
+    create_topic(dev, topic)
+
+    async def send() -> None:
+        async with Producer(ns(dev), unique_name("P")) as p:
+            for i in range(6):
+                msg = Message(
+                    topic,
+                    f"body-{i}".encode(),
+                    tags=("TagA", "TagB")[i % 2],
+                    keys=[f"s{i}"],
+                    properties={"origin": "sievemq"},
+                )
+                await p.send(msg)
+
+    asyncio.run(send())
+    res = run_driver(kind, consume_args(dev, topic, group, "TagA", 3, kind=kind), timeout=150)
+    assert res.returncode == 0, res.describe()
+    got = res.of("received")
+    assert set(received_keys(got)) == {"s0", "s2", "s4"}, res.describe()
+    assert all(e["tags"] == "TagA" and e["props"]["origin"] == "sievemq" for e in got)
+    assert {e["body"] for e in got} == {"body-0", "body-2", "body-4"}
