@@ -38,7 +38,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import itertools
+import math
 import os
 import platform
 import shutil
@@ -133,6 +135,8 @@ class Result:
     received: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     note: str = ""
+    startup: float = 0.0
+    """Seconds from the consumer's start to its first message (included in ``seconds``)."""
 
     @property
     def rate(self) -> float:
@@ -148,7 +152,7 @@ class Result:
         xs = sorted(self.latencies_ms)
         if not xs:
             return float("nan")
-        return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+        return xs[min(len(xs) - 1, max(0, math.ceil(p / 100 * len(xs)) - 1))]  # nearest rank
 
 
 async def measured(pid: int | None, wire: str, fn: Callable[[Result], Awaitable[None]]) -> Result:
@@ -248,9 +252,13 @@ class Sieve:
         )
         c.subscribe(topic, Selector.tag(selector))
 
+        first = 0.0
+
         @c.listener
         async def on_messages(msgs: list[MessageExt]) -> None:
-            nonlocal count, wrong
+            nonlocal count, wrong, first
+            if not count:
+                first = time.perf_counter()
             count += len(msgs)
             if selector != "*":
                 wrong += sum(1 for m in msgs if m.tags != selector)
@@ -264,6 +272,7 @@ class Sieve:
             r.seconds = time.perf_counter() - t0
             r.messages = count
             r.received = count
+            r.startup = first - t0
             if wrong:
                 r.note = f"{wrong} messages without the subscribed tag"
         finally:
@@ -371,7 +380,9 @@ class Sieve:
                         born_timestamp=int(time.time() * 1000),
                         batch=True,
                     )
-                    resp = await api.send_request(conn, header, encode_batch(entries), code=RequestCode.SEND_BATCH_MESSAGE)
+                    resp = await api.send_request(
+                        conn, header, encode_batch(entries), code=RequestCode.SEND_BATCH_MESSAGE
+                    )
                     if resp.code != ResponseCode.SUCCESS:
                         raise RuntimeError(f"send failed: [{resp.code}] {resp.remark}")
 
@@ -392,9 +403,7 @@ class Sieve:
             nonlocal count, wrong
             offset = 0
             while True:
-                pr = await api.pull_message(
-                    conn, group, topic, qid, offset, max_nums=PULL_BATCH, subscription=selector
-                )
+                pr = await api.pull_message(conn, group, topic, qid, offset, max_nums=PULL_BATCH, subscription=selector)
                 if pr.code == ResponseCode.SUCCESS:
                     if selector == "*":
                         count += len(pr.messages)
@@ -441,9 +450,7 @@ class RedisPeer:
             raise SystemExit("--redis-parser hiredis: the hiredis package is not installed (pip install hiredis)")
         self.parser = parser
         parser_class = _AsyncHiredisParser if parser == "hiredis" else _AsyncRESP2Parser
-        self.pool = aredis.ConnectionPool(
-            host="127.0.0.1", port=port, max_connections=256, parser_class=parser_class
-        )
+        self.pool = aredis.ConnectionPool(host="127.0.0.1", port=port, max_connections=256, parser_class=parser_class)
         self.r = aredis.Redis(connection_pool=self.pool)
         self._groups = itertools.count()
 
@@ -567,10 +574,9 @@ class RedisPeer:
         r.received = len(lat)
 
 
-def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int] | None:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        return None
+def start_redis(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """redis-server on a free port of 127.0.0.1, no persistence (no RDB snapshots, no AOF)."""
+    exe = shutil.which("redis-server") or "redis-server"
     port = free_port()
     log = open(tmp / "redis.log", "ab")  # noqa: SIM115 (kept open for the child)
     p = subprocess.Popen(
@@ -599,6 +605,8 @@ def redis_version() -> str:
 
 # ------------------------------------------------------------------------------------------------ report
 
+Row = tuple[str, Result, "Result | None", str]
+
 
 def fmt_rate(x: float) -> str:
     return f"{x:,.0f}/s"
@@ -614,29 +622,31 @@ def mib(n: int) -> str:
     return f"{n / 1048576:,.1f} MiB"
 
 
-def print_table(rows: list[tuple[str, Result, Result | None, str]]) -> None:
-    head = f"{'phase':50s} {'sievemq':>12s} {'redis':>12s} {'ratio':>7s} {'brk µs/msg':>10s} {'rds µs/msg':>10s}"
-    head += f" {'cli µs/msg':>10s} {'rcli µs/msg':>11s}"
+def print_table(rows: list[Row]) -> None:
+    head = (
+        f"{'phase':52s} {'sievemq':>11s} {'redis':>11s} {'ratio':>6s} {'brk µs/msg':>10s} {'rds µs/msg':>10s} "
+        f"{'cli µs/msg':>10s} {'rcli µs/msg':>11s}"
+    )
     print(head)
     print("-" * len(head))
     for label, s, rd, kind in rows:
         if kind == "rate":
             sv, rv, rt = fmt_rate(s.rate), fmt_rate(rd.rate) if rd else "-", ratio(s.rate, rd.rate if rd else None)
-        elif kind == "p50":
-            sv, rv = f"{s.pct(50):.2f} ms", f"{rd.pct(50):.2f} ms" if rd else "-"
-            rt = ratio(s.pct(50), rd.pct(50) if rd else None)
-        elif kind == "p99":
-            sv, rv = f"{s.pct(99):.2f} ms", f"{rd.pct(99):.2f} ms" if rd else "-"
-            rt = ratio(s.pct(99), rd.pct(99) if rd else None)
         else:
-            sv = rv = rt = ""
-        line = f"{label:50s} {sv:>12s} {rv:>12s} {rt:>7s}"
+            p = 50.0 if kind == "p50" else 99.0
+            sv, rv = f"{s.pct(p):.2f} ms", f"{rd.pct(p):.2f} ms" if rd else "-"
+            rt = ratio(s.pct(p), rd.pct(p) if rd else None)
+        line = f"{label:52s} {sv:>11s} {rv:>11s} {rt:>6s}"
         if kind in ("rate", "p50"):
             line += f" {s.server_us():>10.1f} {(rd.server_us() if rd else 0):>10.1f}"
             line += f" {s.client_us():>10.1f} {(rd.client_us() if rd else 0):>11.1f}"
         print(line)
         if s.note or (rd and rd.note):
             print(f"{'':4s}note: sievemq {s.note or 'ok'}; redis {(rd.note if rd else '') or 'ok'}")
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a " if ok is None else ("MET " if ok else "MISS")
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -654,27 +664,32 @@ async def run(args: argparse.Namespace) -> int:
         dev.start()
         sv = Sieve(dev, body)
         await asyncio.sleep(0.5)
-        topics = ["BenchSingle", "BenchBatch", "BenchLatency", "BenchApiSingle", "BenchApiBatch"]
-        await sv.create_topics(*topics)
-        started = start_redis(tmp) if not args.no_redis else None
-        if started is not None:
-            redis_proc, rport = started
-            peer = RedisPeer(rport, redis_proc.pid, body, args.redis_parser)
+        await sv.create_topics("BenchSingle", "BenchBatch", "BenchLatency", "BenchApiSingle", "BenchApiBatch")
+        if args.no_redis:
+            pass
+        elif shutil.which("redis-server") is None:
+            print("redis-server is not installed (apt-get install redis-server): sievemq figures only, no ratios")
+        elif importlib.util.find_spec("redis") is None:
+            print("redis-py is not installed (pip install -e '.[bench]'): sievemq figures only, no ratios")
         else:
-            print("redis-server not found (apt-get install redis-server): sievemq figures only, no ratios")
+            redis_proc, rport = start_redis(tmp)
+            peer = RedisPeer(rport, redis_proc.pid, body, args.redis_parser)
 
+        print(f"$ {' '.join([os.path.relpath(sys.executable), *sys.argv])}")
         print(
-            f"sievemq {sievemq.__version__} `sievemq dev` (ASYNC_FLUSH, pid {sv.pid}); "
-            + (
-                f"Redis {redis_version()} (pid {peer.pid}, --save '' --appendonly no), "
-                f"redis-py {redis_py_version()} asyncio, {peer.parser} reply parser; "
-                if peer
-                else ""
-            )
-            + f"{n:,} messages of {args.size:,} B + tag + 3 properties; {os.cpu_count()} CPUs; "
-            + f"Python {platform.python_version()}, uvloop client"
+            f"sievemq {sievemq.__version__}: `sievemq dev` (name server + broker in one process, ASYNC_FLUSH, "
+            f"pid {sv.pid}); client: sievemq's asyncio client on uvloop, Python {platform.python_version()}"
         )
-        rows: list[tuple[str, Result, Result | None, str]] = []
+        if peer:
+            print(
+                f"reference: Redis {redis_version()} Streams (pid {peer.pid}, --save '' --appendonly no); "
+                f"client: redis-py {redis_py_version()} asyncio on the same loop, {peer.parser} reply parser"
+            )
+        print(
+            f"{n:,} messages of {args.size:,} B body + a tag (TagA on every 10th) + 3 properties; "
+            f"{os.cpu_count()} CPUs; load average before the run {os.getloadavg()[0]:.2f}"
+        )
+        rows: list[Row] = []
         sp, rp = sv.pid, (peer.pid if peer else None)
 
         async def both(
@@ -688,12 +703,12 @@ async def run(args: argparse.Namespace) -> int:
             return s, rd
 
         inf, binf, b = args.inflight, args.batch_inflight, 32
-        await both(
+        _s_single, r_single = await both(
             f"produce, single sends ({inf} in flight)", "rate",
             lambda r: sv.produce_single("BenchSingle", n, inf, r),
             (lambda r: peer.produce_single("single", n, inf, r)) if peer else None,
         )  # fmt: skip
-        await both(
+        s_batch, r_batch = await both(
             f"produce, batches of {b} ({binf} in flight)", "rate",
             lambda r: sv.produce_batch("BenchBatch", n, b, binf, r),
             (lambda r: peer.produce_batch("batch", n, b, binf, r)) if peer else None,
@@ -709,70 +724,88 @@ async def run(args: argparse.Namespace) -> int:
             (lambda r: peer.consume("batch", n_tag_a(n), "TagA", r)) if peer else None,
         )  # fmt: skip
         lat_s, lat_r = await both(
-            f"latency @ {args.rate:,} msg/s, {args.seconds:g} s: p50", "p50",
+            f"latency @ {args.rate:,} msg/s for {args.seconds:g} s: p50", "p50",
             lambda r: sv.latency("BenchLatency", args.rate, args.seconds, r),
             (lambda r: peer.latency("latency", args.rate, args.seconds, r)) if peer else None,
         )  # fmt: skip
         rows.append(("latency: p99", lat_s, lat_r, "p99"))
 
-        api_rows: list[tuple[str, Result, Result | None, str]] = []
+        api: list[Row] = []
         if args.low_level:
             print("  ... api.py rows", file=sys.stderr, flush=True)
             for label, fn, ref in (
                 (f"api.py: produce, single sends ({inf} in flight)",
-                 lambda r: sv.api_produce_single("BenchApiSingle", n, inf, r), rows[0][2]),
+                 lambda r: sv.api_produce_single("BenchApiSingle", n, inf, r), r_single),
                 (f"api.py: produce, batches of {b} ({binf} in flight)",
-                 lambda r: sv.api_produce_batch("BenchApiBatch", n, b, binf, r), rows[1][2]),
+                 lambda r: sv.api_produce_batch("BenchApiBatch", n, b, binf, r), r_batch),
                 ("api.py: consume (32 per pull, 4 in flight)",
                  lambda r: sv.api_consume("BenchApiBatch", n, "*", r), r_all),
                 ("api.py: consume, tag filter 10%: delivered msg/s",
                  lambda r: sv.api_consume("BenchApiBatch", n_tag_a(n), "TagA", r), r_tag),
             ):  # fmt: skip
-                api_rows.append((label, await measured(sp, "sieve", fn), ref, "rate"))
+                api.append((label, await measured(sp, "sieve", fn), ref, "rate"))
 
         print()
-        print_table(rows + api_rows)
+        print_table(rows + api)
+        print(
+            "  brk / rds: CPU time (utime+stime, all threads) of the sievemq dev process / redis-server per message "
+            "of the phase;\n  cli / rcli: CPU time of this client process per message; api.py rows: sievemq through "
+            "client/api.py request wrappers\n  (no Producer/PushConsumer), against the same Redis figures"
+        )
         print()
         s_share = s_tag.wire_bytes / s_all.wire_bytes if s_all.wire_bytes else 0.0
         print(
-            f"tag filter 10%, bytes on the wire: sievemq {mib(s_tag.wire_bytes)} = {s_share:.1%} of its unfiltered "
-            f"consume ({mib(s_all.wire_bytes)}); delivered {s_tag.received:,} of {n:,} "
-            f"(expected {n_tag_a(n):,})"
+            f"tag filter, bytes received by the client: sievemq {mib(s_tag.wire_bytes)} = {s_share:.1%} of its "
+            f"unfiltered consume ({mib(s_all.wire_bytes)}); delivered {s_tag.received:,} (expected {n_tag_a(n):,})"
         )
-        if r_tag and r_all:
-            r_share = r_tag.wire_bytes / r_all.wire_bytes if r_all.wire_bytes else 0.0
+        r_share = None
+        if r_tag and r_all and r_all.wire_bytes:
+            r_share = r_tag.wire_bytes / r_all.wire_bytes
             print(
-                f"{'':34s}redis   {mib(r_tag.wire_bytes)} = {r_share:.1%} of its unfiltered consume "
-                f"({mib(r_all.wire_bytes)}); sievemq/redis bytes {s_tag.wire_bytes / r_tag.wire_bytes:.2f}x"
+                f"{'':42s}redis   {mib(r_tag.wire_bytes)} = {r_share:.1%} of its unfiltered consume "
+                f"({mib(r_all.wire_bytes)}): it cannot filter on the server"
             )
-        if args.low_level and len(api_rows) == 4:
-            a_all, a_tag = api_rows[2][1], api_rows[3][1]
-            if a_all.wire_bytes:
-                print(
-                    f"{'':34s}api.py  {mib(a_tag.wire_bytes)} = {a_tag.wire_bytes / a_all.wire_bytes:.1%} of its "
-                    f"unfiltered consume ({mib(a_all.wire_bytes)})"
-                )
+        if len(api) == 4 and api[2][1].wire_bytes:
+            a_all, a_tag = api[2][1], api[3][1]
+            print(
+                f"{'':42s}api.py  {mib(a_tag.wire_bytes)} = {a_tag.wire_bytes / a_all.wire_bytes:.1%} of its "
+                f"unfiltered consume ({mib(a_all.wire_bytes)})"
+            )
         print(
             f"latency samples: sievemq {len(lat_s.latencies_ms):,}"
             + (f", redis {len(lat_r.latencies_ms):,}" if lat_r else "")
-            + f" (of {int(args.rate * args.seconds):,} sent; the first second is warm-up); "
+            + f" of {int(args.rate * args.seconds):,} sent (the first second is warm-up); "
             + f"max sievemq {max(lat_s.latencies_ms, default=0):.1f} ms"
             + (f", redis {max(lat_r.latencies_ms, default=0):.1f} ms" if lat_r else "")
         )
         m = proc_mem(sv.pid)
         line = (
             f"resident memory after the run: sievemq dev {m.get('VmRSS', 0) / 1024:,.0f} MiB "
-            f"(anon {m.get('RssAnon', 0) / 1024:,.0f} MiB, mapped store files {m.get('RssFile', 0) / 1024:,.0f} MiB; "
-            f"peak {m.get('VmHWM', 0) / 1024:,.0f} MiB)"
+            f"(anonymous {m.get('RssAnon', 0) / 1024:,.0f} MiB + mapped store files {m.get('RssFile', 0) / 1024:,.0f} "
+            f"MiB; peak {m.get('VmHWM', 0) / 1024:,.0f} MiB)"
         )
         if peer:
             rm = proc_mem(peer.pid)
             line += f"; redis-server {rm.get('VmRSS', 0) / 1024:,.0f} MiB (peak {rm.get('VmHWM', 0) / 1024:,.0f} MiB)"
         print(line)
-        print(
-            "brk/rds µs/msg: server CPU (utime+stime, all threads) per message of the phase; "
-            "cli/rcli: this client process's CPU per message"
-        )
+
+        print()
+        print("targets (sievemq against Redis Streams in this run):")
+        hl_batch = s_batch.rate / r_batch.rate if r_batch else None
+        hl_cons = s_all.rate / r_all.rate if r_all else None
+        api_batch = api_cons = ""
+        if len(api) == 4 and r_batch and r_all:
+            api_batch = f" (api.py: {api[1][1].rate / r_batch.rate:.2f}x)"
+            api_cons = f" (api.py: {api[2][1].rate / r_all.rate:.2f}x)"
+        only_10 = s_tag.received == n_tag_a(n) and not s_tag.note
+        p99 = lat_s.pct(99)
+        print(f"  {verdict(hl_batch >= 1.0 if hl_batch else None)} batched produce >= 1.0x: "
+              + (f"{hl_batch:.2f}x" if hl_batch else "-") + api_batch)  # fmt: skip
+        print(f"  {verdict(hl_cons >= 1.0 if hl_cons else None)} consume >= 1.0x: "
+              + (f"{hl_cons:.2f}x" if hl_cons else "-") + api_cons)  # fmt: skip
+        print(f"  {verdict(only_10 and s_share <= 0.15)} tag filter delivers only the 10% and moves <= 15% of the "
+              f"bytes: {s_tag.received:,} delivered, {s_share:.1%} of the bytes")  # fmt: skip
+        print(f"  {verdict(p99 <= 5.0)} p99 latency <= 5 ms at {args.rate:,} msg/s: {p99:.2f} ms")
         return 0
     finally:
         if peer is not None:
@@ -789,7 +822,7 @@ async def run(args: argparse.Namespace) -> int:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            print(f"kept {tmp}")
+            print(f"kept {tmp} (store, dev.log, redis.log)")
 
 
 def main() -> None:

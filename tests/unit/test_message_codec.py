@@ -402,6 +402,43 @@ def test_decode_records_stops_at_blank() -> None:
     assert record_magic(rec + blank, len(rec)) == BLANK_MAGIC
 
 
+def test_decode_records_mixes_fast_and_general_paths() -> None:
+    """decode_records decodes IPv4 4.x records inline and everything else through decode_record: same result."""
+    v4 = encode_record(_vector_message())
+    v6 = _hand_record(
+        body=b"six", topic=b"T6", props=b"TAGS\x01x", queue_id=1, flag=0, queue_offset=9, phy=123,
+        sys_flag=BORNHOST_V6_FLAG, born=socket.inet_pton(socket.AF_INET6, "2001:db8::1") + struct.pack(">i", 1),
+        born_ts=5, store_ts=6, store=bytes([10, 0, 0, 1]) + struct.pack(">i", 10911), reconsume=1, prepared=0,
+    )  # fmt: skip
+    v2 = _hand_record(
+        body=b"b", topic=b"TopicV2", props=b"", queue_id=0, flag=0, queue_offset=0, phy=0, sys_flag=0, born_ts=0,
+        born=bytes(8), store_ts=0, store=bytes(8), reconsume=0, prepared=0, magic=MAGIC_V2,
+    )  # fmt: skip
+    no_props = encode_record(MessageExt(topic="T", body=b""))
+    raw = v4 + v6 + v2 + no_props + v4
+    expected = []
+    pos = 0
+    while pos < len(raw):
+        msg, pos = decode_record(raw, pos)
+        expected.append(msg)
+    for buf in (raw, bytearray(raw), memoryview(raw)):
+        assert decode_records(buf) == expected
+    assert [m.body for m in decode_records(raw, read_body=False)] == [b""] * 5
+    assert decode_records(raw)[2].topic == "TopicV2"
+    assert decode_records(raw)[3].properties == {}
+
+
+def test_decode_records_rejects_what_decode_record_rejects() -> None:
+    good = encode_record(_vector_message())
+    bad_props_len = good[: -len(VECTOR_PROPS) - 2] + struct.pack(">h", len(VECTOR_PROPS) + 1) + VECTOR_PROPS
+    negative_props_len = good[: -len(VECTOR_PROPS) - 2] + struct.pack(">h", -1) + VECTOR_PROPS
+    bad_body = good[:84] + struct.pack(">i", 10_000) + good[88:]
+    long_topic = good[: 88 + 14] + b"\xff" + good[88 + 15 :]
+    for bad in (bad_props_len, negative_props_len, bad_body, long_topic, good[:-1], good + b"\x00" * 10):
+        with pytest.raises(ValueError):
+            decode_records(good + bad)
+
+
 # ------------------------------------------------------------------------------------------ errors
 
 

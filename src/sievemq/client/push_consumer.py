@@ -516,8 +516,10 @@ class PushConsumer:
             if pq.dropped or self._state == "closed":
                 return
             now = str(int(time.time() * 1000))
+            retried = mq.topic.startswith("%RETRY%")
             for m in msgs:
-                restore_retry_topic(m, self.group)
+                if retried:
+                    restore_retry_topic(m, self.group)
                 m.properties[PropertyKey.CONSUME_START_TIME] = now
             status = await self._call_listener(msgs)
             if pq.dropped:

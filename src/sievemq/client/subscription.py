@@ -59,12 +59,16 @@ class SubscriptionEntry:
     def accept(self, msgs: Iterable[MessageExt], min_offset: int, max_offset: int) -> list[MessageExt]:
         """Inflate bodies, stamp MIN_OFFSET/MAX_OFFSET, and keep the messages whose tag really matches."""
         out = []
+        tags = self.tags if self.tags is not None and not self.tags.sub_all else None
+        lo, hi = str(min_offset), str(max_offset)
         for m in msgs:
-            if self.tags is not None and not self.tags.match_tag(m.tags):
+            if tags is not None and not tags.match_tag(m.tags):
                 continue
-            decompress_body(m)
-            m.properties[PropertyKey.MIN_OFFSET] = str(min_offset)
-            m.properties[PropertyKey.MAX_OFFSET] = str(max_offset)
+            if m.sys_flag & 0x1:
+                decompress_body(m)
+            props = m.properties
+            props[PropertyKey.MIN_OFFSET] = lo
+            props[PropertyKey.MAX_OFFSET] = hi
             out.append(m)
         return out
 

@@ -123,7 +123,7 @@ def _to_str(value: Any) -> str:
 
 def stringify_fields(fields: dict[str, Any]) -> dict[str, str]:
     """Header values as strings (clients such as the C++ core ignore non-string values); ``None`` dropped."""
-    return {k: _to_str(v) for k, v in fields.items() if v is not None}
+    return {k: v if type(v) is str else _to_str(v) for k, v in fields.items() if v is not None}
 
 
 # ----------------------------------------------------------------------------------------------- encoding
@@ -294,8 +294,13 @@ class FrameDecoder:
             hstart = pos + 8
             bstart = hstart + header_len
             end = pos + 4 + length
-            body = bytes(buf[bstart:end])
-            out.append(decode_header(memoryview(buf)[hstart:bstart], SerializeType(stype), body))
+            with memoryview(buf) as view:  # one copy of the body (a bytearray slice would be a second)
+                body = bytes(view[bstart:end])
+                header = view[hstart:bstart]
+                try:
+                    out.append(decode_header(header, SerializeType(stype), body))
+                finally:
+                    header.release()
             pos = end
         if pos:
             del buf[:pos]

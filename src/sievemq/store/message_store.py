@@ -42,7 +42,7 @@ import shutil
 import struct
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -61,7 +61,7 @@ from sievemq.store.consume_queue import BLANK_SIZE, CQ_DTYPE, CQ_ENTRY, ConsumeQ
 from sievemq.store.consume_queue_ext import EXT_ADDRESS_MAX, MAX_BITMAP_LENGTH, BitmapProbe, CqExtUnit
 from sievemq.store.delay_levels import DEFAULT_DELAY_LEVELS, SCHEDULE_TOPIC, delay_ms_for_level, parse_levels
 from sievemq.store.index_file import IndexService
-from sievemq.store.mapped_file import MappedFile, fsync_dir, sync_fd
+from sievemq.store.mapped_file import MappedFile, fsync_dir, prefault_supported, sync_fd
 from sievemq.store.recovery import RecoveryReport, dispatchable, recover
 
 __all__ = [
@@ -128,6 +128,8 @@ class StoreConfig:
     """Size of each ``consumequeue_ext`` file."""
     bitmap_length_bytes: int = 14
     """Length of the filter bitmaps (the broker's Bloom ``m / 8``; 112 bits by default)."""
+    commitlog_prefault_bytes: int = 8 * 1024 * 1024
+    """How far ahead of the commit log's write position a helper thread faults pages in (0: off; Linux only)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -272,6 +274,7 @@ class MessageStore:
         self.index = IndexService(root / "index", config.index_hash_slots, config.index_max_entries)
         self._levels = parse_levels(config.message_delay_levels)
         self._listeners: list[DispatchListener] = []
+        self._tag_codes: dict[str, int] = {}
         self._last_store_ts = 0
         self._sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self._sync_timeout = config.sync_flush_timeout_ms / 1000
@@ -288,6 +291,10 @@ class MessageStore:
         self._tasks: list[asyncio.Task[None]] = []
         self._group_commit_task: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._pf_executor: ThreadPoolExecutor | None = None
+        self._pf_job: Future[bool] | None = None
+        self._pf_file: MappedFile | None = None
+        self._pf_front = 0
         self._flushing = 0
         self._pending_close: list[MappedFile] = []
         self.recovery_report: RecoveryReport | None = None
@@ -379,6 +386,8 @@ class MessageStore:
         self._ensure_async_state()
         self._tasks.append(asyncio.create_task(self._periodic_flush_loop(), name="sievemq-store-flush"))
         self._tasks.append(asyncio.create_task(self._cleanup_loop(), name="sievemq-store-cleanup"))
+        if self.config.commitlog_prefault_bytes > 0 and prefault_supported() and self._pf_executor is None:
+            self._pf_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sievemq-store-prefault")
         if self._sync_flush:
             self._ensure_group_commit()
 
@@ -407,6 +416,10 @@ class MessageStore:
 
     def _close(self) -> None:
         self._available = False
+        if self._pf_executor is not None:  # no prefault job may touch a mapping being closed
+            self._pf_executor.shutdown(wait=True)
+            self._pf_executor = None
+        self._pf_job = self._pf_file = None
         self.commitlog.close()
         for cq in self._all_cqs():
             cq.close()
@@ -523,12 +536,49 @@ class MessageStore:
             else:
                 cl.write(phy, rec)
             self._dispatch(m, phy, len(rec))
+        if self._pf_executor is not None:
+            self._prefault_ahead()
         return cl.max_offset
+
+    def _prefault_ahead(self) -> None:
+        """Keep ``commitlog_prefault_bytes`` ahead of the write position faulted in, in the helper thread.
+
+        One job at a time, in chunks of half the distance; a writer that outruns it simply faults pages
+        itself. Bytes never change (see ``MappedFile.prefault``).
+        """
+        mf = self.commitlog.mfq.last
+        if mf is None or (self._pf_job is not None and not self._pf_job.done()):
+            return
+        if mf is not self._pf_file:
+            self._pf_file, self._pf_front = mf, mf.wrote_position
+        ahead = self.config.commitlog_prefault_bytes
+        if self._pf_front >= mf.file_size or mf.wrote_position + ahead <= self._pf_front:
+            return
+        start = max(self._pf_front, mf.wrote_position)
+        n = min(max(ahead // 2, 1 << 16), mf.file_size - start)
+        assert self._pf_executor is not None
+        self._pf_job = self._pf_executor.submit(mf.prefault, start, n)
+        self._pf_front = start + n
+
+    def _prefault_wait(self, files: Iterable[MappedFile]) -> None:
+        """Before closing ``files``: wait for a prefault job that may be touching one of them."""
+        job, target = self._pf_job, self._pf_file
+        if job is not None and target is not None and any(f is target for f in files):
+            with contextlib.suppress(Exception):
+                job.result(timeout=5)
+            self._pf_job = self._pf_file = None
 
     def _tags_code(self, topic: str, queue_id: int, tags: str | None, store_ts: int) -> int:
         if topic == SCHEDULE_TOPIC:
             return store_ts + delay_ms_for_level(self._levels, queue_id + 1)
-        return tag_code(tags)
+        if not tags:
+            return 0
+        code = self._tag_codes.get(tags)
+        if code is None:  # the Java hash is a Python loop over the characters: remember it per tag
+            if len(self._tag_codes) >= 4096:
+                self._tag_codes.clear()
+            code = self._tag_codes[tags] = tag_code(tags)
+        return code
 
     def _get_or_create_cq(self, topic: str, queue_id: int) -> ConsumeQueue:
         qs = self._cqs.get(topic)
@@ -1076,6 +1126,7 @@ class MessageStore:
                 gone.extend(cq.delete_expired(phy_min))
             gone.extend(self.index.delete_expired(phy_min))
             paths = [mf.path for mf in gone]
+            self._prefault_wait(gone)
             for mf in gone:
                 mf.close()
             if paths:

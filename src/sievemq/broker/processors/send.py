@@ -191,13 +191,15 @@ class SendProcessor:
             if not entries:
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
             msgs = []
+            limit = self.b.config.max_message_size
             for entry in entries:
-                props = dict(entry.properties)
+                props = entry.properties  # this request's own dict: updated in place
                 props.pop(PropertyKey.WAIT, None)
                 if PropertyKey.DELAY in props:
                     raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a DELAY level")
                 props.update(base_props)
-                self._check_sizes(entry.body, "")
+                if len(entry.body) > limit:
+                    self._check_sizes(entry.body, "")
                 msgs.append(make(entry.body, entry.flag, props))
             result = await self.b.store.put_messages(msgs)
         else:
@@ -217,7 +219,7 @@ class SendProcessor:
             code,
             None if code == ResponseCode.SUCCESS else "flush to disk timed out; the message is stored in memory",
             {
-                "msgId": ",".join(m.offset_msg_id for m in result.msgs),
+                "msgId": ",".join(result.message_ids),
                 "queueId": queue_id,
                 "queueOffset": first.queue_offset,
                 "MSG_REGION": "DefaultRegion",
