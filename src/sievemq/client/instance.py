@@ -16,7 +16,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 import orjson
@@ -84,6 +84,14 @@ class ClientConfig:
     def client_id(self) -> str:
         """``ip@instanceName``."""
         return f"{self.client_ip}@{self.instance_name}"
+
+    @classmethod
+    def create(
+        cls, namesrv: str | Sequence[str] | None, instance_name: str | None = None, **settings: Any
+    ) -> ClientConfig:
+        """The config of a client built from its constructor arguments (default instance name when None)."""
+        cfg = cls(namesrv=parse_namesrv(namesrv), **settings)
+        return replace(cfg, instance_name=instance_name) if instance_name else cfg
 
 
 class ProducerLike(Protocol):

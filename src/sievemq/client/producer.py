@@ -21,7 +21,7 @@ from typing import Any
 
 from sievemq.client import api
 from sievemq.client.errors import ClientStateError, MessageValidationError, NoRouteError
-from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
+from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.message import RETRY_GROUP_TOPIC_PREFIX, Message, MessageQueue, SendResult, SendStatus
 from sievemq.client.validation import (
     AUTO_CREATE_TOPIC_KEY,
@@ -144,14 +144,13 @@ class Producer:
     ) -> None:
         validate_group(group)
         self.group = group
-        self.config = ClientConfig(
-            namesrv=parse_namesrv(namesrv),
+        self.config = ClientConfig.create(
+            namesrv,
+            instance_name,
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
         )
-        if instance_name:
-            self.config = replace(self.config, instance_name=instance_name)
         self.send_timeout = send_timeout
         self.retry_times = max(0, retry_times)
         self.compress_over = compress_over

@@ -14,12 +14,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sievemq.client import api
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
-from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
+from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.push_consumer import to_millis
@@ -83,16 +83,15 @@ class PullConsumer:
     ) -> None:
         validate_group(group)
         self.group = group
-        self.config = ClientConfig(
-            namesrv=parse_namesrv(namesrv),
+        self.config = ClientConfig.create(
+            namesrv,
+            instance_name,
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
             rebalance_interval=rebalance_interval,
             persist_offsets_interval=persist_interval,
         )
-        if instance_name:
-            self.config = replace(self.config, instance_name=instance_name)
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
         self.pull_batch_size = max(1, pull_batch_size)

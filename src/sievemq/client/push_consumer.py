@@ -17,7 +17,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,7 +24,7 @@ from typing import Any, TypeVar
 from sievemq.client import api
 from sievemq.client.errors import ClientStateError, FilterFunctionError, MessageValidationError, SubscriptionError
 from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
-from sievemq.client.instance import ClientConfig, ClientInstance, parse_namesrv
+from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.message import (
     ConsumeFrom,
     ConsumeResult,
@@ -103,16 +102,15 @@ class PushConsumer:
     ) -> None:
         validate_group(group)
         self.group = group
-        self.config = ClientConfig(
-            namesrv=parse_namesrv(namesrv),
+        self.config = ClientConfig.create(
+            namesrv,
+            instance_name,
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
             rebalance_interval=rebalance_interval,
             persist_offsets_interval=persist_interval,
         )
-        if instance_name:
-            self.config = replace(self.config, instance_name=instance_name)
         self.broadcasting = broadcasting
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
