@@ -17,7 +17,7 @@ import pytest
 
 from sievemq import ConsumeResult, MessageExt, PushConsumer, RemotingError
 from sievemq.admin.api import AdminClient
-from tests.support.procs import Proc, dev_proc
+from tests.support.procs import Proc, attach_process_logs, dev_proc
 
 T = TypeVar("T")
 LOG_TAIL_CHARS = 15_000
@@ -65,11 +65,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rep = yield
     if rep.failed:
         module = getattr(item, "module", None)
-        for proc in getattr(module, "_client_test_procs", []) if module else []:
-            text = proc.log()
-            if len(text) > LOG_TAIL_CHARS:
-                text = "...\n" + text[-LOG_TAIL_CHARS:]
-            rep.sections.append((f"process log {proc.log_path}", text))
+        attach_process_logs(rep, getattr(module, "_client_test_procs", []) if module else [], LOG_TAIL_CHARS)
     return rep
 
 

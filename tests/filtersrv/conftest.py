@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sievemq.remoting.connection import Connection, connect
-from tests.support.procs import Proc, broker_proc, free_port, namesrv_proc
+from tests.support.procs import Proc, attach_process_logs, broker_proc, free_port, namesrv_proc
 
 LOG_TAIL_CHARS = 20_000
 SECRET = "s3cret-shared-with-clients"
@@ -114,11 +114,7 @@ def pytest_runtest_makereport(
     rep = yield
     fc = item.stash.get(_KEY, None)
     if rep.failed and fc is not None:
-        for proc in fc.procs:
-            text = proc.log()
-            if len(text) > LOG_TAIL_CHARS:
-                text = "...\n" + text[-LOG_TAIL_CHARS:]
-            rep.sections.append((f"process log {proc.log_path.name}", text))
+        attach_process_logs(rep, fc.procs, LOG_TAIL_CHARS)
     return rep
 
 

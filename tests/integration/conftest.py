@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sievemq.remoting.connection import Connection, RequestHandler, connect
-from tests.support.procs import Proc, broker_proc, dev_proc, namesrv_proc
+from tests.support.procs import Proc, attach_process_logs, broker_proc, dev_proc, namesrv_proc
 
 # Small files keep the tests fast and make segment rolls happen.
 COMMITLOG_SEGMENT = 256 * 1024
@@ -87,11 +87,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rep = yield
     cluster = item.stash.get(_CLUSTER_KEY, None)
     if rep.failed and cluster is not None:
-        for proc in cluster.procs:
-            text = proc.log()
-            if len(text) > LOG_TAIL_CHARS:
-                text = "...\n" + text[-LOG_TAIL_CHARS:]
-            rep.sections.append((f"process log {proc.log_path.name} ({' '.join(proc.args[:1])})", text))
+        attach_process_logs(rep, cluster.procs, LOG_TAIL_CHARS)
     return rep
 
 

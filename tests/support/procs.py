@@ -8,8 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -106,13 +108,20 @@ def broker_proc(
     port = port or free_port()
     args = [
         "broker",
-        "--broker-name", name,
-        "--listen-port", str(port),
-        "--namesrv-addr", namesrv_addr,
-        "--store-path-root-dir", str(tmp / name),
-        "--flush-disk-type", flush,
-        "--mapped-file-size-commitlog", str(4 * 1024 * 1024),
-        "--register-broker-interval-seconds", "2",
+        "--broker-name",
+        name,
+        "--listen-port",
+        str(port),
+        "--namesrv-addr",
+        namesrv_addr,
+        "--store-path-root-dir",
+        str(tmp / name),
+        "--flush-disk-type",
+        flush,
+        "--mapped-file-size-commitlog",
+        str(4 * 1024 * 1024),
+        "--register-broker-interval-seconds",
+        "2",
         *extra,
     ]
     return Proc(args, port, tmp / f"{name}.log")
@@ -129,3 +138,12 @@ def dev_proc(tmp: Path, *extra: str) -> Proc:
     p.extra["namesrv"] = f"127.0.0.1:{ns_port}"
     p.extra["namesrv_port"] = ns_port
     return p
+
+
+def attach_process_logs(report: Any, procs: Iterable[Proc], limit: int = 20_000) -> None:
+    """Add the tail of each process's log to a failed pytest report."""
+    for proc in procs:
+        text = proc.log()
+        if len(text) > limit:
+            text = "...\n" + text[-limit:]
+        report.sections.append((f"process log {proc.log_path.name} ({' '.join(proc.args[:1])})", text))

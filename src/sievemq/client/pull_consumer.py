@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sievemq.client import api
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
@@ -348,16 +347,12 @@ class PullConsumer:
                     await inst.update_route(mq.topic)
                     raise ConnectionError(f"no address known for broker {mq.broker_name}")
                 conn = await inst.conn(addr)
-                r = await api.pull_message(
+                r = await entry.pull(
                     conn,
                     self.group,
-                    mq.topic,
-                    mq.queue_id,
+                    mq,
                     st.fetch_offset,
                     max_nums=self.pull_batch_size,
-                    subscription=entry.selector.expression,
-                    expression_type=entry.selector.expression_type,
-                    sub_version=entry.sub_version,
                     suspend_ms=int(self.pull_suspend * 1000),
                     timeout=self.pull_timeout,
                 )

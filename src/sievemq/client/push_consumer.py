@@ -435,16 +435,12 @@ class PushConsumer:
                     )
                 else:
                     conn = await inst.conn(addr)
-                    r = await api.pull_message(
+                    r = await entry.pull(
                         conn,
                         self.group,
-                        mq.topic,
-                        mq.queue_id,
+                        mq,
                         pq.next_offset,
                         max_nums=self.pull_batch_size,
-                        subscription=entry.selector.expression,
-                        expression_type=entry.selector.expression_type,
-                        sub_version=entry.sub_version,
                         suspend_ms=int(self.pull_suspend * 1000),
                         commit_offset=commit if commit > 0 and is_master else None,
                         timeout=self.pull_timeout,

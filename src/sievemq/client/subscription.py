@@ -43,6 +43,34 @@ class SubscriptionEntry:
         expression = tags.sub_string if tags is not None else sel.expression
         return cls(topic, Selector(expression, sel.expression_type), int(time.time() * 1000), tags)
 
+    async def pull(
+        self,
+        conn: Connection,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        *,
+        max_nums: int,
+        suspend_ms: int,
+        timeout: float,
+        commit_offset: int | None = None,
+    ) -> api.PullResult:
+        """PULL_MESSAGE of ``mq`` from ``offset`` carrying this subscription (FLAG_SUBSCRIPTION)."""
+        return await api.pull_message(
+            conn,
+            group,
+            mq.topic,
+            mq.queue_id,
+            offset,
+            max_nums=max_nums,
+            subscription=self.selector.expression,
+            expression_type=self.selector.expression_type,
+            sub_version=self.sub_version,
+            suspend_ms=suspend_ms,
+            commit_offset=commit_offset,
+            timeout=timeout,
+        )
+
     def to_subscription(self) -> Subscription:
         """The heartbeat's SubscriptionData. A filter function is RocketMQ's class-filter mode: expression type TAG,
         ``classFilterMode`` true and ``subString`` the function's name (its source never travels in heartbeats)."""
