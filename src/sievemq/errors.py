@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sievemq.remoting.codes import ResponseCode
 
 
@@ -14,12 +16,22 @@ class FrameError(SieveError):
 
 
 class RemotingError(SieveError):
-    """A request failed with a RocketMQ response code; ``remark`` says why in words a person can act on."""
+    """A request failed with a RocketMQ response code; ``remark`` says why in words a person can act on.
 
-    def __init__(self, code: int, remark: str) -> None:
+    ``reason`` (a ``sievemq.protocol.reasons.Reason`` value, or None) is the stable word programs branch on; a
+    server puts it in the response's ``reason`` extField, a client reads it back from there.
+    """
+
+    def __init__(self, code: int, remark: str, reason: str | None = None) -> None:
         super().__init__(f"[{_code_name(code)}] {remark}")
         self.code = int(code)
         self.remark = remark
+        self.reason = reason
+
+    @classmethod
+    def from_response(cls, code: int, remark: str | None, ext_fields: Mapping[str, str]) -> RemotingError:
+        """The error a refused response stands for (its code, remark and ``reason`` field)."""
+        return cls(code, remark or "", ext_fields.get("reason") or None)
 
 
 class HeaderError(RemotingError):

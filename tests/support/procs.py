@@ -44,6 +44,8 @@ class Proc:
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    ready_text: str | None = None
+    """Printed by the process once it serves (a broker after its first registration); waited for after the port."""
 
     @property
     def addr(self) -> str:
@@ -55,6 +57,7 @@ class Proc:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child)
+        log_start = log.tell()
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "sievemq.cli", "--log-level", "INFO", *self.args],
             stdout=log,
@@ -63,7 +66,20 @@ class Proc:
             start_new_session=True,
         )
         wait_port(self.port, proc=self.popen)
+        if self.ready_text is not None:
+            self._wait_ready(log_start)
         return self
+
+    def _wait_ready(self, log_start: int, timeout: float = 20.0) -> None:
+        """Wait until the log, from ``log_start`` on, holds ``ready_text``."""
+        assert self.ready_text is not None and self.popen is not None
+        deadline = time.monotonic() + timeout
+        while self.ready_text.encode() not in self.log_path.read_bytes()[log_start:]:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"process exited with {self.popen.returncode} before it was ready")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.args[0]} did not print {self.ready_text!r} within {timeout}s")
+            time.sleep(0.02)
 
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait (a clean stop)."""
@@ -124,7 +140,7 @@ def broker_proc(
         "2",
         *extra,
     ]
-    return Proc(args, port, tmp / f"{name}.log")
+    return Proc(args, port, tmp / f"{name}.log", ready_text=f"sievemq broker {name} listening")
 
 
 def dev_proc(tmp: Path, *extra: str) -> Proc:
@@ -134,6 +150,7 @@ def dev_proc(tmp: Path, *extra: str) -> Proc:
         ["dev", "--data", str(tmp / "dev-data"), "--namesrv-port", str(ns_port), "--broker-port", str(br_port), *extra],
         br_port,
         tmp / "dev.log",
+        ready_text="Press Ctrl-C to stop.",
     )
     p.extra["namesrv"] = f"127.0.0.1:{ns_port}"
     p.extra["namesrv_port"] = ns_port

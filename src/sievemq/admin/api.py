@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from sievemq.errors import RemotingError
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -46,7 +47,7 @@ class AdminClient:
     ) -> RemotingCommand:
         resp = await self.pool.request(addr, RemotingCommand.request(code, fields, body), self.timeout)
         if resp.code != ResponseCode.SUCCESS:
-            raise RemotingError(resp.code, resp.remark or "")
+            raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
         return resp
 
     async def _namesrv_call(self, code: int, fields: dict[str, Any] | None = None) -> RemotingCommand:
@@ -101,7 +102,7 @@ class AdminClient:
         """Create or update a topic on one broker (``host:port``) or every master of a cluster (or all)."""
         fields = {
             "topic": topic,
-            "defaultTopic": "TBW102",
+            "defaultTopic": AUTO_CREATE_TOPIC_KEY,
             "readQueueNums": queues,
             "writeQueueNums": queues,
             "perm": perm,

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from sievemq.errors import SieveError
+from sievemq.protocol.names import is_system_topic
 
 # ------------------------------------------------------------------------------------------------ topics
 namesrv_option = click.option(
@@ -73,11 +74,7 @@ def topic_list(namesrv: str, show_all: bool) -> None:
         brokers = {b.name: b for b in await admin.brokers()}
         system = set(brokers) | {b.cluster for b in brokers.values()}
         for t in names:
-            if not show_all and (
-                t.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_"))
-                or t in system
-                or t in ("TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX")
-            ):
+            if not show_all and (is_system_topic(t) or t in system):
                 continue
             try:
                 route = await admin.route(t)

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 from sievemq.broker.consistency import TopicVerdict, decide, inconsistency_remark
 from sievemq.protocol.heartbeat import ConsumerData, Subscription
+from sievemq.protocol.names import is_retry_topic
 from sievemq.remoting.connection import Connection
 
 log = logging.getLogger(__name__)
 
 STRICT = "strict"
 ROCKETMQ = "rocketmq"
-RETRY_PREFIX = "%RETRY%"
 
 
 @dataclass(slots=True)
@@ -95,7 +95,7 @@ class ConsumerGroupInfo:
         if topic:
             v = self.verdicts.get(topic)
             return sorted(v.consistent) if v else []
-        topics = [t for t in self.subscriptions.get(requester or "", {}) if not t.startswith(RETRY_PREFIX)]
+        topics = [t for t in self.subscriptions.get(requester or "", {}) if not is_retry_topic(t)]
         if requester in self.channels and topics:
             sets = [self.verdicts[t].consistent for t in topics if t in self.verdicts]
             return sorted(frozenset.intersection(*sets)) if sets else []

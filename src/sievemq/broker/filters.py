@@ -15,6 +15,7 @@ from sievemq.filter.sql92 import Selector, SqlError
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.message import read_properties
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import BitmapProbe
 
@@ -139,7 +140,9 @@ def build_filter(
     if sub.expression_type == "SQL92":
         if not property_filter_enabled:
             raise RemotingError(
-                ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+                ResponseCode.SYSTEM_ERROR,
+                "The broker does not support consumer to filter message by SQL92",
+                Reason.SQL92_DISABLED,
             )
         entry = filters.get(group, sub.topic)
         if entry is not None and entry.expression.strip() == sub.sub_string.strip():

@@ -14,8 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from sievemq.broker.topics import SCHEDULE_TOPIC
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
+from sievemq.protocol.names import SCHEDULE_TOPIC
 from sievemq.store.jsonfile import atomic_write_json, read_json
 from sievemq.store.message_store import MessageStore
 

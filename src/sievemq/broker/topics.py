@@ -12,42 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sievemq.config import TOPIC_NAME_RE
 from sievemq.errors import RemotingError
+from sievemq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    NAME_RE,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TOPIC_MAX_LENGTH,
+)
 from sievemq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store.jsonfile import atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
-
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-TOPIC_MAX_LENGTH = 127
-# Topics clients may not send to directly.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-    }
-)
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """``%DLQ%<group>``."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def validate_topic_name(topic: str) -> None:
@@ -59,7 +37,7 @@ def validate_topic_name(topic: str) -> None:
             ResponseCode.SYSTEM_ERROR,
             f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH} ({len(topic.encode())} bytes)",
         )
-    if not TOPIC_NAME_RE.match(topic):
+    if not NAME_RE.match(topic):
         raise RemotingError(
             ResponseCode.SYSTEM_ERROR,
             f"the specified topic [{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",

@@ -16,6 +16,8 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.heartbeat import HeartbeatData, Subscription
 from sievemq.protocol.message import MessageExt, decode_records, properties_to_string
+from sievemq.protocol.pull_header import PullMessageHeader, pull_sys_flag
+from sievemq.protocol.reasons import Reason, reason_of
 from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -44,11 +46,13 @@ class PullResult:
     max_offset: int
     messages: list[MessageExt]
     remark: str | None = None
+    reason: Reason | None = None
+    """The refusal's machine-readable reason (``sievemq.protocol.reasons``), when the answer carries one."""
 
 
 def _check(resp: RemotingCommand, *ok: int) -> RemotingCommand:
     if resp.code not in (ok or (ResponseCode.SUCCESS,)):
-        raise RemotingError(resp.code, resp.remark or "")
+        raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
     return resp
 
 
@@ -144,29 +148,25 @@ async def pull_message(
     ``class_filter`` sets FLAG_CLASS_FILTER (0x8), as a pull sent to a filter server carries (with ``subscription``
     None, so that FLAG_SUBSCRIPTION is clear).
     """
-    sys_flag = 0
-    if commit_offset is not None:
-        sys_flag |= 0x1
-    if suspend_ms > 0:
-        sys_flag |= 0x2
-    if class_filter:
-        sys_flag |= 0x8
-    fields: dict[str, Any] = {
-        "consumerGroup": group,
-        "topic": topic,
-        "queueId": queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": max_nums,
-        "commitOffset": commit_offset if commit_offset is not None else 0,
-        "suspendTimeoutMillis": suspend_ms,
-        "subVersion": sub_version,
-    }
-    if subscription is not None:
-        sys_flag |= 0x4
-        fields["subscription"] = subscription
-        fields["expressionType"] = expression_type
-    fields["sysFlag"] = sys_flag
-    resp = await conn.request(RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), timeout)
+    header = PullMessageHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=pull_sys_flag(
+            commit_offset=commit_offset is not None,
+            suspend=suspend_ms > 0,
+            subscription=subscription is not None,
+            class_filter=class_filter,
+        ),
+        commit_offset=commit_offset if commit_offset is not None else 0,
+        suspend_timeout_millis=suspend_ms,
+        subscription=subscription,
+        expression_type=expression_type,
+        sub_version=sub_version,
+    )
+    resp = await conn.request(RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_fields()), timeout)
     f = resp.ext_fields
     msgs = decode_records(resp.body) if resp.code == ResponseCode.SUCCESS and resp.body else []
     return PullResult(
@@ -176,6 +176,7 @@ async def pull_message(
         int(f.get("maxOffset", "0")),
         msgs,
         resp.remark,
+        reason_of(f),
     )
 
 

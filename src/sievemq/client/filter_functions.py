@@ -34,6 +34,7 @@ from sievemq.client.message import FilterFunction, MessageQueue
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.client.tasks import cancel_and_wait
 from sievemq.errors import ConnectionClosedError, RequestTimeoutError
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,6 @@ _OK_PULL_CODES = frozenset(
         ResponseCode.PULL_OFFSET_MOVED,
     }
 )
-_NOT_REGISTERED = "no filter function is registered"
-_DISABLED = "disabled after"
 
 Key = tuple[str, str]
 """(topic, filter server address)."""
@@ -351,7 +350,7 @@ class FunctionFilters:
 
         r = await once()
         key = (mq.topic, server)
-        if r.code == ResponseCode.SYSTEM_ERROR and _NOT_REGISTERED in (r.remark or ""):
+        if r.reason == Reason.FILTER_NOT_REGISTERED:
             # A restarted filter server (or one that missed our 302): register again and pull at once.
             log.info(
                 "filter server %s has no registration of %s for group %s on topic %s; registering it again",
@@ -377,7 +376,7 @@ class FunctionFilters:
             return r
         text = f"pull of {mq} at offset {offset} through filter server {server}: [{r.code}] {r.remark or ''}"
         self._error(entry, text)
-        if _DISABLED in (r.remark or "") and key not in self._disabled:
+        if r.reason == Reason.FILTER_DISABLED and key not in self._disabled:
             self._disabled.add(key)
             log.warning(
                 "%s is disabled on filter server %s for group %s; it is registered again (re-enabling it) at the "

@@ -26,6 +26,8 @@ from sievemq.client.message import MessageQueue
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
+from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP
+from sievemq.protocol.reasons import RefusedSubscription, decode_refused_subscriptions
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -34,7 +36,6 @@ from sievemq.remoting.connection import Connection, ConnectionPool
 log = logging.getLogger(__name__)
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
 
 def parse_namesrv(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -154,7 +155,7 @@ class ClientInstance:
         self._seen_conns: dict[str, Connection] = {}
         self._started = False
         self._closed = False
-        self._last_remarks: list[str] = []
+        self._last_refused: list[RefusedSubscription] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -300,7 +301,7 @@ class ClientInstance:
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if resp.code != ResponseCode.SUCCESS:
-            raise RemotingError(resp.code, resp.remark or "")
+            raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
         return TopicRouteData.from_json(orjson.loads(resp.body))
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
@@ -425,42 +426,42 @@ class ClientInstance:
     def _heartbeat_data(self) -> HeartbeatData:
         consumers = [d for c in list(self.consumers.values()) if (d := c.consumer_data()) is not None]
         groups = sorted(self.producers)
-        if INNER_PRODUCER_GROUP not in groups:
-            groups.append(INNER_PRODUCER_GROUP)
+        if CLIENT_INNER_PRODUCER_GROUP not in groups:
+            groups.append(CLIENT_INNER_PRODUCER_GROUP)
         return HeartbeatData(self.client_id, groups, consumers)
 
-    async def _heartbeat_one(self, addr: str, data: HeartbeatData) -> str | None:
-        """One heartbeat; returns the broker's remark (sievemq brokers explain refused subscriptions there)."""
+    async def _heartbeat_one(self, addr: str, data: HeartbeatData) -> list[RefusedSubscription]:
+        """One heartbeat; returns the subscriptions the broker refused (sievemq brokers list them)."""
         try:
             conn = await self.pool.get(addr)
             self._seen_conns[addr] = conn
             resp = await api.heartbeat(conn, data, self.config.request_timeout)
         except Exception as e:
             log.warning("heartbeat to broker %s failed: %s", addr, e)
-            return None
+            return []
         if resp.remark:
             log.warning("broker %s: %s", addr, resp.remark)
-        return resp.remark or None
+        return decode_refused_subscriptions(resp.ext_fields)
 
-    async def heartbeat_all(self) -> list[str]:
-        """HEART_BEAT to every broker (slaves too when there are consumers); the remarks brokers answered."""
+    async def heartbeat_all(self) -> list[RefusedSubscription]:
+        """HEART_BEAT to every broker (slaves too when there are consumers); the subscriptions they refused."""
         if not self.producers and not self.consumers:
             return []
         assert self._heartbeat_lock is not None
         async with self._heartbeat_lock:
             data = self._heartbeat_data()
             addrs = self.all_broker_addrs(include_slaves=bool(data.consumers))
-            remarks = await asyncio.gather(*(self._heartbeat_one(a, data) for a in addrs))
-        return [line for r in remarks if r for line in r.splitlines() if line.strip()]
+            answers = await asyncio.gather(*(self._heartbeat_one(a, data) for a in addrs))
+        return list(dict.fromkeys(r for refused in answers for r in refused))
 
     async def _heartbeat_tick(self) -> None:
-        remarks = await self.heartbeat_all()
-        if remarks != self._last_remarks:  # say it once per change, not once per heartbeat
-            for remark in remarks:
-                log.error("broker refuses a subscription of this client: %s", remark)
-            if self._last_remarks and not remarks:
+        refused = await self.heartbeat_all()
+        if refused != self._last_refused:  # say it once per change, not once per heartbeat
+            for r in refused:
+                log.error("broker refuses a subscription of this client: %s", r.remark)
+            if self._last_refused and not refused:
                 log.info("every subscription of this client is consistent with its group again")
-            self._last_remarks = remarks
+            self._last_refused = refused
 
     # ------------------------------------------------------------------------------------------ consumers
     def rebalance_now(self) -> None:

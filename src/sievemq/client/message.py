@@ -9,29 +9,16 @@ import enum
 import keyword
 import logging
 import re
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.filtersrv.signing import filter_class_crc, signed_fields
+from sievemq.protocol.compression import CompressionError, decompress
 from sievemq.protocol.message import MessageExt, PropertyKey
-from sievemq.protocol.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB_TYPE
+from sievemq.protocol.names import retry_topic
 
 log = logging.getLogger(__name__)
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``: where a group's failed messages come back."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """``%DLQ%<group>``: where messages go after the last retry."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass
@@ -292,27 +279,11 @@ class Selector:
 
 
 def decompress_body(msg: MessageExt) -> None:
-    """Inflate a compressed body in place (zlib; LZ4/zstd if their modules are installed)."""
-    if not msg.sys_flag & COMPRESSED_FLAG or not msg.body:
-        return
-    kind = msg.sys_flag & COMPRESSION_TYPE_MASK
+    """Inflate a compressed body in place (zlib, LZ4 or zstd); a body that cannot be inflated is left as stored."""
     try:
-        if kind in (0, COMPRESSION_ZLIB_TYPE):
-            msg.body = zlib.decompress(msg.body)
-        else:
-            msg.body = _decompress_other(kind, msg.body)
-    except Exception as e:
+        msg.body = decompress(msg.body, msg.sys_flag)
+    except CompressionError as e:
         log.warning("cannot decompress message %s (sysFlag 0x%x): %s; body left as stored", msg.msg_id, msg.sys_flag, e)
-
-
-def _decompress_other(kind: int, body: bytes) -> bytes:
-    if kind == 0x100:
-        import lz4.frame  # type: ignore[import-not-found,unused-ignore]
-
-        return bytes(lz4.frame.decompress(body))
-    import zstandard  # type: ignore[import-not-found,unused-ignore]
-
-    return bytes(zstandard.ZstdDecompressor().decompress(body))
 
 
 def restore_retry_topic(msg: MessageExt, group: str) -> None:

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import random
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,19 +21,15 @@ from typing import Any
 from sievemq.client import api
 from sievemq.client.errors import ClientStateError, MessageValidationError, NoRouteError
 from sievemq.client.instance import ClientConfig, ClientInstance
-from sievemq.client.message import RETRY_GROUP_TOPIC_PREFIX, Message, MessageQueue, SendResult, SendStatus
-from sievemq.client.validation import (
-    AUTO_CREATE_TOPIC_KEY,
-    MAX_MESSAGE_SIZE,
-    validate_batch,
-    validate_group,
-    validate_message,
-)
+from sievemq.client.message import Message, MessageQueue, SendResult, SendStatus
+from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_batch, validate_group, validate_message
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.filter.tags import java_string_hash
 from sievemq.protocol.batch import BatchEntry, encode_batch
+from sievemq.protocol.compression import compress_zlib
 from sievemq.protocol.message import PropertyKey, properties_to_string
 from sievemq.protocol.msgid import UniqIdGenerator
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_retry_topic
 from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.protocol.sysflag import COMPRESSED_FLAG
@@ -266,7 +261,7 @@ class Producer:
         body = bytes(msg.body)
         sys_flag = 0
         if len(body) > self.compress_over:
-            body = zlib.compress(body, 5)
+            body = compress_zlib(body)
             sys_flag |= COMPRESSED_FLAG
         return Outgoing(msg.topic, body, props, msg.flag, sys_flag, False, [uniq], source=msg)
 
@@ -292,7 +287,7 @@ class Producer:
         props = dict(out.properties)
         reconsume = out.reconsume_times
         max_reconsume = out.max_reconsume_times
-        if out.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if is_retry_topic(out.topic):
             if (rt := props.pop(PropertyKey.RECONSUME_TIME, None)) is not None:
                 reconsume = int(rt)
             if (mr := props.pop(PropertyKey.MAX_RECONSUME_TIMES, None)) is not None:
@@ -326,7 +321,7 @@ class Producer:
     def _result(self, out: Outgoing, mq: MessageQueue, resp: RemotingCommand) -> SendResult:
         status = _OK_CODES.get(resp.code)
         if status is None:
-            raise RemotingError(resp.code, resp.remark or f"send to {mq} failed")
+            raise RemotingError.from_response(resp.code, resp.remark or f"send to {mq} failed", resp.ext_fields)
         f = resp.ext_fields
         qid = int(f.get("queueId", mq.queue_id))
         return SendResult(

@@ -31,7 +31,6 @@ from sievemq.client.message import (
     MessageQueue,
     Selector,
     restore_retry_topic,
-    retry_topic,
 )
 from sievemq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from sievemq.client.process_queue import ProcessQueue
@@ -42,6 +41,7 @@ from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt, PropertyKey
+from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, is_retry_topic, retry_topic
 from sievemq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -217,7 +217,9 @@ class PushConsumer:
         else:
             self._offsets = RemoteOffsetStore(inst, self.group)
         self._rebalancer = Rebalancer(inst, self.group, self, broadcasting=self.broadcasting, strategy=self.allocate)
-        self._inner = Producer(group="CLIENT_INNER_PRODUCER", _instance=inst, send_timeout=self.config.request_timeout)
+        self._inner = Producer(
+            group=CLIENT_INNER_PRODUCER_GROUP, _instance=inst, send_timeout=self.config.request_timeout
+        )
         await self._inner.start()
         self._state = "running"
         try:
@@ -510,7 +512,7 @@ class PushConsumer:
             if pq.dropped or self._state == "closed":
                 return
             now = str(int(time.time() * 1000))
-            retried = mq.topic.startswith("%RETRY%")
+            retried = is_retry_topic(mq.topic)
             for m in msgs:
                 if retried:
                     restore_retry_topic(m, self.group)

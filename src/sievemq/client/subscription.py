@@ -13,11 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sievemq.client import api
-from sievemq.client.message import ConsumeFrom, MessageQueue, Selector, decompress_body, retry_topic
+from sievemq.client.message import ConsumeFrom, MessageQueue, Selector, decompress_body
 from sievemq.client.offset_store import OffsetStore
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.message import MessageExt, PropertyKey
+from sievemq.protocol.names import is_retry_topic, retry_topic
+from sievemq.protocol.reasons import RefusedSubscription
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.connection import Connection
 
@@ -101,10 +103,10 @@ class SubscriptionEntry:
         return out
 
 
-def refusals_for(group: str, remarks: Iterable[str]) -> list[str]:
-    """The heartbeat remarks about ``group`` (a sievemq broker refuses a client whose subscription of a topic
-    differs from the group's, and says so in the heartbeat answer)."""
-    return [r for r in remarks if f"consumer group '{group}'" in r]
+def refusals_for(group: str, refused: Iterable[RefusedSubscription]) -> list[str]:
+    """The remarks of the refused subscriptions of ``group`` (a sievemq broker refuses a client whose
+    subscription of a topic differs from the group's, and lists it in the heartbeat answer)."""
+    return [r.remark for r in refused if r.group == group]
 
 
 def retry_subscription(group: str) -> SubscriptionEntry:
@@ -129,7 +131,7 @@ async def start_offset(
     offset = await store.read_store(mq)
     if offset >= 0:
         return offset
-    is_retry = mq.topic.startswith("%RETRY%")
+    is_retry = is_retry_topic(mq.topic)
     if consume_from is ConsumeFrom.FIRST:
         return 0
     if consume_from is ConsumeFrom.LAST:

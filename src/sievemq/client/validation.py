@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from sievemq.client.errors import MessageValidationError
-from sievemq.client.message import RETRY_GROUP_TOPIC_PREFIX, Message
+from sievemq.client.message import Message
 from sievemq.protocol.message import PropertyKey
+from sievemq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    GROUP_MAX_LENGTH,
+    NAME_RE,
+    NOT_ALLOWED_SEND_TOPICS,
+    TOPIC_MAX_LENGTH,
+    is_retry_topic,
+)
 
-TOPIC_MAX_LENGTH = 127
-GROUP_MAX_LENGTH = 255
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 MAX_DELAY_LEVEL = 18
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
 RESERVED_PROPERTIES = frozenset(
     v for k, v in vars(PropertyKey).items() if k.isupper() and isinstance(v, str) and k != "KEY_SEPARATOR"
 )
-_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 def validate_topic(topic: str, *, for_send: bool = True) -> None:
@@ -38,7 +31,7 @@ def validate_topic(topic: str, *, for_send: bool = True) -> None:
         raise MessageValidationError(
             f"the topic name is {len(topic.encode())} bytes long, longer than the limit {TOPIC_MAX_LENGTH}"
         )
-    if not _NAME.match(topic):
+    if not NAME_RE.match(topic):
         raise MessageValidationError(
             f"the topic name {topic!r} contains illegal characters; allowed: letters, digits, '%', '|', '_', '-'"
         )
@@ -55,7 +48,7 @@ def validate_group(group: str) -> None:
         raise MessageValidationError("the group name is blank")
     if len(group) > GROUP_MAX_LENGTH:
         raise MessageValidationError(f"the group name is longer than {GROUP_MAX_LENGTH} characters")
-    if not _NAME.match(group):
+    if not NAME_RE.match(group):
         raise MessageValidationError(
             f"the group name {group!r} contains illegal characters; allowed: letters, digits, '%', '|', '_', '-'"
         )
@@ -111,7 +104,7 @@ def validate_batch(msgs: Sequence[Message], max_size: int = MAX_MESSAGE_SIZE) ->
         if m.wait_store != first.wait_store:
             raise MessageValidationError("every message of a batch must have the same wait_store")
         total += len(m.body) + 20 + sum(len(k) + len(v) + 2 for k, v in m.properties.items())
-    if first.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+    if is_retry_topic(first.topic):
         raise MessageValidationError("batch messages cannot be sent to a retry topic")
     if total > max_size:
         raise MessageValidationError(f"the batch is about {total} bytes, larger than the limit {max_size}")

@@ -129,18 +129,18 @@ def print_status(st: dict[str, Any]) -> None:
 async def fetch_status(addr: str, timeout: float = 5.0) -> dict[str, Any]:
     """Ask the filter server at ``addr`` for its status (private request 30001)."""
     from sievemq.errors import RemotingError
-    from sievemq.filtersrv.processors import FILTERSRV_STATUS
+    from sievemq.remoting.codes import RequestCode
     from sievemq.remoting.command import RemotingCommand
     from sievemq.remoting.connection import connect
 
     host, _, port = addr.rpartition(":")
     conn = await connect(host or "127.0.0.1", int(port), timeout=timeout)
     try:
-        resp = await conn.request(RemotingCommand.request(FILTERSRV_STATUS), timeout)
+        resp = await conn.request(RemotingCommand.request(RequestCode.FILTERSRV_STATUS), timeout)
     finally:
         conn.close()
     if resp.code != 0:
-        raise RemotingError(resp.code, resp.remark or "status request refused")
+        raise RemotingError.from_response(resp.code, resp.remark or "status request refused", resp.ext_fields)
     st = orjson.loads(resp.body)
     if not isinstance(st, dict):
         raise RemotingError(1, "status is not a JSON object")

@@ -7,7 +7,7 @@
   function over the batch in a worker and answer with the matching records exactly as stored. Nothing matched:
   PULL_RETRY_IMMEDIATELY (20) with the advanced offset. A failing function: SYSTEM_ERROR and the offset does not
   move. Any other broker answer (19, 21, ...) is passed through with its header.
-* 30001 (FILTERSRV_STATUS, private): JSON status with the per-function counts.
+* 30001 FILTERSRV_STATUS (private): JSON status with the per-function counts.
 """
 
 from __future__ import annotations
@@ -23,26 +23,19 @@ import orjson
 from sievemq.errors import RemotingError
 from sievemq.filtersrv.registry import Registration
 from sievemq.filtersrv.workers import FilterFailure
+from sievemq.protocol.names import FILTERSRV_CONSUMER_GROUP
+from sievemq.protocol.pull_header import PullMessageHeader, pull_sys_flag
+from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_int, int_or, require_int, require_str
+from sievemq.remoting.headers import int_or, require_str
 from sievemq.remoting.server import ProcessorTable
 
 if TYPE_CHECKING:
     from sievemq.filtersrv.controller import FiltersrvController
 
 log = logging.getLogger(__name__)
-
-FILTERSRV_STATUS = 30001
-"""Private request code: the filter server's status and per-function counts as JSON."""
-FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
-"""The group a filter server pulls from its broker as (RocketMQ's ``MixAll.FILTERSRV_CONSUMER_GROUP``)."""
-
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 
 _PULL_HEADER_KEYS = ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset")
 _QUEUE_OFFSET = struct.Struct(">q")
@@ -74,7 +67,7 @@ class FiltersrvProcessor:
         """Put this processor's codes into ``table``."""
         table.register(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, self.register_filter)
         table.register(RequestCode.PULL_MESSAGE, self.pull)
-        table.register(FILTERSRV_STATUS, self.status)
+        table.register(RequestCode.FILTERSRV_STATUS, self.status)
 
     # ------------------------------------------------------------------ 302
     async def register_filter(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -102,7 +95,9 @@ class FiltersrvProcessor:
             except FilterFailure as e:
                 log.warning("filter %r for %s@%s cannot be loaded: %s", class_name, topic, group, e.detail)
                 return cmd.response(
-                    ResponseCode.SYSTEM_ERROR, f"filter function '{class_name}' cannot be loaded: {e.detail}"
+                    ResponseCode.SYSTEM_ERROR,
+                    f"filter function '{class_name}' cannot be loaded: {e.detail}",
+                    {REASON_FIELD: Reason.FILTER_LOAD_FAILED},
                 )
             reg = self.ctl.registry.put(topic, group, spec)
         log.info("registered filter %s (classCRC %d)", reg.label, crc)
@@ -111,14 +106,9 @@ class FiltersrvProcessor:
     # ------------------------------------------------------------------ 11
     async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """11 PULL_MESSAGE through the (topic, group)'s filter function."""
-        f = cmd.ext_fields
-        group = require_str(f, "consumerGroup")
-        topic = require_str(f, "topic")
-        queue_id = require_int(f, "queueId")
-        offset = require_int(f, "queueOffset")
-        max_nums = max(1, int_or(f, "maxMsgNums", 32))
-        sys_flag = int_or(f, "sysFlag", 0)
-        suspend_ms = max(0, int_or(f, "suspendTimeoutMillis", 0)) if sys_flag & FLAG_SUSPEND else 0
+        h = PullMessageHeader.parse(cmd.ext_fields)
+        group, topic, queue_id, offset, max_nums = h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums
+        suspend_ms = max(0, h.suspend_timeout_millis) if h.suspend else 0
 
         reg = self.ctl.registry.get(topic, group)
         if reg is None:
@@ -126,14 +116,17 @@ class FiltersrvProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"Find Filter class failed: no filter function is registered for group {group} on topic {topic} "
                 f"at filter server {self.ctl.addr}; register one (302) first",
+                Reason.FILTER_NOT_REGISTERED,
             )
         if not reg.enabled:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"filter function {reg.label} is {reg.disabled_reason}")
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                f"filter function {reg.label} is {reg.disabled_reason}",
+                Reason.FILTER_DISABLED,
+            )
 
-        if sys_flag & FLAG_COMMIT_OFFSET:
-            commit = get_int(f, "commitOffset", -1)
-            if commit is not None and commit >= 0:
-                await self._forward_commit(group, topic, queue_id, commit)
+        if h.commits_offset and h.commit_offset >= 0:
+            await self._forward_commit(group, topic, queue_id, h.commit_offset)
 
         resp = await self._broker_pull(topic, queue_id, offset, max_nums, suspend_ms)
         header = {k: resp.ext_fields[k] for k in _PULL_HEADER_KEYS if k in resp.ext_fields}
@@ -144,7 +137,9 @@ class FiltersrvProcessor:
             spans = split_records(resp.body)
             blob = await self._read_ahead(reg, topic, queue_id, max_nums, resp.body, spans, header)
         except ValueError as e:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the broker's pull body is malformed: {e}") from None
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, f"the broker's pull body is malformed: {e}", Reason.BROKER_UNREACHABLE
+            ) from None
         return await self._filter(cmd, reg, blob, spans, header, offset, max_nums)
 
     async def _read_ahead(
@@ -210,6 +205,7 @@ class FiltersrvProcessor:
                 log.warning("filter %s failed on offset %d: %s", reg.label, offset, e.detail)
             state = f"; it is now {reg.disabled_reason}" if disabled else ""
             header["nextBeginOffset"] = str(offset)  # nothing is skipped: the consumer pulls this offset again
+            header[REASON_FIELD] = Reason.FILTER_DISABLED if disabled else Reason.FILTER_FAILED
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR,
                 f"filter function {reg.label} failed: {e.detail}. The {len(spans)} messages from queue offset "
@@ -231,27 +227,26 @@ class FiltersrvProcessor:
     async def _broker_pull(
         self, topic: str, queue_id: int, offset: int, max_nums: int, suspend_ms: int
     ) -> RemotingCommand:
-        fields: dict[str, Any] = {
-            "consumerGroup": FILTERSRV_CONSUMER_GROUP,
-            "topic": topic,
-            "queueId": queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_nums,
-            "sysFlag": FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0),
-            "commitOffset": 0,
-            "suspendTimeoutMillis": suspend_ms,
-            "subscription": "*",
-            "expressionType": "TAG",
-            "subVersion": 0,
-        }
+        header = PullMessageHeader(
+            consumer_group=FILTERSRV_CONSUMER_GROUP,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=pull_sys_flag(commit_offset=False, suspend=suspend_ms > 0, subscription=True, class_filter=False),
+            suspend_timeout_millis=suspend_ms,
+            subscription="*",
+            expression_type="TAG",
+        )
         timeout = self.ctl.config.broker_timeout_seconds + suspend_ms / 1000.0
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_fields())
         try:
             return await self.ctl.broker_conns.request(self.ctl.config.broker_addr, request, timeout)
         except Exception as e:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"filter server {self.ctl.addr} cannot pull from its broker {self.ctl.config.broker_addr}: {e}",
+                Reason.BROKER_UNREACHABLE,
             ) from None
 
     async def _forward_commit(self, group: str, topic: str, queue_id: int, commit: int) -> None:

@@ -27,14 +27,13 @@ import struct
 import sys
 import traceback
 import types
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from sievemq.protocol.compression import CompressionError, decompress
 from sievemq.protocol.message import MessageExt, decode_records
-from sievemq.protocol.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB_TYPE
 
 _LEN = struct.Struct(">I")
 FilterFn = Callable[[MessageExt], object]
@@ -109,11 +108,9 @@ def load_function(spec: dict[str, Any], allowed_modules: list[str]) -> FilterFn:
 
 
 def _inflate(msg: MessageExt) -> None:
-    if msg.sys_flag & COMPRESSED_FLAG:
-        ctype = msg.sys_flag & COMPRESSION_TYPE_MASK
-        if ctype in (0, COMPRESSION_ZLIB_TYPE):
-            with contextlib.suppress(zlib.error):
-                msg.body = zlib.decompress(msg.body)
+    """Give the function the body a consumer would see (zlib, LZ4 or zstd); a corrupt one is left as stored."""
+    with contextlib.suppress(CompressionError):
+        msg.body = decompress(msg.body, msg.sys_flag)
 
 
 def run_batch(fn: FilterFn, blob: bytes) -> list[int]:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from sievemq.remoting.headers import get_bool, get_int, get_str, int_or, require_str
 
 V2_TO_V1 = {
@@ -33,7 +34,7 @@ class SendMessageHeader:
 
     producer_group: str
     topic: str
-    default_topic: str = "TBW102"
+    default_topic: str = AUTO_CREATE_TOPIC_KEY
     default_topic_queue_nums: int = 4
     queue_id: int = -1
     sys_flag: int = 0
@@ -53,7 +54,7 @@ class SendMessageHeader:
         return cls(
             producer_group=get_str(f, "producerGroup", "") or "",
             topic=require_str(f, "topic"),
-            default_topic=get_str(f, "defaultTopic", "TBW102") or "TBW102",
+            default_topic=get_str(f, "defaultTopic", AUTO_CREATE_TOPIC_KEY) or AUTO_CREATE_TOPIC_KEY,
             default_topic_queue_nums=int_or(f, "defaultTopicQueueNums", 4),
             queue_id=-1 if qid is None else qid,
             sys_flag=int_or(f, "sysFlag", 0),

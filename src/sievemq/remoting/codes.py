@@ -55,6 +55,7 @@ class RequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
     # sievemq extensions (a private range no RocketMQ version uses)
+    FILTERSRV_STATUS = 30001
     GET_GROUP_STATUS = 30010
     GET_GROUP_FILTERS = 30011
     EXPLAIN_SELECTOR = 30012

@@ -1,8 +1,8 @@
 """The remoting server: accepts connections and dispatches requests through a table of processors.
 
 A processor is ``async def (conn, cmd) -> RemotingCommand | None``. Unknown request codes are answered with
-REQUEST_CODE_NOT_SUPPORTED; a RemotingError becomes a response with its code and remark; any other exception
-becomes SYSTEM_ERROR with a remark, and the server keeps serving.
+REQUEST_CODE_NOT_SUPPORTED; a RemotingError becomes a response with its code, remark and ``reason`` field; any
+other exception becomes SYSTEM_ERROR with a remark, and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from sievemq.errors import RemotingError
+from sievemq.protocol.reasons import REASON_FIELD
 from sievemq.remoting.codes import ResponseCode, request_name
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -47,7 +48,7 @@ class ProcessorTable:
         try:
             return await processor(conn, cmd)
         except RemotingError as e:
-            return cmd.response(e.code, e.remark)
+            return cmd.response(e.code, e.remark, {REASON_FIELD: e.reason} if e.reason else None)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -22,6 +22,7 @@ from sievemq.client.producer import PublishInfo, shard_selector
 from sievemq.client.subscription import SubscriptionEntry, refusals_for
 from sievemq.client.validation import validate_batch, validate_group, validate_message, validate_topic
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.reasons import RefusedSubscription
 
 
 def test_wire_properties() -> None:
@@ -124,9 +125,12 @@ def test_tag_recheck_drops_hash_collisions() -> None:
 
 
 def test_refusals_for_picks_the_groups_remarks() -> None:
-    remarks = ["inconsistent subscription: consumer group 'g1' subscribes ...", "consumer group 'g2' ..."]
-    assert refusals_for("g1", remarks) == remarks[:1]
-    assert refusals_for("g", remarks) == []
+    refused = [
+        RefusedSubscription("g1", "T", "inconsistent subscription: consumer group 'g1' subscribes ..."),
+        RefusedSubscription("g2", "T", "consumer group 'g2' ..."),
+    ]
+    assert refusals_for("g1", refused) == [refused[0].remark]
+    assert refusals_for("g", refused) == []
 
 
 def test_local_offset_store_survives_a_restart(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from sievemq import __version__
-from sievemq.broker.topics import AUTO_CREATE_TOPIC_KEY, validate_topic_name
+from sievemq.broker.topics import validate_topic_name
 from sievemq.errors import RemotingError
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand

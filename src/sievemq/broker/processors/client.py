@@ -10,9 +10,16 @@ import orjson
 
 from sievemq.broker.clients import ClientChannel
 from sievemq.broker.filters import build_filter
-from sievemq.broker.topics import retry_topic
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import HeartbeatData, Subscription
+from sievemq.protocol.names import retry_topic
+from sievemq.protocol.reasons import (
+    REASON_FIELD,
+    REFUSED_SUBSCRIPTIONS_FIELD,
+    Reason,
+    RefusedSubscription,
+    encode_refused_subscriptions,
+)
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -74,16 +81,25 @@ class ClientProcessor:
         for group in hb.producer_groups:
             if group:
                 self.b.producers.register(group, channel)
-        remarks = []
+        refused = []
         for data in hb.consumers:
             info = self.b.consumers.get(data.group)
             for sub in data.subscriptions:
                 remark = info.remark(hb.client_id, sub.topic) if info else None
                 if remark:
-                    remarks.append(remark)
-        # Success either way (a failed heartbeat would make clients drop the broker); sievemq's client reads the
-        # remark and raises it from start().
-        return cmd.response(ResponseCode.SUCCESS, "\n".join(remarks) or None)
+                    refused.append(RefusedSubscription(data.group, sub.topic, remark))
+        # Success either way (a failed heartbeat would make clients drop the broker): the refusals travel in the
+        # remark (for people) and in the reason fields (for sievemq's client, which raises them from start()).
+        if not refused:
+            return cmd.response(ResponseCode.SUCCESS)
+        return cmd.response(
+            ResponseCode.SUCCESS,
+            "\n".join(r.remark for r in refused),
+            {
+                REASON_FIELD: Reason.SUBSCRIPTION_INCONSISTENT,
+                REFUSED_SUBSCRIPTIONS_FIELD: encode_refused_subscriptions(refused),
+            },
+        )
 
     def _sync_filters(self, group: str) -> None:
         """Keep the group's compiled SQL92 filters in step with its subscriptions."""
@@ -123,8 +139,10 @@ class ClientProcessor:
         if sub.is_tag:
             return cmd.response(ResponseCode.SUCCESS)
         if not self.b.config.enable_property_filter:
-            return cmd.response(
-                ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                "The broker does not support consumer to filter message by SQL92",
+                Reason.SQL92_DISABLED,
             )
         group = str(body.get("group") or "")
         build_filter(sub, group, self.b.filters, True)  # raises SUBSCRIPTION_PARSE_FAILED with the reason

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from sievemq.broker.filters import build_filter
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
+from sievemq.protocol.pull_header import FLAG_CLASS_FILTER, FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_READ
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -24,11 +26,6 @@ from sievemq.store.message_store import GetResult, GetStatus
 
 if TYPE_CHECKING:
     from sievemq.broker.controller import BrokerController
-
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 
 _STATUS_CODE = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -59,7 +56,7 @@ class PullProcessor:
         if info is not None and client_id is not None:
             remark = info.remark(client_id, topic)
             if remark is not None:
-                raise RemotingError(ResponseCode.SUBSCRIPTION_NOT_EXIST, remark)
+                raise RemotingError(ResponseCode.SUBSCRIPTION_NOT_EXIST, remark, Reason.SUBSCRIPTION_INCONSISTENT)
             info.pulls[(topic, queue_id)] = (client_id, time.monotonic())
         if sys_flag & FLAG_SUBSCRIPTION:
             return Subscription(

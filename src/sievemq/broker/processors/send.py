@@ -6,18 +6,20 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from sievemq.broker.topics import (
-    AUTO_CREATE_TOPIC_KEY,
-    NOT_ALLOWED_SEND_TOPICS,
-    RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
-    dlq_topic,
-    retry_topic,
-    validate_topic_name,
-)
+from sievemq.broker.topics import validate_topic_name
 from sievemq.errors import RemotingError
 from sievemq.protocol.batch import decode_batch
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record, string_to_properties
+from sievemq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    NOT_ALLOWED_SEND_TOPICS,
+    SCHEDULE_TOPIC,
+    VERSION_SEND_BACK_MAX_RECONSUME,
+    dlq_topic,
+    group_of_retry_topic,
+    is_retry_topic,
+    retry_topic,
+)
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -70,8 +72,8 @@ class SendProcessor:
             raise RemotingError(ResponseCode.NO_PERMISSION, f"sending to the system topic [{h.topic}] is forbidden")
         tc = self.b.topics.get(h.topic)
         if tc is None:
-            if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                group = h.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            group = group_of_retry_topic(h.topic)
+            if group is not None:
                 gc = self.b.groups.find(group)
                 if gc is None:
                     raise RemotingError(
@@ -117,21 +119,20 @@ class SendProcessor:
 
     # ----------------------------------------------------------------------------------------- routing
     def _max_reconsume(self, group: str, header_value: int | None, version: int) -> int:
-        if header_value is not None and version >= 121:
+        if header_value is not None and version >= VERSION_SEND_BACK_MAX_RECONSUME:
             return header_value
         gc = self.b.groups.find(group)
         return gc.retryMaxTimes if gc else self.b.config.max_reconsume_times
 
     def _route_special(self, msg: MessageExt, h: SendMessageHeader, version: int) -> None:
         """Dead-letter an exhausted retry message; park a delayed one in the schedule topic."""
-        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-            if msg.reconsume_times >= self._max_reconsume(group, h.max_reconsume_times, version):
-                msg.topic = dlq_topic(group)
-                msg.queue_id = 0
-                msg.properties.pop(PropertyKey.DELAY, None)
-                self.b.topics.create_system_topic(msg.topic, 1, PERM_READ | PERM_WRITE)
-                return
+        group = group_of_retry_topic(msg.topic)
+        if group is not None and msg.reconsume_times >= self._max_reconsume(group, h.max_reconsume_times, version):
+            msg.topic = dlq_topic(group)
+            msg.queue_id = 0
+            msg.properties.pop(PropertyKey.DELAY, None)
+            self.b.topics.create_system_topic(msg.topic, 1, PERM_READ | PERM_WRITE)
+            return
         self.delay(msg)
 
     def delay(self, msg: MessageExt) -> None:
@@ -182,7 +183,7 @@ class SendProcessor:
             )
 
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if is_retry_topic(h.topic):
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
             try:
                 entries = decode_batch(cmd.body)
@@ -246,7 +247,7 @@ class SendProcessor:
         origin = get_str(f, "originMsgId") or old.uniq_key or old.offset_msg_id
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, origin)
         props.pop(PropertyKey.DELAY, None)
-        max_times = get_int(f, "maxReconsumeTimes") if cmd.version >= 121 else None
+        max_times = get_int(f, "maxReconsumeTimes") if cmd.version >= VERSION_SEND_BACK_MAX_RECONSUME else None
         if max_times is None:
             max_times = gc.retryMaxTimes
         reconsume = old.reconsume_times

@@ -1,0 +1,105 @@
+"""Names on the wire: system topics, topics derived from a group, reserved groups, name rules, client versions.
+
+One home for every name that a client, a broker and a filter server must spell alike (see
+``docs/protocol/message-format.md``, delay, retry and system topics). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "AUTO_CREATE_TOPIC_KEY",
+    "CLIENT_INNER_PRODUCER_GROUP",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "FILTERSRV_CONSUMER_GROUP",
+    "GROUP_MAX_LENGTH",
+    "NAME_RE",
+    "NOT_ALLOWED_SEND_TOPICS",
+    "OFFSET_MOVED_EVENT",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "SCHEDULE_TOPIC",
+    "SELF_TEST_TOPIC",
+    "SYSTEM_TOPIC_PREFIXES",
+    "TOPIC_MAX_LENGTH",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
+    "VERSION_SEND_BACK_MAX_RECONSUME",
+    "dlq_topic",
+    "group_of_retry_topic",
+    "is_retry_topic",
+    "is_system_topic",
+    "retry_topic",
+]
+
+# ------------------------------------------------------------------------------------------- system topics
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+"""The template topic: a broker with it (and PERM_INHERIT) creates unknown topics on first send."""
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+"""Delayed messages wait here: queue ``level - 1``, the consume-queue tags slot holding the delivery time."""
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+"""Topics no client may send to directly."""
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SYSTEM_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "rmq_sys_", "RMQ_SYS_")
+"""Prefixes of topics a broker creates for itself (hidden from plain topic listings)."""
+
+# ------------------------------------------------------------------------------------------- reserved groups
+FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
+"""The group a filter server pulls from its broker as."""
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+"""The producer group a consumer uses to send failed messages back to its retry topic."""
+
+# ------------------------------------------------------------------------------------------- name rules
+TOPIC_MAX_LENGTH = 127
+"""Bytes; the stored record keeps a topic's length in one signed byte."""
+GROUP_MAX_LENGTH = 255
+NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+"""Characters allowed in topic and group names."""
+
+# ------------------------------------------------------------------------------------------- client versions
+VERSION_SEND_BACK_MAX_RECONSUME = 121
+"""The first client version (``RemotingCommand.version``) whose sends and send-backs carry a trustworthy
+``maxReconsumeTimes``; older clients get the group's ``retryMaxTimes``."""
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``: where a group's failed messages come back."""
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``: where a group's messages go after the last retry."""
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_retry_topic(topic: str) -> bool:
+    """True for ``%RETRY%<group>``."""
+    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def group_of_retry_topic(topic: str) -> str | None:
+    """The group of ``%RETRY%<group>``, None for any other topic."""
+    return topic[len(RETRY_GROUP_TOPIC_PREFIX) :] if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else None
+
+
+def is_system_topic(topic: str) -> bool:
+    """Topics a broker keeps for itself: templates, schedule, transactions, retry/DLQ, ``rmq_sys_*``."""
+    return topic.startswith(SYSTEM_TOPIC_PREFIXES) or topic in NOT_ALLOWED_SEND_TOPICS or topic == AUTO_CREATE_TOPIC_KEY

@@ -1,0 +1,98 @@
+"""Machine-readable reasons: why a request was refused, in a stable word a program can branch on.
+
+A response that refuses something a client may act on carries, besides its RocketMQ response code and a remark
+written for people, the extFields entry ``reason`` (``REASON_FIELD``) with one of the ``Reason`` values below.
+Remarks may be reworded at any time; reasons never change meaning. Clients that do not know the field ignore
+it (RocketMQ's clients read only the fields they expect). See ``docs/protocol/codes.md``.
+
+A heartbeat answer stays SUCCESS when the broker refuses some of the subscriptions it carries (a failed heartbeat
+would make clients drop the broker); it then carries ``reason = SUBSCRIPTION_INCONSISTENT`` and
+``REFUSED_SUBSCRIPTIONS_FIELD``: a JSON list of ``{"group", "topic", "remark"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+import orjson
+
+__all__ = [
+    "REASON_FIELD",
+    "REFUSED_SUBSCRIPTIONS_FIELD",
+    "Reason",
+    "RefusedSubscription",
+    "decode_refused_subscriptions",
+    "encode_refused_subscriptions",
+    "reason_of",
+]
+
+REASON_FIELD = "reason"
+REFUSED_SUBSCRIPTIONS_FIELD = "refusedSubscriptions"
+
+
+class Reason(StrEnum):
+    """Stable reasons for refusals (the value is what travels)."""
+
+    SUBSCRIPTION_INCONSISTENT = "SUBSCRIPTION_INCONSISTENT"
+    """The client subscribes a topic differently from its consumer group; it gets no queues of it."""
+    SQL92_DISABLED = "SQL92_DISABLED"
+    """The broker does not filter by SQL92 (``enablePropertyFilter = false``)."""
+    FILTER_NOT_REGISTERED = "FILTER_NOT_REGISTERED"
+    """The filter server holds no filter function for the (group, topic): register it (302) and pull again."""
+    FILTER_DISABLED = "FILTER_DISABLED"
+    """The filter function failed too often and is off until registered again."""
+    FILTER_FAILED = "FILTER_FAILED"
+    """The filter function failed on this batch; nothing was skipped (pull the same offset again)."""
+    FILTER_LOAD_FAILED = "FILTER_LOAD_FAILED"
+    """The filter function could not be loaded (import or compile error)."""
+    FILTER_NOT_ALLOWED = "FILTER_NOT_ALLOWED"
+    """The filter server's policy refuses the function (module not allowed, uploads off, bad signature)."""
+    FILTER_INVALID = "FILTER_INVALID"
+    """The registration request itself is malformed (name, classCRC, source size or encoding)."""
+    BROKER_UNREACHABLE = "BROKER_UNREACHABLE"
+    """A filter server could not pull from its broker."""
+
+
+def reason_of(fields: Mapping[str, str]) -> Reason | None:
+    """The reason in a response's extFields, None when absent or not one sievemq knows."""
+    value = fields.get(REASON_FIELD)
+    if not value:
+        return None
+    try:
+        return Reason(value)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedSubscription:
+    """One subscription a broker refused in a heartbeat answer."""
+
+    group: str
+    topic: str
+    remark: str
+    """What the client is told, for people."""
+
+
+def encode_refused_subscriptions(refused: list[RefusedSubscription]) -> str:
+    """The ``refusedSubscriptions`` field value."""
+    return orjson.dumps([{"group": r.group, "topic": r.topic, "remark": r.remark} for r in refused]).decode()
+
+
+def decode_refused_subscriptions(fields: Mapping[str, str]) -> list[RefusedSubscription]:
+    """The refused subscriptions a heartbeat answer lists (empty when none or unreadable)."""
+    raw = fields.get(REFUSED_SUBSCRIPTIONS_FIELD)
+    if not raw:
+        return []
+    try:
+        items = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    out: list[RefusedSubscription] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict):
+            group, topic, remark = (str(item.get(k, "")) for k in ("group", "topic", "remark"))
+            out.append(RefusedSubscription(group, topic, remark))
+    return out
