@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from sievemq.errors import ConfigError
+from sievemq.protocol.message import MAX_TOPIC_LENGTH
 from sievemq.remoting.command import MAX_FRAME_LENGTH
 
 T = TypeVar("T")
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-NAME_MAX_LENGTH = 127
-"""RocketMQ's topic length limit; broker and cluster names are topics too (the broker creates them)."""
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_LENGTH - 1024 * 1024
 """Largest ``maxMessageSize``: 15 MiB, so a body of that size and its header fit one 16 MiB remoting frame."""
 MIN_COMMITLOG_FILE_SIZE = 64 * 1024
@@ -160,9 +159,9 @@ HOST_PORT = Format("host:port (port 1..65535)", _is_host_port)
 HOST_PORT_LIST = Format(
     "host:port items separated by ';' (port 1..65535), or empty", lambda v: all(map(_is_host_port, split_addrs(v)))
 )
-NAME = Format(
-    f"1..{NAME_MAX_LENGTH} characters of a-z A-Z 0-9 _ - % | (RocketMQ's topic characters)",
-    lambda v: len(v) <= NAME_MAX_LENGTH and bool(TOPIC_NAME_RE.match(v)),
+NAME = Format(  # broker and cluster names are topics too (the broker creates them)
+    f"1..{MAX_TOPIC_LENGTH} characters of a-z A-Z 0-9 _ - % | (RocketMQ's topic characters)",
+    lambda v: len(v) <= MAX_TOPIC_LENGTH and bool(TOPIC_NAME_RE.match(v)),
 )
 STORE_DIR = Format("a folder path, not an existing file nor under one", _is_store_dir)
 EXISTING_FILE = Format("empty or the path of an existing file", lambda v: v == "" or Path(v).is_file())
@@ -308,13 +307,15 @@ class Spec:
             for choice in self.choices:
                 if isinstance(value, str) and value.lower() == choice.lower():
                     return choice
-            raise ConfigError(key=self.key, value=value, allowed=self.allowed)
-        typed = isinstance(value, self.kind) and not (self.kind is not bool and isinstance(value, bool))
-        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
-            typed = True
-        if not typed or not self.rule.accepts(value):
-            raise ConfigError(key=self.key, value=value, allowed=self.allowed)
-        return value
+        elif _has_type(value, self.kind) and self.rule.accepts(value):
+            return value
+        raise ConfigError(key=self.key, value=value, allowed=self.allowed)
+
+
+def _has_type(value: Any, kind: type) -> bool:
+    if kind is bool or isinstance(value, bool):  # a bool is an int to isinstance, not to a setting
+        return kind is bool and isinstance(value, bool)
+    return isinstance(value, int | float) if kind is float else isinstance(value, kind)
 
 
 def camel(name: str) -> str:
