@@ -79,7 +79,7 @@ def dev(
             "listen_host": host,
             "broker_ip": host if host not in ("0.0.0.0", "") else "127.0.0.1",
             "listen_port": broker_port,
-            "namesrv_addr": f"{'127.0.0.1' if host == '0.0.0.0' else host}:{namesrv_port}",
+            "namesrv_addr": f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{namesrv_port}",
             "store_path_root_dir": data,
             "auto_create_topic_enable": True,
         }
