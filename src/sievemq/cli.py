@@ -5,18 +5,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from sievemq import __version__
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
-from sievemq.runner import run_until_signalled
+from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.runner import config_options, run_until_signalled
 
-F = TypeVar("F", bound=Callable[..., Any])
+REFERENCE_SECTIONS: tuple[tuple[str, type[Any]], ...] = (
+    ("name server (`sievemq namesrv`)", NamesrvConfig),
+    ("broker (`sievemq broker`, `sievemq dev`)", BrokerConfig),
+    ("filter server (`sievemq filtersrv`; env prefix `SIEVEMQ_FILTERSRV_`)", FiltersrvConfig),
+)
 
 
 def _setup_logging(level: str) -> None:
@@ -25,24 +29,6 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-
-
-def config_options(cls: type[Any], skip: frozenset[str] = frozenset()) -> Callable[[F], F]:
-    """One ``--kebab-case`` option per config field, documented from the field's doc."""
-
-    def deco(f: F) -> F:
-        for fld in reversed(fields(cls)):
-            if fld.name in skip:
-                continue
-            opt = "--" + fld.name.replace("_", "-")
-            typ = {bool: click.BOOL, int: click.INT, float: click.FLOAT}.get(fld.type, click.STRING)  # type: ignore[call-overload]
-            if isinstance(fld.type, str):
-                typ = {"bool": click.BOOL, "int": click.INT, "float": click.FLOAT}.get(fld.type, click.STRING)
-            help_text = f"{fld.metadata.get('doc', '')} [default: {fld.default}]"
-            f = click.option(opt, fld.name, type=typ, default=None, help=help_text)(f)
-        return f
-
-    return deco
 
 
 def _overrides(kwargs: dict[str, Any], cls: type[Any]) -> dict[str, Any]:
@@ -93,7 +79,7 @@ def dev(
             "listen_host": host,
             "broker_ip": host if host not in ("0.0.0.0", "") else "127.0.0.1",
             "listen_port": broker_port,
-            "namesrv_addr": f"{'127.0.0.1' if host == '0.0.0.0' else host}:{namesrv_port}",
+            "namesrv_addr": f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{namesrv_port}",
             "store_path_root_dir": data,
             "auto_create_topic_enable": True,
         }
@@ -178,13 +164,38 @@ def broker(config_path: str | None, **kwargs: Any) -> None:
     run_until_signalled(run)
 
 
+def _markdown_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return '""' if value == "" else str(value)
+
+
+def reference_markdown() -> str:
+    """The README's configuration reference: one table row per setting of every role."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
+    for title, cls in REFERENCE_SECTIONS:
+        lines.append(f"| **{title}** | | | |")
+        for key, _typ, default, doc, allowed in describe(cls):
+            lines.append(f"| `{key}` | `{cell(_markdown_value(default))}` | {cell(allowed)} | {cell(doc)} |")
+    return "\n".join(lines) + "\n"
+
+
 @main.command("config-reference")
-def config_reference() -> None:
-    """Print every setting of the name server and the broker with its default."""
-    for title, cls in (("name server", NamesrvConfig), ("broker", BrokerConfig)):
-        click.echo(f"[{title}]")
-        for key, typ, default, doc in describe(cls):
+@click.option("--markdown", is_flag=True, help="print the README's table instead")
+def config_reference(markdown: bool) -> None:
+    """Print every setting of the name server, the broker and the filter server: default, allowed values, meaning."""
+    if markdown:
+        click.echo(reference_markdown(), nl=False)
+        return
+    for title, cls in REFERENCE_SECTIONS:
+        click.echo(f"[{title.replace('`', '')}]")
+        for key, typ, default, doc, allowed in describe(cls):
             click.echo(f"  {key:34} {typ:6} {default!r:<24} {doc}")
+            click.echo(f"  {'':34} {'':6} allowed: {allowed}")
         click.echo("")
 
 

@@ -50,7 +50,24 @@ class RequestTimeoutError(SieveError):
 
 
 class ConfigError(SieveError):
-    """A configuration value is invalid."""
+    """A configuration is unusable: a bad value, an unknown key, an unreadable file.
+
+    For a bad value, ``key`` (camelCase, as written in a TOML file), ``value`` and ``allowed`` (what the key
+    accepts, in words) say which and why, and ``source`` where the value came from (a file, an environment
+    variable, the command line); the message is one line built from them. Otherwise ``key`` is empty.
+    """
+
+    def __init__(
+        self, message: str = "", *, key: str = "", value: object = None, allowed: str = "", source: str = ""
+    ) -> None:
+        if not message:
+            where = f" (from {source})" if source else ""
+            message = f"invalid {key} {value!r}{where}: expected {allowed}"
+        super().__init__(message)
+        self.key = key
+        self.value = value
+        self.allowed = allowed
+        self.source = source
 
 
 def _code_name(code: int) -> str:

@@ -33,3 +33,9 @@ def test_every_broker_and_namesrv_request_code_is_listed(tmp_path: Path) -> None
     section = README[README.index("## Protocol coverage") : README.index("## Layout")]
     missing = [c for c in ns_codes + broker_codes if f"{c} " not in section]
     assert not missing, f"README's protocol coverage lacks request codes {missing}"
+
+
+def test_the_config_reference_is_the_generated_one() -> None:
+    from sievemq.cli import reference_markdown
+
+    assert reference_markdown() in README, "regenerate it: sievemq config-reference --markdown"

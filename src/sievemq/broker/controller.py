@@ -25,34 +25,18 @@ from sievemq.broker.processors.send import SendProcessor
 from sievemq.broker.registration import NamesrvRegistrar
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
+from sievemq.broker.store_settings import bloom_filter, store_config
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.config import BrokerConfig
-from sievemq.filter.bloom import BloomFilter
 from sievemq.protocol.message import MessageExt
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
 from sievemq.store.delay_levels import parse_levels
-from sievemq.store.message_store import MessageStore, PutStatus, StoreConfig
+from sievemq.store.message_store import MessageStore, PutStatus
 
 log = logging.getLogger(__name__)
-
-
-def store_config(cfg: BrokerConfig) -> StoreConfig:
-    """The store settings derived from the broker's."""
-    return StoreConfig(
-        root=Path(cfg.store_path_root_dir),
-        commitlog_file_size=cfg.mapped_file_size_commitlog,
-        cq_entries_per_file=cfg.mapped_file_size_consume_queue_entries,
-        flush_disk_type="SYNC_FLUSH" if cfg.flush_disk_type.upper() == "SYNC_FLUSH" else "ASYNC_FLUSH",
-        flush_interval_ms=cfg.flush_interval_commitlog_ms,
-        sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
-        file_reserved_hours=cfg.file_reserved_time,
-        delete_when_hour=cfg.delete_when,
-        disk_max_used_space_ratio=cfg.disk_max_used_space_ratio / 100.0,
-        max_message_size=cfg.max_message_size,
-    )
 
 
 class BrokerController:
@@ -78,7 +62,7 @@ class BrokerController:
         )
         self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
-        self.bloom = BloomFilter.create(config.max_error_rate_of_bloom_filter, config.expect_consumer_num_use_filter)
+        self.bloom = bloom_filter(config)
         self.filters = ConsumerFilterManager(config_dir, self.bloom)
         self.hold = PullHoldService()
         self.stats = BrokerStats()

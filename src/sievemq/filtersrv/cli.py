@@ -8,34 +8,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import MISSING, fields
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 import orjson
 
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
-from sievemq.runner import run_until_signalled
+from sievemq.runner import config_options, run_until_signalled
 
-F = TypeVar("F", bound=Callable[..., Any])
-_TYPES: dict[str, Any] = {"bool": click.BOOL, "int": click.INT, "float": click.FLOAT}
-
-
-def _options(f: F) -> F:
-    """One ``--kebab-case`` option per FiltersrvConfig field (``--broker`` for brokerAddr)."""
-    for fld in reversed(fields(FiltersrvConfig)):
-        names = ["--" + fld.name.replace("_", "-")]
-        if fld.name == "broker_addr":
-            names.insert(0, "--broker")
-        typ = _TYPES.get(fld.type if isinstance(fld.type, str) else getattr(fld.type, "__name__", ""), click.STRING)
-        default = fld.default if fld.default is not MISSING else None
-        if fld.name == "upload_secret":
-            default = "(none)"
-        help_text = f"{fld.metadata.get('doc', '')} [default: {default}]"
-        f = click.option(*names, fld.name, type=typ, default=None, help=help_text)(f)
-    return f
+_options = config_options(FiltersrvConfig, aliases={"broker_addr": ["--broker"]}, shown={"upload_secret": "(none)"})
 
 
 async def _serve(cfg: FiltersrvConfig, stop: asyncio.Event) -> None:

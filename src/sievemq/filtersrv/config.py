@@ -11,19 +11,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sievemq.config import load_config
-from sievemq.errors import ConfigError
+from sievemq.config import ADVERTISED_IP, HOST_PORT, LISTEN_HOST, Format, check_fields, load_config, setting
 
 ENV_PREFIX = "SIEVEMQ_FILTERSRV_"
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-
-
-def _doc(text: str, **kw: Any) -> Any:
-    return field(metadata={"doc": text}, **kw)
 
 
 def split_list(value: str, *, paths: bool = False) -> tuple[str, ...]:
@@ -32,52 +27,42 @@ def split_list(value: str, *, paths: bool = False) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
+MODULE_LIST = Format(
+    "dotted module names separated by commas (shop.filters), or empty",
+    lambda v: all(_MODULE_RE.match(m) for m in split_list(v)),
+)
+
+
 @dataclass(frozen=True)
 class FiltersrvConfig:
     """Settings of one filter server (RocketMQ-style camelCase keys are accepted in the TOML file)."""
 
-    broker_addr: str = _doc(
-        "the broker this filter server serves and pulls from (host:port)", default="127.0.0.1:10911"
+    broker_addr: str = setting(
+        "the broker this filter server serves and pulls from (host:port)", "127.0.0.1:10911", fmt=HOST_PORT
     )
-    listen_host: str = _doc("address to listen on", default="127.0.0.1")
-    listen_port: int = _doc("TCP port for consumers (0: an ephemeral port)", default=0)
-    advertised_ip: str = _doc("IP advertised to the broker as ip:port (IPv4)", default="127.0.0.1")
-    register_interval_seconds: float = _doc("how often to register with the broker (301)", default=10.0)
-    client_upload_filter_enable: bool = _doc("accept signed Python source uploaded by clients", default=False)
-    upload_secret: str = _doc("HMAC-SHA256 secret shared with clients that may upload (prefer the env)", default="")
-    upload_accounts: str = _doc("AccessKey accounts allowed to upload (comma-separated)", default="")
-    filter_modules: str = _doc("modules whose functions consumers may name, module:function", default="")
-    filter_paths: str = _doc("folders added to the workers' sys.path (comma-separated)", default="")
-    worker_count: int = _doc("worker processes running filter functions", default=2)
-    batch_timeout_seconds: float = _doc("wall-clock limit for one batch (one pull) in a worker", default=2.0)
-    load_timeout_seconds: float = _doc("limit for importing/compiling a function at registration", default=10.0)
-    worker_cpu_seconds: int = _doc("RLIMIT_CPU of a worker; workers are recycled at half of it", default=60)
-    worker_memory_mb: int = _doc("RLIMIT_AS of a worker in MiB (0: unlimited)", default=1024)
-    worker_max_batches: int = _doc("recycle a worker after this many batches", default=100_000)
-    max_consecutive_failures: int = _doc("disable a function for its group after this many failures", default=3)
-    max_source_bytes: int = _doc("largest uploaded source accepted", default=256 * 1024)
-    read_ahead_batches: int = _doc("broker batches a pull may read to find maxMsgNums matches (1: off)", default=8)
-    broker_timeout_seconds: float = _doc("timeout of a request to the broker (plus any suspend time)", default=10.0)
-    parent_pid: int = _doc("exit when this process is gone (set by a broker that spawns us; 0: off)", default=0)
+    listen_host: str = setting("address to listen on", "127.0.0.1", fmt=LISTEN_HOST)
+    listen_port: int = setting("TCP port for consumers (0: an ephemeral port)", 0, lo=0, hi=65535)
+    advertised_ip: str = setting("IP advertised to the broker as ip:port (IPv4)", "127.0.0.1", fmt=ADVERTISED_IP)
+    register_interval_seconds: float = setting("how often to register with the broker (301)", 10.0, above=0)
+    client_upload_filter_enable: bool = setting("accept signed Python source uploaded by clients", False)
+    upload_secret: str = setting("HMAC-SHA256 secret shared with clients that may upload (prefer the env)", "")
+    upload_accounts: str = setting("AccessKey accounts allowed to upload (comma-separated)", "")
+    filter_modules: str = setting("modules whose functions consumers may name, module:function", "", fmt=MODULE_LIST)
+    filter_paths: str = setting("folders added to the workers' sys.path (comma-separated)", "")
+    worker_count: int = setting("worker processes running filter functions", 2, lo=1)
+    batch_timeout_seconds: float = setting("wall-clock limit for one batch (one pull) in a worker", 2.0, above=0)
+    load_timeout_seconds: float = setting("limit for importing/compiling a function at registration", 10.0, above=0)
+    worker_cpu_seconds: int = setting("RLIMIT_CPU of a worker; workers are recycled at half of it", 60, lo=1)
+    worker_memory_mb: int = setting("RLIMIT_AS of a worker in MiB (0: unlimited)", 1024, lo=0)
+    worker_max_batches: int = setting("recycle a worker after this many batches", 100_000, lo=1)
+    max_consecutive_failures: int = setting("disable a function for its group after this many failures", 3, lo=1)
+    max_source_bytes: int = setting("largest uploaded source accepted", 256 * 1024, lo=1)
+    read_ahead_batches: int = setting("broker batches a pull may read to find maxMsgNums matches (1: off)", 8, lo=1)
+    broker_timeout_seconds: float = setting("timeout of a request to the broker (plus any suspend time)", 10.0, above=0)
+    parent_pid: int = setting("exit when this process is gone (set by a broker that spawns us; 0: off)", 0, lo=0)
 
     def __post_init__(self) -> None:
-        if self.worker_count < 1:
-            raise ConfigError("filtersrv: workerCount must be at least 1")
-        if self.batch_timeout_seconds <= 0 or self.load_timeout_seconds <= 0:
-            raise ConfigError("filtersrv: batchTimeoutSeconds and loadTimeoutSeconds must be positive")
-        if self.worker_cpu_seconds < 1:
-            raise ConfigError("filtersrv: workerCpuSeconds must be at least 1")
-        if self.worker_memory_mb < 0:
-            raise ConfigError("filtersrv: workerMemoryMb must be 0 (unlimited) or positive")
-        if self.read_ahead_batches < 1:
-            raise ConfigError("filtersrv: readAheadBatches must be at least 1")
-        if self.max_consecutive_failures < 1:
-            raise ConfigError("filtersrv: maxConsecutiveFailures must be at least 1")
-        if ":" not in self.broker_addr:
-            raise ConfigError(f"filtersrv: brokerAddr must be host:port, got {self.broker_addr!r}")
-        for m in self.modules:
-            if not _MODULE_RE.match(m):
-                raise ConfigError(f"filtersrv: filterModules entry {m!r} is not a dotted module name")
+        check_fields(self)
 
     @property
     def modules(self) -> tuple[str, ...]:
