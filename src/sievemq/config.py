@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from sievemq.errors import ConfigError
-from sievemq.protocol.message import MAX_TOPIC_LENGTH
+from sievemq.protocol.names import MAX_TOPIC_LENGTH, NAME_RE
 from sievemq.remoting.command import MAX_FRAME_LENGTH
 
 T = TypeVar("T")
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-TOPIC_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_LENGTH - 1024 * 1024
 """Largest ``maxMessageSize``: 15 MiB, so a body of that size and its header fit one 16 MiB remoting frame."""
 MIN_COMMITLOG_FILE_SIZE = 64 * 1024
@@ -161,7 +160,7 @@ HOST_PORT_LIST = Format(
 )
 NAME = Format(  # broker and cluster names are topics too (the broker creates them)
     f"1..{MAX_TOPIC_LENGTH} characters of a-z A-Z 0-9 _ - % | (RocketMQ's topic characters)",
-    lambda v: len(v) <= MAX_TOPIC_LENGTH and bool(TOPIC_NAME_RE.match(v)),
+    lambda v: len(v) <= MAX_TOPIC_LENGTH and bool(NAME_RE.match(v)),
 )
 STORE_DIR = Format("a folder path, not an existing file nor under one", _is_store_dir)
 EXISTING_FILE = Format("empty or the path of an existing file", lambda v: v == "" or Path(v).is_file())

@@ -15,11 +15,11 @@ from typing import Any
 from sievemq.errors import RemotingError
 from sievemq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
+    MAX_TOPIC_LENGTH,
     NAME_RE,
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
-    TOPIC_MAX_LENGTH,
 )
 from sievemq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from sievemq.remoting.codes import ResponseCode
@@ -32,10 +32,10 @@ def validate_topic_name(topic: str) -> None:
     """Raise RemotingError (SYSTEM_ERROR, as RocketMQ) when ``topic`` is not a legal topic name."""
     if not topic:
         raise RemotingError(ResponseCode.SYSTEM_ERROR, "the specified topic is blank")
-    if len(topic.encode()) > TOPIC_MAX_LENGTH:
+    if len(topic.encode()) > MAX_TOPIC_LENGTH:
         raise RemotingError(
             ResponseCode.SYSTEM_ERROR,
-            f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH} ({len(topic.encode())} bytes)",
+            f"the specified topic is longer than topic max length {MAX_TOPIC_LENGTH} ({len(topic.encode())} bytes)",
         )
     if not NAME_RE.match(topic):
         raise RemotingError(

@@ -10,9 +10,9 @@ from sievemq.protocol.message import PropertyKey
 from sievemq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     GROUP_MAX_LENGTH,
+    MAX_TOPIC_LENGTH,
     NAME_RE,
     NOT_ALLOWED_SEND_TOPICS,
-    TOPIC_MAX_LENGTH,
     is_retry_topic,
 )
 
@@ -27,9 +27,9 @@ def validate_topic(topic: str, *, for_send: bool = True) -> None:
     """A legal topic name: ``^[%|a-zA-Z0-9_-]+$``, at most 127 bytes; system topics are not sendable."""
     if not isinstance(topic, str) or not topic.strip():
         raise MessageValidationError("the topic name is blank")
-    if len(topic.encode()) > TOPIC_MAX_LENGTH:
+    if len(topic.encode()) > MAX_TOPIC_LENGTH:
         raise MessageValidationError(
-            f"the topic name is {len(topic.encode())} bytes long, longer than the limit {TOPIC_MAX_LENGTH}"
+            f"the topic name is {len(topic.encode())} bytes long, longer than the limit {MAX_TOPIC_LENGTH}"
         )
     if not NAME_RE.match(topic):
         raise MessageValidationError(

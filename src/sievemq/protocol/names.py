@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 
+from sievemq.protocol.message import MAX_TOPIC_LENGTH
+
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY",
     "CLIENT_INNER_PRODUCER_GROUP",
     "DLQ_GROUP_TOPIC_PREFIX",
     "FILTERSRV_CONSUMER_GROUP",
     "GROUP_MAX_LENGTH",
+    "MAX_TOPIC_LENGTH",
     "NAME_RE",
     "NOT_ALLOWED_SEND_TOPICS",
     "OFFSET_MOVED_EVENT",
@@ -21,7 +24,6 @@ __all__ = [
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
     "SYSTEM_TOPIC_PREFIXES",
-    "TOPIC_MAX_LENGTH",
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
@@ -68,8 +70,6 @@ CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 """The producer group a consumer uses to send failed messages back to its retry topic."""
 
 # ------------------------------------------------------------------------------------------- name rules
-TOPIC_MAX_LENGTH = 127
-"""Bytes; the stored record keeps a topic's length in one signed byte."""
 GROUP_MAX_LENGTH = 255
 NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 """Characters allowed in topic and group names."""
