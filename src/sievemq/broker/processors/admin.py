@@ -37,34 +37,24 @@ class AdminSettings:
     default_topic_queue_nums: int
 
 
+@dataclass
 class AdminProcessor:
-    """Topic and group administration."""
+    """Topic and group administration.
 
-    def __init__(
-        self,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        offsets: ConsumerOffsetManager,
-        store: MessageStore,
-        consumers: ConsumerManager,
-        hold: PullHoldService,
-        stats: BrokerStats,
-        writer: ConfigWriter,
-        register_now: Callable[[], Awaitable[object]],
-        settings: AdminSettings,
-    ) -> None:
-        """``register_now`` registers with the name servers at once (after a topic change); changes are on disk
-        (``writer``) before they are answered."""
-        self.topics = topics
-        self.groups = groups
-        self.offsets = offsets
-        self.store = store
-        self.consumers = consumers
-        self.hold = hold
-        self.stats = stats
-        self.writer = writer
-        self.register_now = register_now
-        self.settings = settings
+    Changes are on disk (``writer``) before they are answered; ``register_now`` registers with the name servers at
+    once after a topic change.
+    """
+
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    store: MessageStore
+    consumers: ConsumerManager
+    hold: PullHoldService
+    stats: BrokerStats
+    writer: ConfigWriter
+    register_now: Callable[[], Awaitable[object]]
+    settings: AdminSettings
 
     def register(self, table: ProcessorTable) -> None:
         """Put the admin codes into ``table``."""

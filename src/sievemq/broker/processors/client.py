@@ -4,6 +4,7 @@ CHECK_CLIENT_CONFIG (46), and the ordered-consumption locks LOCK_BATCH_MQ (41) /
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -41,26 +42,17 @@ def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
     return data
 
 
+@dataclass
 class ClientProcessor:
     """Heartbeats, unregistration, group membership and queue locks."""
 
-    def __init__(
-        self,
-        consumers: ConsumerManager,
-        producers: ProducerManager,
-        groups: SubscriptionGroupManager,
-        topics: TopicConfigManager,
-        filters: ConsumerFilterManager,
-        locks: QueueLocks,
-        property_filter: bool = True,
-    ) -> None:
-        self.consumers = consumers
-        self.producers = producers
-        self.groups = groups
-        self.topics = topics
-        self.filters = filters
-        self.locks = locks
-        self.property_filter = property_filter
+    consumers: ConsumerManager
+    producers: ProducerManager
+    groups: SubscriptionGroupManager
+    topics: TopicConfigManager
+    filters: ConsumerFilterManager
+    locks: QueueLocks
+    property_filter: bool = True
 
     def register(self, table: ProcessorTable) -> None:
         """Put the client-management codes into ``table``."""

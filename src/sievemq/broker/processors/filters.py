@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -27,22 +28,15 @@ SAMPLE_SIZE = 10
 MAX_EXPLAIN = 1_000_000
 
 
+@dataclass
 class FilterAdminProcessor:
     """Counts and explanations of filters."""
 
-    def __init__(
-        self,
-        consumers: ConsumerManager,
-        filters: ConsumerFilterManager,
-        topics: TopicConfigManager,
-        store: MessageStore,
-        broker_name: str,
-    ) -> None:
-        self.consumers = consumers
-        self.filters = filters
-        self.topics = topics
-        self.store = store
-        self.broker_name = broker_name
+    consumers: ConsumerManager
+    filters: ConsumerFilterManager
+    topics: TopicConfigManager
+    store: MessageStore
+    broker_name: str
 
     def register(self, table: ProcessorTable) -> None:
         """Put the filter admin codes into ``table``."""

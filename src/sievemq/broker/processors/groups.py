@@ -4,6 +4,7 @@ expressions, whether it is consistent, the queues it pulls, and the group's lag.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -19,22 +20,15 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.store.message_store import MessageStore
 
 
+@dataclass
 class GroupStatusProcessor:
     """Reports a consumer group's state."""
 
-    def __init__(
-        self,
-        consumers: ConsumerManager,
-        offsets: ConsumerOffsetManager,
-        topics: TopicConfigManager,
-        store: MessageStore,
-        broker_name: str,
-    ) -> None:
-        self.consumers = consumers
-        self.offsets = offsets
-        self.topics = topics
-        self.store = store
-        self.broker_name = broker_name
+    consumers: ConsumerManager
+    offsets: ConsumerOffsetManager
+    topics: TopicConfigManager
+    store: MessageStore
+    broker_name: str
 
     def register(self, table: ProcessorTable) -> None:
         """Put GET_GROUP_STATUS into ``table``."""

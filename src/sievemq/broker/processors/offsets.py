@@ -3,6 +3,8 @@ SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sievemq.broker.config_files import ConfigWriter
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -13,17 +15,17 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.store.message_store import MessageStore
 
 
+@dataclass
 class OffsetProcessor:
-    """Consumer offsets and queue offset queries."""
+    """Consumer offsets and queue offset queries.
 
-    def __init__(
-        self, offsets: ConsumerOffsetManager, store: MessageStore, writer: ConfigWriter, sync_flush: bool = False
-    ) -> None:
-        """``sync_flush``: a commit that waits for its answer is on disk when answered (``writer`` writes it)."""
-        self.offsets = offsets
-        self.store = store
-        self.writer = writer
-        self.sync_flush = sync_flush
+    ``sync_flush``: a commit that waits for its answer is on disk when answered (``writer`` writes it).
+    """
+
+    offsets: ConsumerOffsetManager
+    store: MessageStore
+    writer: ConfigWriter
+    sync_flush: bool = False
 
     def register(self, table: ProcessorTable) -> None:
         """Put the offset codes into ``table``."""

@@ -62,30 +62,19 @@ class PullSettings:
     """SQL92 subscriptions allowed."""
 
 
+@dataclass
 class PullProcessor:
     """Serves pulls."""
 
-    def __init__(
-        self,
-        store: MessageStore,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        consumers: ConsumerManager,
-        filters: ConsumerFilterManager,
-        offsets: ConsumerOffsetManager,
-        hold: PullHoldService,
-        stats: BrokerStats,
-        settings: PullSettings,
-    ) -> None:
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.consumers = consumers
-        self.filters = filters
-        self.offsets = offsets
-        self.hold = hold
-        self.stats = stats
-        self.settings = settings
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    consumers: ConsumerManager
+    filters: ConsumerFilterManager
+    offsets: ConsumerOffsetManager
+    hold: PullHoldService
+    stats: BrokerStats
+    settings: PullSettings
 
     def register(self, table: ProcessorTable) -> None:
         """Put PULL_MESSAGE into ``table``."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -12,11 +14,11 @@ from sievemq.store.message_store import MessageStore
 DEFAULT_QUERY_MAX_NUM = 32
 
 
+@dataclass
 class QueryProcessor:
     """Finds stored messages."""
 
-    def __init__(self, store: MessageStore) -> None:
-        self.store = store
+    store: MessageStore
 
     def register(self, table: ProcessorTable) -> None:
         """Put the lookup codes into ``table``."""

@@ -70,22 +70,15 @@ class SendSettings:
     max_delay_level: int
 
 
+@dataclass
 class SendProcessor:
     """Stores what producers send."""
 
-    def __init__(
-        self,
-        store: MessageStore,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        stats: BrokerStats,
-        settings: SendSettings,
-    ) -> None:
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.stats = stats
-        self.settings = settings
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    stats: BrokerStats
+    settings: SendSettings
 
     def register(self, table: ProcessorTable) -> None:
         """Put the send codes into ``table``."""

@@ -4,6 +4,7 @@ dead-letter topic (``broker/retry.py`` decides which)."""
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.processors.send import stored_code
@@ -22,22 +23,15 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.store.message_store import MessageStore
 
 
+@dataclass
 class SendBackProcessor:
     """Re-stores failed messages for a later retry, or dead-letters them."""
 
-    def __init__(
-        self,
-        store: MessageStore,
-        topics: TopicConfigManager,
-        groups: SubscriptionGroupManager,
-        store_host: tuple[str, int],
-        max_delay_level: int,
-    ) -> None:
-        self.store = store
-        self.topics = topics
-        self.groups = groups
-        self.store_host = store_host
-        self.max_delay_level = max_delay_level
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    store_host: tuple[str, int]
+    max_delay_level: int
 
     def register(self, table: ProcessorTable) -> None:
         """Put CONSUMER_SEND_MSG_BACK into ``table``."""
