@@ -6,22 +6,25 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sievemq.broker.clients import ConsumerManager, ProducerManager
+from sievemq.broker.config_files import ConfigWriter
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.filter_servers import FilterServerManager
 from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.locks import QueueLocks
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
-from sievemq.broker.processors.admin import AdminProcessor
+from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.client import ClientProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
-from sievemq.broker.processors.pull import PullProcessor
+from sievemq.broker.processors.pull import PullProcessor, PullSettings
 from sievemq.broker.processors.query import QueryProcessor
-from sievemq.broker.processors.send import SendProcessor
+from sievemq.broker.processors.send import SendProcessor, SendSettings
+from sievemq.broker.processors.send_back import SendBackProcessor
 from sievemq.broker.registration import NamesrvRegistrar
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
@@ -39,8 +42,12 @@ from sievemq.store.message_store import MessageStore, PutStatus
 log = logging.getLogger(__name__)
 
 
+class _Processor(Protocol):
+    def register(self, table: ProcessorTable) -> None: ...
+
+
 class BrokerController:
-    """Runs one broker in the current event loop."""
+    """Runs one broker in the current event loop: builds the services and hands each processor the ones it uses."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -49,39 +56,30 @@ class BrokerController:
         config_dir.mkdir(parents=True, exist_ok=True)
         self.store_host = (config.broker_ip, config.listen_port)
         self.store = MessageStore(store_config(config), self.store_host)
+        self.writer = ConfigWriter()
+        save = self.writer.save
         self.topics = TopicConfigManager(
             config_dir,
             config.broker_name,
             config.broker_cluster_name,
             config.default_topic_queue_nums,
             config.auto_create_topic_enable,
+            save,
         )
-        self.offsets = ConsumerOffsetManager(config_dir)
+        self.offsets = ConsumerOffsetManager(config_dir, save)
         self.groups = SubscriptionGroupManager(
-            config_dir, config.auto_create_subscription_group, config.max_reconsume_times
+            config_dir, config.auto_create_subscription_group, config.max_reconsume_times, save
         )
         self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
         self.bloom = bloom_filter(config)
-        self.filters = ConsumerFilterManager(config_dir, self.bloom)
+        self.filters = ConsumerFilterManager(config_dir, self.bloom, save)
         self.hold = PullHoldService()
         self.stats = BrokerStats()
-        self.schedule = ScheduleService(
-            self.store, parse_levels(config.message_delay_level), config_dir, self._put_scheduled
-        )
-        self.send_processor = SendProcessor(self)
-        self.client_processor = ClientProcessor(self)
+        levels = parse_levels(config.message_delay_level)
+        self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
         table = ProcessorTable("broker")
-        for proc in (
-            self.send_processor,
-            PullProcessor(self),
-            self.client_processor,
-            OffsetProcessor(self),
-            QueryProcessor(self),
-            AdminProcessor(self),
-            GroupStatusProcessor(self),
-            FilterAdminProcessor(self),
-        ):
+        for proc in self._processors(len(levels)):
             proc.register(table)
         self.filter_servers = FilterServerManager(
             config.advertised_addr,
@@ -102,6 +100,60 @@ class BrokerController:
             config.namesrv_list(), self._register_header(), self._register_body, config.register_broker_interval_seconds
         )
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _processors(self, max_delay_level: int) -> list[_Processor]:
+        c = self.config
+        send = SendSettings(
+            broker_name=c.broker_name,
+            cluster_name=c.broker_cluster_name,
+            store_host=self.store_host,
+            max_message_size=c.max_message_size,
+            auto_create_topic=c.auto_create_topic_enable,
+            max_reconsume_times=c.max_reconsume_times,
+            max_delay_level=max_delay_level,
+        )
+        pull = PullSettings(c.long_polling_enable, c.short_polling_time_mills, c.enable_property_filter)
+        admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
+        return [
+            SendProcessor(self.store, self.topics, self.groups, self.stats, send),
+            SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level),
+            PullProcessor(
+                self.store,
+                self.topics,
+                self.groups,
+                self.consumers,
+                self.filters,
+                self.offsets,
+                self.hold,
+                self.stats,
+                pull,
+            ),
+            ClientProcessor(
+                self.consumers,
+                self.producers,
+                self.groups,
+                self.topics,
+                self.filters,
+                QueueLocks(),
+                c.enable_property_filter,
+            ),
+            OffsetProcessor(self.offsets, self.store, self.writer, self.sync_flush),
+            QueryProcessor(self.store),
+            AdminProcessor(
+                self.topics,
+                self.groups,
+                self.offsets,
+                self.store,
+                self.consumers,
+                self.hold,
+                self.stats,
+                self.writer,
+                self.register_now,
+                admin,
+            ),
+            GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
+            FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
+        ]
 
     # ------------------------------------------------------------------ registration
     def _register_header(self) -> dict[str, Any]:
@@ -149,12 +201,12 @@ class BrokerController:
     @property
     def sync_flush(self) -> bool:
         """True under SYNC_FLUSH."""
-        return self.config.flush_disk_type.upper() == "SYNC_FLUSH"
+        return self.config.flush_disk_type == "SYNC_FLUSH"
 
     async def _persist_offsets_loop(self) -> None:
         while True:
             await asyncio.sleep(1.0)
-            try:
+            try:  # the writes happen in the config writer's thread
                 self.offsets.persist()
                 self.filters.persist()
             except Exception:
@@ -177,7 +229,7 @@ class BrokerController:
         self.groups.load()
         self.schedule.load()
         self.filters.load()
-        if self.config.enable_calc_filter_bit_map and hasattr(self.store, "set_bitmap_calculator"):
+        if self.config.enable_calc_filter_bit_map:
             self.store.set_bitmap_calculator(self.filters.calc_bitmap)
         self.store.load()
         self.store.add_dispatch_listener(self._on_dispatch)
@@ -210,5 +262,6 @@ class BrokerController:
         self.filters.persist()
         self.topics.persist()
         self.groups.persist()
+        await self.writer.close()
         await self.store.shutdown()
         log.info("broker %s stopped cleanly", self.config.broker_name)

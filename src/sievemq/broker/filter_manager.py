@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,13 +54,18 @@ class FilterEntry:
     bit_positions: list[int] = field(default_factory=list)
     counts: FilterCounts = field(default_factory=FilterCounts)
     mask: bytes = b""
+    """The group's bits set in an otherwise empty bitmap of the broker's Bloom length (what a pull tests)."""
 
 
 class ConsumerFilterManager:
     """Compiled SQL92 filters by (group, topic)."""
 
-    def __init__(self, config_dir: Path, bloom: BloomFilter) -> None:
+    def __init__(
+        self, config_dir: Path, bloom: BloomFilter, save: Callable[[Path, Any], None] = atomic_write_json
+    ) -> None:
+        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop)."""
         self.path = config_dir / "consumerFilter.json"
+        self._save = save
         self.bloom = bloom
         self.entries: dict[tuple[str, str], FilterEntry] = {}
         self.by_topic: dict[str, list[FilterEntry]] = {}
@@ -96,6 +101,9 @@ class ConsumerFilterManager:
             log.warning("group %s topic %s: SQL92 expression does not compile: %s", group, topic, e)
             return None
         self.errors.pop(key, None)
+        positions = self.bloom.bit_positions(f"{group}#{topic}")
+        mask = self.bloom.empty_bitmap()
+        self.bloom.set_bits(mask, positions)
         entry = FilterEntry(
             group,
             topic,
@@ -103,8 +111,9 @@ class ConsumerFilterManager:
             selector,
             int(time.time() * 1000),
             version,
-            self.bloom.bit_positions(f"{group}#{topic}"),
+            positions,
             self.counts_for(group, topic),
+            bytes(mask),
         )
         if old is not None:
             self._remove(key)
@@ -181,4 +190,4 @@ class ConsumerFilterManager:
             }
             for _, e in sorted(self.entries.items())
         ]
-        atomic_write_json(self.path, {"filters": filters})
+        self._save(self.path, {"filters": filters})

@@ -84,12 +84,16 @@ class SqlFilter:
         self.counts.filtered_by_bitmap += n
 
     def match_cq(self, tags_code: int, ext: Any = None) -> bool:
-        """False only when the message's bitmap proves the group's filter did not match it."""
+        """False only when the message's bitmap proves the group's filter did not match it.
+
+        A bitmap is trusted only when stored after the filter was registered and exactly as long as the broker's
+        Bloom filter makes them (one written under other Bloom settings would be read at the wrong bits).
+        """
         positions = self.positions
         if positions is None or ext is None:
             return True
         bitmap = ext.bitmap
-        if not bitmap or ext.store_time <= self.trust_after or len(bitmap) * 8 <= max(positions):
+        if not bitmap or ext.store_time <= self.trust_after or len(bitmap) != len(self.mask):
             return True
         for p in positions:
             if not bitmap[p >> 3] & (1 << (p & 7)):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,16 @@ class GroupConfig:
 class SubscriptionGroupManager:
     """The broker's group table."""
 
-    def __init__(self, config_dir: Path, auto_create: bool, max_reconsume_times: int) -> None:
+    def __init__(
+        self,
+        config_dir: Path,
+        auto_create: bool,
+        max_reconsume_times: int,
+        save: Callable[[Path, Any], None] = atomic_write_json,
+    ) -> None:
+        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop)."""
         self.path = config_dir / "subscriptionGroup.json"
+        self._save = save
         self.table: dict[str, GroupConfig] = {}
         self.auto_create = auto_create
         self.max_reconsume_times = max_reconsume_times
@@ -42,8 +51,8 @@ class SubscriptionGroupManager:
             self.table[name] = GroupConfig(**{k: v for k, v in cfg.items() if k in fields})
 
     def persist(self) -> None:
-        """Write the table atomically."""
-        atomic_write_json(self.path, {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}})
+        """Save the table."""
+        self._save(self.path, {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}})
 
     def find(self, group: str) -> GroupConfig | None:
         """The group's config; created with defaults when auto-creation is on."""

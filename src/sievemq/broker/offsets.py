@@ -5,7 +5,9 @@ Format is RocketMQ's: ``{"offsetTable": {"<topic>@<group>": {"<queueId>": offset
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sievemq.store.jsonfile import atomic_write_json, read_json
 
@@ -13,10 +15,12 @@ from sievemq.store.jsonfile import atomic_write_json, read_json
 class ConsumerOffsetManager:
     """Committed offsets of consumer groups."""
 
-    def __init__(self, config_dir: Path) -> None:
+    def __init__(self, config_dir: Path, save: Callable[[Path, Any], None] = atomic_write_json) -> None:
+        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop)."""
         self.path = config_dir / "consumerOffset.json"
         self.table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self._save = save
 
     def load(self) -> None:
         """Read the persisted table."""
@@ -25,14 +29,17 @@ class ConsumerOffsetManager:
             self.table[key] = {int(q): int(o) for q, o in queues.items()}
 
     def persist(self, force: bool = False) -> None:
-        """Write the table atomically if it changed since the last write."""
+        """Save the table if it changed since the last save (or ``force``)."""
+        document = self.take_snapshot(force)
+        if document is not None:
+            self._save(self.path, document)
+
+    def take_snapshot(self, force: bool = False) -> dict[str, Any] | None:
+        """The document to write when the table changed since the last snapshot (or ``force``); marks it clean."""
         if not (self._dirty or force):
-            return
+            return None
         self._dirty = False
-        atomic_write_json(
-            self.path,
-            {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())}},
-        )
+        return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())}}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Store a committed offset (negative offsets, as ali-ons sends for untouched queues, are ignored)."""

@@ -13,13 +13,39 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
 from sievemq.protocol.names import SCHEDULE_TOPIC
+from sievemq.remoting.codes import ResponseCode
 from sievemq.store.jsonfile import atomic_write_json, read_json
 from sievemq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
+
+
+def park_for_delay(msg: MessageExt, max_level: int) -> None:
+    """A message with a DELAY level moves to the schedule topic (queue ``level - 1``; levels above ``max_level``
+    become ``max_level``), its real topic and queue kept in properties; level 0 or below means no delay."""
+    raw = msg.properties.get(PropertyKey.DELAY)
+    if not raw:
+        return
+    try:
+        level = int(raw)
+    except ValueError:
+        raise RemotingError(
+            ResponseCode.MESSAGE_ILLEGAL, f"DELAY property must be a level number, got {raw!r}"
+        ) from None
+    if level <= 0:
+        msg.properties.pop(PropertyKey.DELAY, None)
+        return
+    level = min(level, max_level)
+    msg.properties[PropertyKey.DELAY] = str(level)
+    msg.properties[PropertyKey.REAL_TOPIC] = msg.topic
+    msg.properties[PropertyKey.REAL_QID] = str(msg.queue_id)
+    msg.topic = SCHEDULE_TOPIC
+    msg.queue_id = level - 1
 
 
 def rebuild_due_message(stored: MessageExt) -> MessageExt:
@@ -52,8 +78,11 @@ class ScheduleService:
         config_dir: Path,
         put: Callable[[MessageExt], Awaitable[bool]],
         poll_interval: float = 0.1,
+        save: Callable[[Path, Any], None] = atomic_write_json,
     ) -> None:
+        """``save(path, document)`` writes the progress file (the broker's ``ConfigWriter.save``)."""
         self.store = store
+        self._save = save
         self.levels_ms = levels_ms
         self.path = config_dir / "delayOffset.json"
         self.offsets: dict[int, int] = {}
@@ -76,7 +105,7 @@ class ScheduleService:
         """Write progress if it moved."""
         if self._dirty:
             self._dirty = False
-            atomic_write_json(self.path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+            self._save(self.path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
 
     async def deliver_due(self, now_ms: int | None = None) -> int:
         """Deliver every due message now; returns how many moved."""

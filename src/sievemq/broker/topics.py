@@ -54,8 +54,11 @@ class TopicConfigManager:
         cluster_name: str,
         default_queue_nums: int,
         auto_create_topic_enable: bool,
+        save: Callable[[Path, Any], None] = atomic_write_json,
     ) -> None:
+        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop)."""
         self.path = config_dir / "topics.json"
+        self._save = save
         self.table: dict[str, TopicConfig] = {}
         self.data_version: dict[str, int] = {"counter": 0, "timestamp": int(time.time() * 1000)}
         self.auto_create = auto_create_topic_enable
@@ -85,8 +88,8 @@ class TopicConfigManager:
         self.data_version = {"counter": int(dv.get("counter", 0)), "timestamp": int(dv.get("timestamp", 0))}
 
     def persist(self) -> None:
-        """Write the table atomically."""
-        atomic_write_json(self.path, self.wrapper())
+        """Save the table."""
+        self._save(self.path, self.wrapper())
 
     def wrapper(self) -> dict[str, Any]:
         """TopicConfigSerializeWrapper JSON."""

@@ -3,12 +3,19 @@ DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 207) and GET_BROKER_RUNTIME_INFO 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
 
 import orjson
 
 from sievemq import __version__
-from sievemq.broker.topics import validate_topic_name
+from sievemq.broker.clients import ConsumerManager
+from sievemq.broker.config_files import ConfigWriter
+from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.long_polling import PullHoldService
+from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.stats import BrokerStats
+from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.errors import RemotingError
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from sievemq.protocol.route import TopicConfig
@@ -17,16 +24,37 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_bool, get_str, int_or, require_str
 from sievemq.remoting.server import ProcessorTable
-
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
+from sievemq.store.message_store import MessageStore
 
 
+@dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """The broker settings administration answers with or checks against."""
+
+    broker_name: str
+    cluster_name: str
+    advertised_addr: str
+    default_topic_queue_nums: int
+
+
+@dataclass
 class AdminProcessor:
-    """Topic and group administration."""
+    """Topic and group administration.
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    Changes are on disk (``writer``) before they are answered; ``register_now`` registers with the name servers at
+    once after a topic change.
+    """
+
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    store: MessageStore
+    consumers: ConsumerManager
+    hold: PullHoldService
+    stats: BrokerStats
+    writer: ConfigWriter
+    register_now: Callable[[], Awaitable[object]]
+    settings: AdminSettings
 
     def register(self, table: ProcessorTable) -> None:
         """Put the admin codes into ``table``."""
@@ -44,9 +72,9 @@ class AdminProcessor:
         f = cmd.ext_fields
         topic = require_str(f, "topic")
         validate_topic_name(topic)
-        if topic == AUTO_CREATE_TOPIC_KEY or topic == self.b.config.broker_cluster_name:
+        if topic == AUTO_CREATE_TOPIC_KEY or topic == self.settings.cluster_name:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words")
-        default_n = self.b.config.default_topic_queue_nums
+        default_n = self.settings.default_topic_queue_nums
         read_n = int_or(f, "readQueueNums", default_n)
         write_n = int_or(f, "writeQueueNums", default_n)
         if not (0 < read_n <= 1024 and 0 < write_n <= 1024):
@@ -65,61 +93,63 @@ class AdminProcessor:
             topic_sys_flag=int_or(f, "topicSysFlag", 0),
             order=get_bool(f, "order"),
         )
-        self.b.topics.update(tc)
-        await self.b.register_now()
+        self.topics.update(tc)
+        await self.writer.flush()
+        await self.register_now()
         return cmd.response(ResponseCode.SUCCESS)
 
     async def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """21 GET_ALL_TOPIC_CONFIG: TopicConfigSerializeWrapper JSON."""
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.b.topics.wrapper()))
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.topics.wrapper()))
 
     async def topic_names(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """23 GET_TOPIC_NAME_LIST."""
-        body = {"topicList": sorted(self.b.topics.table), "brokerAddr": self.b.config.advertised_addr}
+        body = {"topicList": sorted(self.topics.table), "brokerAddr": self.settings.advertised_addr}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """215 DELETE_TOPIC_IN_BROKER: drop the topic, its queues and its offsets."""
         topic = require_str(cmd.ext_fields, "topic")
-        self.b.topics.delete(topic)
-        self.b.offsets.remove_topic(topic)
-        self.b.store.delete_topics({topic})
-        await self.b.register_now()
+        self.topics.delete(topic)
+        self.offsets.remove_topic(topic)
+        self.store.delete_topics({topic})
+        await self.writer.flush()
+        await self.register_now()
         return cmd.response(ResponseCode.SUCCESS)
 
     async def create_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """200 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (body: SubscriptionGroupConfig JSON)."""
         try:
             cfg = orjson.loads(cmd.body)
-            self.b.groups.update(cfg)
+            self.groups.update(cfg)
         except (orjson.JSONDecodeError, TypeError, AttributeError) as e:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupConfig: {e}") from None
+        await self.writer.flush()
         return cmd.response(ResponseCode.SUCCESS)
 
     async def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
-        from dataclasses import asdict
-
-        body = {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.b.groups.table.items())}}
+        body = {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.groups.table.items())}}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     async def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """207 DELETE_SUBSCRIPTIONGROUP."""
-        self.b.groups.delete(require_str(cmd.ext_fields, "groupName"))
+        self.groups.delete(require_str(cmd.ext_fields, "groupName"))
+        await self.writer.flush()
         return cmd.response(ResponseCode.SUCCESS)
 
     async def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """28 GET_BROKER_RUNTIME_INFO: a KVTable of counters."""
-        s = self.b.stats
+        s = self.stats
         table = {
             "brokerVersionDesc": f"sievemq {__version__}",
             "brokerVersion": "409",
             "msgPutTotalTodayNow": str(s.put_total),
             "msgGetTotalTodayNow": str(s.get_total),
-            "commitLogMaxOffset": str(self.b.store.max_phy_offset),
-            "commitLogMinOffset": str(self.b.store.min_phy_offset),
-            "pullHeldCount": str(self.b.hold.held()),
-            "consumerGroups": str(len(self.b.consumers.groups)),
-            "topics": str(len(self.b.topics.table)),
+            "commitLogMaxOffset": str(self.store.max_phy_offset),
+            "commitLogMinOffset": str(self.store.min_phy_offset),
+            "pullHeldCount": str(self.hold.held()),
+            "consumerGroups": str(len(self.consumers.groups)),
+            "topics": str(len(self.topics.table)),
         }
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

@@ -4,12 +4,17 @@ CHECK_CLIENT_CONFIG (46), and the ordered-consumption locks LOCK_BATCH_MQ (41) /
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-from sievemq.broker.clients import ClientChannel
+from sievemq.broker.clients import ClientChannel, ConsumerManager, ProducerManager
+from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.filters import build_filter
+from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.locks import Queue, QueueLocks
+from sievemq.broker.topics import TopicConfigManager
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import HeartbeatData, Subscription
 from sievemq.protocol.names import retry_topic
@@ -26,11 +31,6 @@ from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_str, require_str
 from sievemq.remoting.server import ProcessorTable
 
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
-
-LOCK_MAX_LIVE_SECONDS = 60.0
-
 
 def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
     try:
@@ -42,13 +42,17 @@ def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
     return data
 
 
+@dataclass
 class ClientProcessor:
     """Heartbeats, unregistration, group membership and queue locks."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
-        # group -> (topic, brokerName, queueId) -> (client id, last lock time)
-        self.locks: dict[str, dict[tuple[str, str, int], tuple[str, float]]] = {}
+    consumers: ConsumerManager
+    producers: ProducerManager
+    groups: SubscriptionGroupManager
+    topics: TopicConfigManager
+    filters: ConsumerFilterManager
+    locks: QueueLocks
+    property_filter: bool = True
 
     def register(self, table: ProcessorTable) -> None:
         """Put the client-management codes into ``table``."""
@@ -71,19 +75,19 @@ class ClientProcessor:
         for data in hb.consumers:
             if not data.group:
                 continue
-            gc = self.b.groups.find(data.group)
+            gc = self.groups.find(data.group)
             if gc is not None:
                 rt = retry_topic(data.group)
-                if self.b.topics.get(rt) is None:
-                    self.b.topics.create_system_topic(rt, gc.retryQueueNums)
-            self.b.consumers.register(channel, data)
+                if self.topics.get(rt) is None:
+                    self.topics.create_system_topic(rt, gc.retryQueueNums)
+            self.consumers.register(channel, data)
             self._sync_filters(data.group)
         for group in hb.producer_groups:
             if group:
-                self.b.producers.register(group, channel)
+                self.producers.register(group, channel)
         refused = []
         for data in hb.consumers:
-            info = self.b.consumers.get(data.group)
+            info = self.consumers.get(data.group)
             for sub in data.subscriptions:
                 remark = info.remark(hb.client_id, sub.topic) if info else None
                 if remark:
@@ -103,30 +107,30 @@ class ClientProcessor:
 
     def _sync_filters(self, group: str) -> None:
         """Keep the group's compiled SQL92 filters in step with its subscriptions."""
-        info = self.b.consumers.get(group)
+        info = self.consumers.get(group)
         if info is None:
             return
         for topic in info.topics():
             sub = info.subscription(topic)
             if sub is not None and sub.expression_type == "SQL92" and not sub.class_filter_mode:
-                self.b.filters.register(group, topic, sub.sub_string, sub.sub_version)
-            elif self.b.filters.get(group, topic) is not None:
-                self.b.filters.unregister(group, topic)
+                self.filters.register(group, topic, sub.sub_string, sub.sub_version)
+            elif self.filters.get(group, topic) is not None:
+                self.filters.unregister(group, topic)
 
     async def unregister(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """35 UNREGISTER_CLIENT."""
         f = cmd.ext_fields
         client_id = require_str(f, "clientID")
         if group := get_str(f, "producerGroup"):
-            self.b.producers.unregister(group, client_id)
+            self.producers.unregister(group, client_id)
         if group := get_str(f, "consumerGroup"):
-            self.b.consumers.unregister(group, client_id)
+            self.consumers.unregister(group, client_id)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def consumer_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """38 GET_CONSUMER_LIST_BY_GROUP: the sorted client ids of a group."""
         group = require_str(cmd.ext_fields, "consumerGroup")
-        info = self.b.consumers.get(group)
+        info = self.consumers.get(group)
         ids = info.client_ids(get_str(cmd.ext_fields, "topic"), conn.attrs.get("client_id")) if info else []
         if not ids:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
@@ -138,39 +142,31 @@ class ClientProcessor:
         sub = Subscription.from_json(body.get("subscriptionData") or {})
         if sub.is_tag:
             return cmd.response(ResponseCode.SUCCESS)
-        if not self.b.config.enable_property_filter:
+        if not self.property_filter:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 "The broker does not support consumer to filter message by SQL92",
                 Reason.SQL92_DISABLED,
             )
         group = str(body.get("group") or "")
-        build_filter(sub, group, self.b.filters, True)  # raises SUBSCRIPTION_PARSE_FAILED with the reason
+        build_filter(sub, group, self.filters, True)  # raises SUBSCRIPTION_PARSE_FAILED with the reason
         return cmd.response(ResponseCode.SUCCESS)
 
-    def _mq_set(self, body: dict[str, Any]) -> list[tuple[str, str, int]]:
+    @staticmethod
+    def _mq_set(body: dict[str, Any]) -> list[Queue]:
         return [(str(m["topic"]), str(m["brokerName"]), int(m["queueId"])) for m in body.get("mqSet") or []]
 
     async def lock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """41 LOCK_BATCH_MQ: lock queues for an orderly consumer; answers the queues it now holds."""
         body = _json_body(cmd, "LockBatchRequestBody")
         group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
-        table = self.locks.setdefault(group, {})
-        now = time.monotonic()
-        ok = []
-        for mq in self._mq_set(body):
-            holder = table.get(mq)
-            if holder is None or holder[0] == client or now - holder[1] > LOCK_MAX_LIVE_SECONDS:
-                table[mq] = (client, now)
-                ok.append({"topic": mq[0], "brokerName": mq[1], "queueId": mq[2]})
+        held = self.locks.lock(group, client, self._mq_set(body), time.monotonic())
+        ok = [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": ok}))
 
     async def unlock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """42 UNLOCK_BATCH_MQ."""
         body = _json_body(cmd, "UnlockBatchRequestBody")
         group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
-        table = self.locks.get(group, {})
-        for mq in self._mq_set(body):
-            if table.get(mq, ("",))[0] == client:
-                del table[mq]
+        self.locks.unlock(group, client, self._mq_set(body))
         return cmd.response(ResponseCode.SUCCESS)

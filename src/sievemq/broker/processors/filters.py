@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
+from sievemq.broker.clients import ConsumerManager
+from sievemq.broker.filter_manager import ConsumerFilterManager
+from sievemq.broker.topics import TopicConfigManager
 from sievemq.errors import RemotingError
 from sievemq.filter.tags import TagExpression, tag_code
 from sievemq.protocol.message import decode_record
@@ -18,19 +22,21 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_str, int_or, require_str
 from sievemq.remoting.server import ProcessorTable
-
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
+from sievemq.store.message_store import MessageStore
 
 SAMPLE_SIZE = 10
 MAX_EXPLAIN = 1_000_000
 
 
+@dataclass
 class FilterAdminProcessor:
     """Counts and explanations of filters."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    consumers: ConsumerManager
+    filters: ConsumerFilterManager
+    topics: TopicConfigManager
+    store: MessageStore
+    broker_name: str
 
     def register(self, table: ProcessorTable) -> None:
         """Put the filter admin codes into ``table``."""
@@ -40,25 +46,25 @@ class FilterAdminProcessor:
     async def group_filters(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """30011: the group's filters and their counts on this broker."""
         group = require_str(cmd.ext_fields, "consumerGroup")
-        info = self.b.consumers.get(group)
+        info = self.consumers.get(group)
         out = []
-        topics = {t for (g, t) in self.b.filters.counts if g == group} | (info.topics() if info else set())
+        topics = {t for (g, t) in self.filters.counts if g == group} | (info.topics() if info else set())
         for topic in sorted(topics):
             sub = info.subscription(topic) if info else None
-            entry = self.b.filters.get(group, topic)
+            entry = self.filters.get(group, topic)
             item: dict[str, Any] = {
                 "topic": topic,
                 "expression": sub.sub_string if sub else (entry.expression if entry else None),
                 "expressionType": sub.expression_type if sub else ("SQL92" if entry else None),
-                "counts": self.b.filters.counts_for(group, topic).as_dict(),
+                "counts": self.filters.counts_for(group, topic).as_dict(),
             }
             if entry is not None:
                 item["bloomBitPositions"] = entry.bit_positions
                 item["registeredAt"] = entry.born_time
-            if (error := self.b.filters.error(group, topic)) is not None:
+            if (error := self.filters.error(group, topic)) is not None:
                 item["error"] = error
             out.append(item)
-        body = {"group": group, "broker": self.b.config.broker_name, "filters": out}
+        body = {"group": group, "broker": self.broker_name, "filters": out}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     async def explain(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -68,15 +74,15 @@ class FilterAdminProcessor:
         expression = require_str(f, "expression")
         kind = (get_str(f, "expressionType", "SQL92") or "SQL92").upper()
         last = min(max(1, int_or(f, "last", 1000)), MAX_EXPLAIN)
-        tc = self.b.topics.get(topic)
+        tc = self.topics.get(topic)
         if tc is None:
             raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
-        result = explain_selector(self.b, topic, tc.read_queue_nums, expression, kind, last)
+        result = explain_selector(self.store, self.broker_name, topic, tc.read_queue_nums, expression, kind, last)
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(result))
 
 
 def explain_selector(
-    b: BrokerController, topic: str, queues: int, expression: str, kind: str, last: int
+    store: MessageStore, broker_name: str, topic: str, queues: int, expression: str, kind: str, last: int
 ) -> dict[str, Any]:
     """The explanation of ``expression`` over the last ``last`` messages of each queue of ``topic``."""
     from sievemq.filter.sql92 import SqlError, compile_selector, parse, reference_evaluate
@@ -104,15 +110,15 @@ def explain_selector(
     sample: list[dict[str, Any]] = []
     not_matched_sample: list[dict[str, Any]] = []
     for q in range(queues):
-        hi = b.store.get_max_offset(topic, q)
-        lo = max(b.store.get_min_offset(topic, q), hi - last)
+        hi = store.get_max_offset(topic, q)
+        lo = max(store.get_min_offset(topic, q), hi - last)
         off = lo
         while off < hi:
             t = time.perf_counter()
-            entries = b.store.read_cq_entries(topic, q, off, min(256, hi - off))
+            entries = store.read_cq_entries(topic, q, off, min(256, hi - off))
             if not entries:
                 break
-            raws = [b.store.look_message_by_offset(phy) if phy >= 0 else None for phy, _, _ in entries]
+            raws = [store.look_message_by_offset(phy) if phy >= 0 else None for phy, _, _ in entries]
             read_s += time.perf_counter() - t
             for raw in raws:
                 off += 1
@@ -160,7 +166,7 @@ def explain_selector(
                     not_matched_sample.append(row)
     return {
         "topic": topic,
-        "broker": b.config.broker_name,
+        "broker": broker_name,
         "expression": expression,
         "expressionType": kind,
         "scanned": scanned,

@@ -4,25 +4,31 @@ expressions, whether it is consistent, the queues it pulls, and the group's lag.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
+from sievemq.broker.clients import ConsumerManager
+from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.topics import TopicConfigManager
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import require_str
 from sievemq.remoting.server import ProcessorTable
-
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
+from sievemq.store.message_store import MessageStore
 
 
+@dataclass
 class GroupStatusProcessor:
     """Reports a consumer group's state."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    consumers: ConsumerManager
+    offsets: ConsumerOffsetManager
+    topics: TopicConfigManager
+    store: MessageStore
+    broker_name: str
 
     def register(self, table: ProcessorTable) -> None:
         """Put GET_GROUP_STATUS into ``table``."""
@@ -30,17 +36,17 @@ class GroupStatusProcessor:
 
     def status(self, group: str) -> dict[str, Any]:
         """The JSON-able status of ``group`` on this broker."""
-        info = self.b.consumers.get(group)
+        info = self.consumers.get(group)
         topics: dict[str, Any] = {}
         clients: list[dict[str, Any]] = []
         subscribed = sorted(info.topics()) if info else []
-        for topic in sorted(set(subscribed) | set(self.b.offsets.offsets_of_group(group))):
-            tc = self.b.topics.get(topic)
+        for topic in sorted(set(subscribed) | set(self.offsets.offsets_of_group(group))):
+            tc = self.topics.get(topic)
             lag: dict[str, int] = {}
             if tc is not None:
                 for q in range(tc.read_queue_nums):
-                    committed = self.b.offsets.query(group, topic, q)
-                    max_off = self.b.store.get_max_offset(topic, q)
+                    committed = self.offsets.query(group, topic, q)
+                    max_off = self.store.get_max_offset(topic, q)
                     lag[str(q)] = max(0, max_off - max(committed, 0))
             entry: dict[str, Any] = {"lag": lag, "totalLag": sum(lag.values())}
             sub = info.subscription(topic) if info else None
@@ -69,12 +75,12 @@ class GroupStatusProcessor:
                 )
         return {
             "group": group,
-            "broker": self.b.config.broker_name,
-            "mode": self.b.consumers.mode,
+            "broker": self.broker_name,
+            "mode": self.consumers.mode,
             "messageModel": info.message_model if info else None,
             "topics": topics,
             "clients": clients,
-            "inconsistenciesSeen": self.b.consumers.inconsistencies_seen,
+            "inconsistenciesSeen": self.consumers.inconsistencies_seen,
         }
 
     async def group_status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -3,23 +3,29 @@ SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from sievemq.broker.config_files import ConfigWriter
+from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import require_int, require_str
 from sievemq.remoting.server import ProcessorTable
-
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
+from sievemq.store.message_store import MessageStore
 
 
+@dataclass
 class OffsetProcessor:
-    """Consumer offsets and queue offset queries."""
+    """Consumer offsets and queue offset queries.
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    ``sync_flush``: a commit that waits for its answer is on disk when answered (``writer`` writes it).
+    """
+
+    offsets: ConsumerOffsetManager
+    store: MessageStore
+    writer: ConfigWriter
+    sync_flush: bool = False
 
     def register(self, table: ProcessorTable) -> None:
         """Put the offset codes into ``table``."""
@@ -34,10 +40,10 @@ class OffsetProcessor:
         """14: the committed offset; 0 for a new group while the queue still starts at 0; else QUERY_NOT_FOUND."""
         f = cmd.ext_fields
         group, topic, qid = require_str(f, "consumerGroup"), require_str(f, "topic"), require_int(f, "queueId")
-        offset = self.b.offsets.query(group, topic, qid)
+        offset = self.offsets.query(group, topic, qid)
         if offset >= 0:
             return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
-        if self.b.store.get_min_offset(topic, qid) <= 0:
+        if self.store.get_min_offset(topic, qid) <= 0:
             return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
         return cmd.response(
             ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
@@ -47,32 +53,34 @@ class OffsetProcessor:
         """15: commit an offset. Under SYNC_FLUSH a request that waits for its answer is on disk when answered;
         every other commit reaches disk within a second."""
         f = cmd.ext_fields
-        self.b.offsets.commit(
+        self.offsets.commit(
             require_str(f, "consumerGroup"),
             require_str(f, "topic"),
             require_int(f, "queueId"),
             require_int(f, "commitOffset"),
         )
-        if self.b.sync_flush and not cmd.is_oneway:
-            self.b.offsets.persist()
+        if self.sync_flush and not cmd.is_oneway:
+            document = self.offsets.take_snapshot(force=True)
+            assert document is not None
+            await self.writer.write(self.offsets.path, document)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """30: the next offset to be written."""
         f = cmd.ext_fields
-        offset = self.b.store.get_max_offset(require_str(f, "topic"), require_int(f, "queueId"))
+        offset = self.store.get_max_offset(require_str(f, "topic"), require_int(f, "queueId"))
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     async def min_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """31: the smallest offset still stored."""
         f = cmd.ext_fields
-        offset = self.b.store.get_min_offset(require_str(f, "topic"), require_int(f, "queueId"))
+        offset = self.store.get_min_offset(require_str(f, "topic"), require_int(f, "queueId"))
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     async def search_by_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """29: the offset whose store time is nearest the timestamp."""
         f = cmd.ext_fields
-        offset = self.b.store.get_offset_by_time(
+        offset = self.store.get_offset_by_time(
             require_str(f, "topic"), require_int(f, "queueId"), require_int(f, "timestamp")
         )
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
@@ -80,5 +88,5 @@ class OffsetProcessor:
     async def earliest_store_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """32: store time of the first message still in the queue."""
         f = cmd.ext_fields
-        ts = self.b.store.get_earliest_store_time(require_str(f, "topic"), require_int(f, "queueId"))
+        ts = self.store.get_earliest_store_time(require_str(f, "topic"), require_int(f, "queueId"))
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": ts})

@@ -1,31 +1,37 @@
 """PULL_MESSAGE (11): read a queue from an offset through the subscription's filter, with long polling.
 
-Store status -> response code follows remoting.md 5.2. A pull that finds nothing new and may be suspended is
-parked (``PullHoldService``) until a matching message is dispatched to its queue or its suspend time runs out,
-then runs once more without suspension.
+Store status -> response code follows ``docs/protocol/requests.md`` (pull). A pull that finds nothing new and may
+be suspended is parked (``PullHoldService``) until a matching message is dispatched to its queue or its suspend
+time runs out, then runs once more without suspension.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from sievemq.broker.filters import build_filter
+from sievemq.broker.clients import ConsumerGroupInfo, ConsumerManager
+from sievemq.broker.filter_manager import ConsumerFilterManager
+from sievemq.broker.filters import MessageFilter, build_filter
+from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.long_polling import PullHoldService
+from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.stats import BrokerStats
+from sievemq.broker.topics import TopicConfigManager
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
-from sievemq.protocol.pull_header import FLAG_CLASS_FILTER, FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+from sievemq.protocol.pull_header import PullMessageHeader
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_READ
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_int, get_str, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
-from sievemq.store.message_store import GetResult, GetStatus
+from sievemq.store.message_store import GetResult, GetStatus, MessageStore
 
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
+MAX_HOLD_MS = 25_000
+"""A pull is never held longer than this, whatever it asks for (clients time out at 30 s)."""
 
 _STATUS_CODE = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -38,35 +44,81 @@ _STATUS_CODE = {
 }
 
 
+def response_code(result: GetResult, offset: int) -> ResponseCode:
+    """The pull answer's code for a store result (an unknown or empty queue: not found at 0, moved elsewhere)."""
+    if result.status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _STATUS_CODE.get(result.status, ResponseCode.SYSTEM_ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class PullSettings:
+    """The broker settings a pull depends on."""
+
+    long_polling: bool = True
+    short_polling_ms: int = 1000
+    """How long a pull is held when long polling is off."""
+    property_filter: bool = True
+    """SQL92 subscriptions allowed."""
+
+
+@dataclass
 class PullProcessor:
     """Serves pulls."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    consumers: ConsumerManager
+    filters: ConsumerFilterManager
+    offsets: ConsumerOffsetManager
+    hold: PullHoldService
+    stats: BrokerStats
+    settings: PullSettings
 
     def register(self, table: ProcessorTable) -> None:
         """Put PULL_MESSAGE into ``table``."""
         table.register(RequestCode.PULL_MESSAGE, self.pull)
 
-    def _subscription(
-        self, conn: Connection, group: str, topic: str, queue_id: int, sys_flag: int, f: dict[str, str]
-    ) -> Subscription | None:
-        info = self.b.consumers.get(group)
-        client_id = conn.attrs.get("client_id")
+    # ------------------------------------------------------------------------------------------ checks
+    def _check_queue(self, h: PullMessageHeader) -> None:
+        """The group may consume and the topic's queue exists and is readable."""
+        gc = self.groups.find(h.consumer_group)
+        if gc is None:
+            raise RemotingError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist"
+            )
+        if not gc.consumeEnable:
+            raise RemotingError(
+                ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] consumption is disabled"
+            )
+        tc = self.topics.get(h.topic)
+        if tc is None:
+            raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            raise RemotingError(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+
+    def subscription(self, client_id: str | None, h: PullMessageHeader) -> Subscription | None:
+        """The subscription to filter this pull with: the header's (FLAG_SUBSCRIPTION), else the group's.
+
+        An inconsistent client is refused (SUBSCRIPTION_INCONSISTENT); the pull is noted as the client's.
+        """
+        group, topic = h.consumer_group, h.topic
+        info = self.consumers.get(group)
         if info is not None and client_id is not None:
             remark = info.remark(client_id, topic)
             if remark is not None:
                 raise RemotingError(ResponseCode.SUBSCRIPTION_NOT_EXIST, remark, Reason.SUBSCRIPTION_INCONSISTENT)
-            info.pulls[(topic, queue_id)] = (client_id, time.monotonic())
-        if sys_flag & FLAG_SUBSCRIPTION:
-            return Subscription(
-                topic=topic,
-                sub_string=get_str(f, "subscription", "*") or "*",
-                expression_type=get_str(f, "expressionType", "TAG") or "TAG",
-                sub_version=int_or(f, "subVersion", 0),
-            )
+            info.pulls[(topic, h.queue_id)] = (client_id, time.monotonic())
+        if h.has_subscription:
+            return Subscription(topic, h.subscription or "*", h.expression_type or "TAG", h.sub_version)
         if info is None:
-            entry = self.b.filters.get(group, topic)
+            entry = self.filters.get(group, topic)
             if entry is not None:  # a persisted SQL92 filter keeps serving until the group's next heartbeat
                 return Subscription(topic, entry.expression, "SQL92", entry.client_version)
             raise RemotingError(
@@ -79,76 +131,43 @@ class PullProcessor:
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's subscription not exist: group {group} has no subscription of topic {topic}",
             )
-        version = int_or(f, "subVersion", 0)
-        if sub.sub_version < version:
+        if _registered_version(info, client_id, topic, sub) < h.sub_version:
             raise RemotingError(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST,
                 f"the consumer's subscription not latest: group {group} topic {topic}",
             )
         return sub
 
+    def _filter(self, client_id: str | None, h: PullMessageHeader) -> MessageFilter | None:
+        if h.class_filter:  # the filter server already ran the group's function: deliver everything
+            return None
+        sub = self.subscription(client_id, h)
+        if sub is not None and not sub.is_tag and not h.has_subscription:
+            error = self.filters.error(h.consumer_group, h.topic)
+            if error is not None:
+                raise RemotingError(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"SQL92 expression of group {h.consumer_group}, topic {h.topic} does not compile {error}",
+                )
+        return build_filter(sub, h.consumer_group, self.filters, self.settings.property_filter)
+
+    # ------------------------------------------------------------------------------------------ pull
     async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """11 PULL_MESSAGE."""
-        f = cmd.ext_fields
-        group = require_str(f, "consumerGroup")
-        topic = require_str(f, "topic")
-        queue_id = require_int(f, "queueId")
-        offset = require_int(f, "queueOffset")
-        max_nums = max(1, int_or(f, "maxMsgNums", 32))
-        sys_flag = int_or(f, "sysFlag", 0)
-        suspend_ms = int_or(f, "suspendTimeoutMillis", 15000)
+        h = PullMessageHeader.parse(cmd.ext_fields)
+        self._check_queue(h)
+        flt = self._filter(conn.attrs.get("client_id"), h)
+        if h.commits_offset and h.commit_offset >= 0:
+            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
-        gc = self.b.groups.find(group)
-        if gc is None:
-            raise RemotingError(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
-            )
-        if not gc.consumeEnable:
-            raise RemotingError(ResponseCode.NO_PERMISSION, f"subscription group [{group}] consumption is disabled")
-        tc = self.b.topics.get(topic)
-        if tc is None:
-            raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-        if not tc.perm & PERM_READ:
-            raise RemotingError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
-        if queue_id < 0 or queue_id >= tc.read_queue_nums:
-            raise RemotingError(
-                ResponseCode.SYSTEM_ERROR,
-                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
-            )
-        flt = None
-        if not sys_flag & FLAG_CLASS_FILTER:
-            sub = self._subscription(conn, group, topic, queue_id, sys_flag, f)
-            if sub is not None and not sub.is_tag and not sys_flag & FLAG_SUBSCRIPTION:
-                error = self.b.filters.error(group, topic)
-                if error is not None:
-                    raise RemotingError(
-                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                        f"SQL92 expression of group {group}, topic {topic} does not compile {error}",
-                    )
-            flt = build_filter(sub, group, self.b.filters, self.b.config.enable_property_filter)
-
-        if sys_flag & FLAG_COMMIT_OFFSET:
-            commit = get_int(f, "commitOffset", -1)
-            if commit is not None and commit >= 0:
-                self.b.offsets.commit(group, topic, queue_id, commit)
-
-        result = self.b.store.get_message(topic, queue_id, offset, max_nums, flt)
-        code = self._code(result, offset)
-        if code == ResponseCode.PULL_NOT_FOUND and sys_flag & FLAG_SUSPEND and suspend_ms > 0:
-            hold_ms = suspend_ms if self.b.config.long_polling_enable else self.b.config.short_polling_time_mills
-            hold_s = max(0.0, min(hold_ms, 25_000) / 1000.0)
-            match = flt.match_code if flt is not None else None
-            fut = self.b.hold.hold(topic, queue_id, offset, match)
-            try:
-                await asyncio.wait_for(asyncio.shield(fut), hold_s)
-            except TimeoutError:
-                pass
-            finally:
-                self.b.hold.release(topic, queue_id, fut)
-            result = self.b.store.get_message(topic, queue_id, offset, max_nums, flt)
-            code = self._code(result, offset)
+        result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt)
+        code = response_code(result, h.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and h.suspend and h.suspend_timeout_millis > 0:
+            await self._hold(h, flt)
+            result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt)
+            code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
-            self.b.stats.get(topic, result.message_count)
+            self.stats.get(h.topic, result.message_count)
         return cmd.response(
             code,
             None if code == ResponseCode.SUCCESS else result.status.name,
@@ -161,8 +180,23 @@ class PullProcessor:
             b"".join(result.records) if code == ResponseCode.SUCCESS else b"",
         )
 
-    @staticmethod
-    def _code(result: GetResult, offset: int) -> ResponseCode:
-        if result.status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
-            return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
-        return _STATUS_CODE.get(result.status, ResponseCode.SYSTEM_ERROR)
+    async def _hold(self, h: PullMessageHeader, flt: MessageFilter | None) -> None:
+        """Wait until a matching message reaches the queue at the pull's offset, or the hold time ends."""
+        hold_ms = h.suspend_timeout_millis if self.settings.long_polling else self.settings.short_polling_ms
+        fut = self.hold.hold(h.topic, h.queue_id, h.queue_offset, flt.match_code if flt is not None else None)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), max(0.0, min(hold_ms, MAX_HOLD_MS) / 1000.0))
+        except TimeoutError:
+            pass
+        finally:
+            self.hold.release(h.topic, h.queue_id, fut)
+
+
+def _registered_version(info: ConsumerGroupInfo, client_id: str | None, topic: str, group_sub: Subscription) -> int:
+    """The subscription version the pulling client itself registered (the group's when the client is unknown).
+
+    A client that joined after the group's expression was registered carries a newer ``subVersion`` in its pulls
+    than the group's subscription: what must be at least as new is the client's own registration.
+    """
+    own = info.subscriptions.get(client_id or "", {}).get(topic)
+    return own.sub_version if own is not None else group_sub.sub_version

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_bool, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
-
-if TYPE_CHECKING:
-    from sievemq.broker.controller import BrokerController
+from sievemq.store.message_store import MessageStore
 
 DEFAULT_QUERY_MAX_NUM = 32
 
 
+@dataclass
 class QueryProcessor:
     """Finds stored messages."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    store: MessageStore
 
     def register(self, table: ProcessorTable) -> None:
         """Put the lookup codes into ``table``."""
@@ -30,7 +28,7 @@ class QueryProcessor:
     async def view_by_id(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """33: one stored record by its commit-log offset (decoded from an offsetMsgId)."""
         offset = require_int(cmd.ext_fields, "offset")
-        raw = self.b.store.look_message_by_offset(offset)
+        raw = self.store.look_message_by_offset(offset)
         if raw is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
         return cmd.response(ResponseCode.SUCCESS, body=raw)
@@ -41,14 +39,14 @@ class QueryProcessor:
         max_num = max(1, int_or(f, "maxNum", DEFAULT_QUERY_MAX_NUM))
         if get_bool(f, "_UNIQUE_KEY_QUERY"):
             max_num = DEFAULT_QUERY_MAX_NUM
-        records = self.b.store.query_message(
+        records = self.store.query_message(
             require_str(f, "topic"),
             require_str(f, "key"),
             max_num,
             int_or(f, "beginTimestamp", 0),
             int_or(f, "endTimestamp", 2**62),
         )
-        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": self.b.store.max_phy_offset}
+        header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": self.store.max_phy_offset}
         if not records:
             return cmd.response(
                 ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", header

@@ -1,0 +1,100 @@
+"""The broker's JSON files (topics, groups, offsets, filters, delay progress), written off the event loop.
+
+Serialising a table and fsyncing it takes milliseconds, too long for the event loop that serves every client.
+The managers build the document to write (a fresh object, safe to hand to another thread) and call ``save``;
+one worker thread writes it with ``atomic_write_json`` (``store/jsonfile.py``: tmp file, fsync, rename, ``.bak``).
+Writes of one file happen in order and coalesce: while a write runs, only the newest pending document of that
+file is kept, so a burst of changes costs at most two writes. ``write`` waits until a document (or a newer
+one) is on disk, for requests whose answer promises durability.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sievemq.store.jsonfile import atomic_write_json
+
+__all__ = ["ConfigWriter"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _File:
+    pending: Any = None
+    has_pending: bool = False
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+
+
+class ConfigWriter:
+    """Writes JSON documents to files in a worker thread; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, _File] = {}
+        self._executor: ThreadPoolExecutor | None = None
+
+    def save(self, path: Path, document: Any) -> None:
+        """Write ``document`` to ``path`` soon (on the loop: in the worker thread; without a loop: now)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            atomic_write_json(path, document)
+            return
+        self._enqueue(path, document)
+
+    async def write(self, path: Path, document: Any) -> None:
+        """Write ``document`` to ``path`` and wait until it (or a newer document) is on disk; OSError on failure."""
+        await self._enqueue(path, document)
+
+    def _enqueue(self, path: Path, document: Any) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        f = self._files.setdefault(path, _File())
+        f.pending, f.has_pending = document, True
+        fut: asyncio.Future[None] = loop.create_future()
+        f.waiters.append(fut)
+        if f.writer is None:
+            f.writer = loop.create_task(self._drain(path, f), name=f"sievemq-write-{path.name}")
+        return fut
+
+    async def _drain(self, path: Path, f: _File) -> None:
+        loop = asyncio.get_running_loop()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sievemq-config-files")
+        try:
+            while f.has_pending:
+                document, waiters = f.pending, f.waiters
+                f.pending, f.has_pending, f.waiters = None, False, []
+                error: OSError | None = None
+                try:
+                    await loop.run_in_executor(self._executor, atomic_write_json, path, document)
+                except OSError as e:
+                    error = e
+                    log.error("cannot write %s: %s", path, e)
+                for w in waiters:
+                    if w.done():
+                        continue
+                    if error is None:
+                        w.set_result(None)
+                    else:
+                        w.set_exception(error)
+                        w.exception()  # nobody may be waiting: the error is logged above
+        finally:
+            f.writer = None
+
+    async def flush(self) -> None:
+        """Wait until every document saved so far is written."""
+        while writers := [f.writer for f in self._files.values() if f.writer is not None]:
+            await asyncio.gather(*writers, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Flush, then stop the worker thread (``save`` writes synchronously afterwards only without a loop)."""
+        await self.flush()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
