@@ -18,6 +18,7 @@ from sievemq.filtersrv.registry import FilterRegistry, FunctionSpec, Registratio
 from sievemq.filtersrv.signing import filter_class_crc, sign_upload, signed_fields, verify_upload
 from sievemq.filtersrv.workers import FilterFailure, PoolSettings, WorkerPool
 from sievemq.protocol.message import MessageExt, encode_record
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.sysflag import COMPRESSED_FLAG
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
@@ -214,6 +215,22 @@ def test_policy() -> None:
     with pytest.raises(RemotingError) as ei:
         off.spec_for("g", "T", "F", filter_class_crc(source), source, ok)
     assert ei.value.code == ResponseCode.NO_PERMISSION
+
+
+def test_policy_refusals_carry_reasons() -> None:
+    pol = RegistrationPolicy(modules=("shop.filters",), upload_enabled=True, secret="k", accounts=("a",))
+    source = b"def F(msg):\n    return True\n"
+    crc = filter_class_crc(source)
+    cases = [
+        (("g", "T", "ops.rules:f", 1, b"", {}), Reason.FILTER_NOT_ALLOWED),
+        (("g", "T", "nocolon", 1, b"", {}), Reason.FILTER_INVALID),
+        (("g", "T", "F", crc, source, signed_fields("b", "k", "g", "T", "F", source)), Reason.FILTER_NOT_ALLOWED),
+        (("g", "T", "F", crc + 1, source, signed_fields("a", "k", "g", "T", "F", source)), Reason.FILTER_INVALID),
+    ]
+    for args, reason in cases:
+        with pytest.raises(RemotingError) as ei:
+            pol.spec_for(*args)  # type: ignore[arg-type]
+        assert ei.value.reason == reason, args
 
 
 def test_signing() -> None:

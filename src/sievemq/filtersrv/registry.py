@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sievemq.errors import RemotingError
 from sievemq.filtersrv.signing import ACCESS_KEY_FIELD, SIGNATURE_FIELD, filter_class_crc, verify_upload
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 
 FunctionKind = Literal["named", "source"]
@@ -77,6 +78,7 @@ class RegistrationPolicy:
                 ResponseCode.SYSTEM_ERROR,
                 f"className '{class_name}' is not 'module:function' (a named function needs both; a function "
                 "whose name starts with '_' cannot be named). To upload source instead, send it as the body",
+                Reason.FILTER_INVALID,
             )
         if not module_allowed(module, self.modules):
             allowed = ", ".join(self.modules) or "none"
@@ -84,6 +86,7 @@ class RegistrationPolicy:
                 ResponseCode.NO_PERMISSION,
                 f"module '{module}' is not one of the filter server's filterModules (allowed: {allowed}); "
                 "ask the operator to add it",
+                Reason.FILTER_NOT_ALLOWED,
             )
         return FunctionSpec("named", class_name, "", crc)
 
@@ -95,45 +98,54 @@ class RegistrationPolicy:
                 ResponseCode.NO_PERMISSION,
                 "this filter server does not accept uploaded filter source (clientUploadFilterEnable=false); "
                 "name a function from the operator's filterModules instead ('module:function', empty body)",
+                Reason.FILTER_NOT_ALLOWED,
             )
         if not self.secret:
             raise RemotingError(
                 ResponseCode.NO_PERMISSION,
                 "uploads are enabled but the filter server has no uploadSecret, so no upload can be verified",
+                Reason.FILTER_NOT_ALLOWED,
             )
         account = fields.get(ACCESS_KEY_FIELD, "")
         if not account or account not in self.accounts:
             raise RemotingError(
                 ResponseCode.NO_PERMISSION,
                 f"upload refused: AccessKey '{account}' is not one of the filter server's uploadAccounts",
+                Reason.FILTER_NOT_ALLOWED,
             )
         if len(body) > self.max_source_bytes:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"uploaded source is {len(body)} bytes, more than maxSourceBytes {self.max_source_bytes}",
+                Reason.FILTER_INVALID,
             )
         if not verify_upload(self.secret, group, topic, class_name, body, fields.get(SIGNATURE_FIELD, "")):
             raise RemotingError(
                 ResponseCode.NO_PERMISSION,
                 f"upload refused: the Signature of account '{account}' does not verify (HMAC-SHA256 of "
                 "consumerGroup\\ntopic\\nclassName\\nsource with the shared uploadSecret)",
+                Reason.FILTER_NOT_ALLOWED,
             )
         if not _is_identifier(class_name):
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"className '{class_name}' must be the name of the function the uploaded source defines "
                 "(a Python identifier not starting with '_'); Java class filters are not supported",
+                Reason.FILTER_INVALID,
             )
         actual = filter_class_crc(body)
         if actual != crc:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"classCRC {crc} does not match the uploaded source (CRC32 & 0x7FFFFFFF = {actual})",
+                Reason.FILTER_INVALID,
             )
         try:
             source = body.decode("utf-8")
         except UnicodeDecodeError:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, "uploaded source is not UTF-8 text") from None
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, "uploaded source is not UTF-8 text", Reason.FILTER_INVALID
+            ) from None
         return FunctionSpec("source", class_name, source, crc)
 
 
