@@ -1,4 +1,4 @@
-"""Pull-scan throughput with and without consume-queue extension bitmaps (filtering.md 4.3-4.5).
+"""Pull-scan throughput with and without consume-queue extension bitmaps (docs/protocol/bloom.md §6-§7).
 
 Builds a store directly with ``MessageStore``: N messages (default 1,000,000, small bodies) in one
 queue, a bitmap calculator that sets one SQL92 group's Bloom bits for ~1% of them (property
@@ -34,11 +34,11 @@ from typing import Any
 
 from sievemq.protocol.message import MAGIC_V1, MessageExt, read_properties, string_to_properties
 from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
-from sievemq.store import BitmapProbe, CqExtUnit, GetStatus, MessageStore, StoreConfig
+from sievemq.store import AcceptingFilter, BitmapProbe, CqExtUnit, GetStatus, MessageStore, StoreConfig
 
 TOPIC = "BenchTopic"
 BITMAP_LEN = 14  # Bloom m = 112 bits (RocketMQ defaults: 32 consumers, 20% error, k = 3)
-GROUP_BITS = (63, 14, 51)  # filtering.md 4.2: "please_rename_unique_group_name_4#TopicTest"
+GROUP_BITS = (63, 14, 51)  # docs/protocol/bloom.md §3: "please_rename_unique_group_name_4#TopicTest"
 
 
 def _bits(positions: tuple[int, ...]) -> bytes:
@@ -70,7 +70,7 @@ def _make_evaluator() -> tuple[str, Callable[[dict[str, str]], bool]]:
 EVAL_NAME, EVALUATE = _make_evaluator()
 
 
-class EvalOnly:
+class EvalOnly(AcceptingFilter):
     """(a) no bitmaps: every record is decoded and evaluated."""
 
     ignores_cq = True  # like the broker's SqlFilter without Bloom bits: no extension-unit reads
@@ -92,7 +92,7 @@ _I16 = struct.Struct(">h")
 
 
 def lean_properties(rec: memoryview) -> dict[str, str]:
-    """Only the properties of a stored record (remoting.md 8.1 offsets), no other field decoded."""
+    """Only the properties of a stored record (docs/protocol/message-format.md §1 offsets), no other field decoded."""
     sys_flag = _I32.unpack_from(rec, 36)[0]
     p = 84 + (12 if sys_flag & BORNHOST_V6_FLAG else 0) + (12 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 0)
     p += 4 + _I32.unpack_from(rec, p)[0]

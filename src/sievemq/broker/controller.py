@@ -36,8 +36,8 @@ from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.store import MessageStore, PutStatus
 from sievemq.store.delay_levels import parse_levels
-from sievemq.store.message_store import MessageStore, PutStatus
 
 log = logging.getLogger(__name__)
 

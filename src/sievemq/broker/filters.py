@@ -17,7 +17,7 @@ from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.message import read_properties
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
-from sievemq.store import BitmapProbe
+from sievemq.store import BitmapProbe, CqExtUnit
 
 
 def _int32(v: int) -> int:
@@ -29,13 +29,21 @@ class TagFilter:
     """Tag subscription: matched by hash in the consume queue; the client re-checks the exact string."""
 
     __slots__ = ("codes", "counts", "sub_all")
+    ignores_cq = False
 
     def __init__(self, expr: TagExpression, counts: FilterCounts | None = None) -> None:
         self.sub_all = expr.sub_all
         self.codes = expr.codes
         self.counts = counts or FilterCounts()
 
-    def match_cq(self, tags_code: int, ext: object | None = None) -> bool:
+    def bitmap_probe(self) -> BitmapProbe | None:
+        """Tags have no bitmap test."""
+        return None
+
+    def on_probe_rejected(self, n: int) -> None:
+        """Never called (no probe)."""
+
+    def match_cq(self, tags_code: int, ext: CqExtUnit | None = None) -> bool:
         """True when the entry's tag code is subscribed."""
         if self.sub_all or _int32(tags_code) in self.codes:
             return True
@@ -83,7 +91,7 @@ class SqlFilter:
         """The store skipped ``n`` entries by the probe."""
         self.counts.filtered_by_bitmap += n
 
-    def match_cq(self, tags_code: int, ext: Any = None) -> bool:
+    def match_cq(self, tags_code: int, ext: CqExtUnit | None = None) -> bool:
         """False only when the message's bitmap proves the group's filter did not match it.
 
         A bitmap is trusted only when stored after the filter was registered and exactly as long as the broker's

@@ -19,8 +19,8 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
 from sievemq.protocol.names import SCHEDULE_TOPIC
 from sievemq.remoting.codes import ResponseCode
+from sievemq.store import MessageStore
 from sievemq.store.jsonfile import atomic_write_json, read_json
-from sievemq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 

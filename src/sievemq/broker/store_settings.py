@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sievemq.config import BrokerConfig
 from sievemq.filter.bloom import BloomFilter
-from sievemq.store.message_store import StoreConfig
+from sievemq.store import StoreConfig
 
 __all__ = ["bloom_filter", "store_config"]
 

@@ -12,7 +12,7 @@ Policy (after RocketMQ ``CleanCommitLogService`` / ``CleanConsumeQueueService``)
   (never a queue's last file) and every queue's min offset is moved to its first surviving message;
   index files whose newest entry is below the commit-log start are deleted.
 
-This module only decides; ``MessageStore.clean_expired_files`` detaches, closes and unlinks.
+This module only decides; ``retention.py`` detaches, closes and unlinks.
 """
 
 from __future__ import annotations

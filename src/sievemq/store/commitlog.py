@@ -1,7 +1,7 @@
 """The commit log: every stored message record, back to back, in segment files (RocketMQ ``CommitLog``).
 
 On disk: ``<root>/commitlog/<20-digit start offset>``, each ``commitlog_file_size`` bytes. A segment
-holds whole records (remoting.md 8.1 layout, magic ``0xDAA320A7``) from position 0; a record never
+holds whole records (docs/protocol/message-format.md §1 layout, magic ``0xDAA320A7``) from position 0; a record never
 straddles two segments. When the next record (plus 8 spare bytes) does not fit in the rest of a
 segment, a blank end-of-file marker is written there -- TOTALSIZE = bytes remaining, MAGICCODE
 ``0xCBD43194`` -- and writing continues at the start of the next segment. After the last record the
@@ -156,6 +156,70 @@ class CommitLog:
         _I64.pack_into(out, _PHY_POS, phy)
         return out
 
+    def append_raw(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Append stream bytes exactly as another commit log holds them at ``offset`` (a slave's copy).
+
+        ``offset`` must be the current end; an empty log may start at any segment boundary. The bytes may
+        end in the middle of a record and may cross into the next segment. Returns the new end.
+        """
+        mfq = self.mfq
+        if mfq.last is None:
+            if offset % self.file_size:
+                raise ValueError(f"an empty commit log can start at a segment boundary only, not at {offset}")
+            mfq.create_file(offset)
+        elif offset != self.max_offset:
+            raise ValueError(f"commit log copy at {offset} but the end is {self.max_offset}")
+        view = memoryview(data)
+        while view:
+            mf = mfq.last_or_create()
+            n = min(mf.remaining, len(view))
+            mf.append(view[:n])
+            view = view[n:]
+        return self.max_offset
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` stream bytes from ``offset``, within one segment (b"" when none are there)."""
+        mf = self.mfq.find(offset)
+        if mf is None or max_bytes <= 0:
+            return b""
+        pos = offset - mf.file_from_offset
+        end = min(mf.wrote_position, pos + max_bytes)
+        return mf.mm[pos:end] if end > pos else b""
+
+    def complete_records(self, start: int, end: int) -> tuple[list[RecordSummary], int]:
+        """The whole records in ``[start, end)`` from a record boundary, and the offset after the last one.
+
+        A blank end-of-segment marker moves on to the next segment; a record cut off by ``end`` stops the
+        walk before it. Bytes that are neither a record nor a marker raise ``ValueError``.
+        """
+        out: list[RecordSummary] = []
+        phy = start
+        mfq = self.mfq
+        while phy < end:
+            mf = mfq.find(phy)
+            if mf is None:
+                break
+            pos = phy - mf.file_from_offset
+            limit = min(mf.wrote_position, end - mf.file_from_offset)
+            if pos + 8 > limit:
+                break
+            total, magic = _SIZE_MAGIC.unpack_from(mf.mm, pos)
+            if magic == BLANK_MAGIC:
+                if total != mf.file_size - pos:
+                    raise ValueError(f"end-of-segment marker at {phy} does not end the segment (segment sizes differ?)")
+                phy = mf.end_offset
+                continue
+            if magic != MAGIC_V1 or total < _MIN_RECORD:
+                raise ValueError(f"no record at commit-log offset {phy}")
+            if pos + total > limit:
+                break
+            s = read_record_summary(mf.mm, pos)
+            if s.commit_log_offset != phy:
+                raise ValueError(f"record at {phy} claims offset {s.commit_log_offset}")
+            out.append(s)
+            phy += total
+        return out, phy
+
     # ------------------------------------------------------------------------------------------ read
     def read(self, phy: int, size: int) -> bytes | None:
         """``size`` bytes at ``phy`` (a copy), or None if not stored (deleted, past the end, straddling)."""
@@ -277,5 +341,5 @@ class CommitLog:
         self.mfq.set_end(end)
         last = self.mfq.last
         if last is not None:  # the zeroed tail must reach the disk with the next flush
-            self.mfq.flushed_offset = min(self.mfq.flushed_offset, last.file_from_offset)
+            self.mfq.mark_unflushed_from(last.file_from_offset)
         return end

@@ -12,7 +12,7 @@ After the last entry the file is zero, so "size 0" marks the end of data. A *bla
 rebuilt after old commit-log segments were deleted starts at a non-zero offset); its phy field is
 the phy of the next real entry so that phy stays non-decreasing along the queue.
 
-With the consume-queue extension (``consume_queue_ext.py``, filtering.md 4.4) the tags slot of an
+With the consume-queue extension (``consume_queue_ext.py``, docs/protocol/consume-queue.md §8-§11) the tags slot of an
 entry that has an extension unit holds the unit's *address* (a value ``<= -2**31 - 1``) and the real
 tag code lives in the unit; ``tags_code_at`` / ``resolve`` give the real code back. The extension is
 truncated together with the queue (``set_end_offset``) and cleaned with it (``delete_expired``).
@@ -32,9 +32,18 @@ import numpy.typing as npt
 
 from sievemq.store.consume_queue_ext import EXT_ADDRESS_MAX, ConsumeQueueExt, CqExtUnit
 from sievemq.store.mapped_file import MappedFile
-from sievemq.store.mapped_file_queue import MappedFileQueue
+from sievemq.store.mapped_file_queue import MappedFileQueue, SyncSlice
 
-__all__ = ["BLANK_SIZE", "CQ_DTYPE", "CQ_ENTRY", "CQ_UNIT", "ConsumeQueue", "CqExtUnit"]
+__all__ = [
+    "BLANK_SIZE",
+    "CQ_DTYPE",
+    "CQ_ENTRY",
+    "CQ_UNIT",
+    "ConsumeQueue",
+    "CqExtUnit",
+    "first_ext_entry",
+    "last_ext_address",
+]
 
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_UNIT = 20
@@ -131,41 +140,6 @@ class ConsumeQueue:
         """Queue offset where the file holding ``offset`` ends (next file start)."""
         return (offset // self.entries_per_file + 1) * self.entries_per_file
 
-    def offset_by_time(self, timestamp: int, store_time_at: Callable[[int], int | None]) -> int:
-        """Binary search on store times (read from the commit log by ``store_time_at(phy)``).
-
-        Returns the first offset stored exactly at ``timestamp`` if any; else the nearer of its two
-        neighbours (the earlier one on a tie, as Java); before everything the min offset, after
-        everything the last offset. Store times are non-decreasing along a queue; entries whose
-        record is gone count as "earlier than anything".
-        """
-        lo, hi = self.min_offset, self.max_offset
-        if lo >= hi:
-            return lo
-        first, last = lo, hi - 1
-
-        def t(i: int) -> int:
-            e = self.entry(i)
-            if e is None or e[1] == BLANK_SIZE:
-                return -1
-            v = store_time_at(e[0])
-            return -1 if v is None else v
-
-        while lo < hi:  # first offset whose store time is >= timestamp
-            mid = (lo + hi) // 2
-            if t(mid) < timestamp:
-                lo = mid + 1
-            else:
-                hi = mid
-        right = lo
-        if right > last:
-            return last
-        tr = t(right)
-        if tr == timestamp or right == first:
-            return right
-        tl = t(right - 1)
-        return right if (timestamp - tl) > (tr - timestamp) else right - 1
-
     # ------------------------------------------------------------------------------------------ write
     def append(self, queue_offset: int, phy: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``queue_offset``; False (nothing written) if it is already there."""
@@ -260,44 +234,9 @@ class ConsumeQueue:
             self.min_logic_offset = offset
         ext = self.ext
         if ext is not None and (ext.has_files or self._ext_dangling):  # a queue without units costs no scan
-            ext.truncate_by_max_address(self.last_ext_address())
+            ext.truncate_by_max_address(last_ext_address(self))
 
-    # ------------------------------------------------------------------------------------------ ext scans
-    def _ext_slots(self, offset: int, n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
-        """Queue offsets and slot values of the entries with an ext address among ``n`` from ``offset``."""
-        block = self.read_block(offset, n)
-        arr = np.frombuffer(block, dtype=CQ_DTYPE)
-        tags = arr["tags"]
-        hit = np.flatnonzero((tags <= EXT_ADDRESS_MAX) & (arr["size"] != BLANK_SIZE))
-        return hit + offset, tags[hit]
-
-    def last_ext_address(self) -> int | None:
-        """The ext address in the newest entry that has one (None: no entry references a unit)."""
-        first = self.mfq.min_offset // CQ_UNIT
-        end = self.max_offset
-        while end > first:
-            start = max(first, (end - 1) // self.entries_per_file * self.entries_per_file)
-            _offs, slots = self._ext_slots(start, end - start)
-            if len(slots):
-                return int(slots[-1])
-            end = start
-        return None
-
-    def first_ext_entry(self, offset: int, limit: int | None = None) -> tuple[int, int] | None:
-        """``(queue_offset, address)`` of the first entry at or after ``offset`` that has an ext address.
-
-        Looks at no more than ``limit`` entries when given.
-        """
-        off = max(offset, self.mfq.min_offset // CQ_UNIT)
-        end = self.max_offset if limit is None else min(self.max_offset, off + limit)
-        while off < end:
-            n = min(end, self.file_end_offset(off)) - off
-            offs, slots = self._ext_slots(off, n)
-            if len(slots):
-                return int(offs[0]), int(slots[0])
-            off += n
-        return None
-
+    # ------------------------------------------------------------------------------------------ ext links
     def ext_lost_from(self, phy_min: int) -> int | None:
         """Queue offset of the first entry whose unit is gone (the ext files were lost), or None.
 
@@ -309,7 +248,7 @@ class ConsumeQueue:
         """
         if self.ext is None or self.max_offset <= self.mfq.min_offset // CQ_UNIT:
             return None
-        first = self.first_ext_entry(self.first_offset_with_phy_at_least(phy_min), self.entries_per_file)
+        first = first_ext_entry(self, self.first_offset_with_phy_at_least(phy_min), self.entries_per_file)
         if first is None:
             return None
         qoff, addr = first
@@ -369,9 +308,24 @@ class ConsumeQueue:
         gone = self.mfq.delete_first(n)
         self.correct_min_offset(phy_min)
         if self.ext is not None and self.ext.has_files:
-            first = self.first_ext_entry(self.min_offset)
+            first = first_ext_entry(self, self.min_offset)
             gone.extend(self.ext.delete_below(None if first is None else first[1]))
         return gone
+
+    # ------------------------------------------------------------------------------------------ flushing
+    def unflushed(self) -> list[SyncSlice]:
+        """What of the queue (and of its extension) is not known to be on disk yet."""
+        out = [self.mfq.unflushed()]
+        if self.ext is not None and self.ext.has_files:
+            out.append(self.ext.mfq.unflushed())
+        return out
+
+    def detach_files(self) -> list[MappedFile]:
+        """Forget the queue's (and extension's) files without closing them; the caller closes them later."""
+        files = self.mfq.detach()
+        if self.ext is not None:
+            files.extend(self.ext.mfq.detach())
+        return files
 
     def close(self) -> None:
         """Unmap the files."""
@@ -397,3 +351,40 @@ def _data_end(mf: MappedFile) -> int:
         return sizes.index(0) * CQ_UNIT
     except ValueError:
         return len(sizes) * CQ_UNIT
+
+
+def ext_slots(cq: ConsumeQueue, offset: int, n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+    """Queue offsets and slot values of the entries with an ext address among ``n`` from ``offset``."""
+    arr = np.frombuffer(cq.read_block(offset, n), dtype=CQ_DTYPE)
+    tags = arr["tags"]
+    hit = np.flatnonzero((tags <= EXT_ADDRESS_MAX) & (arr["size"] != BLANK_SIZE))
+    return hit + offset, tags[hit]
+
+
+def last_ext_address(cq: ConsumeQueue) -> int | None:
+    """The ext address in the newest entry of ``cq`` that has one (None: no entry references a unit)."""
+    first = cq.mfq.min_offset // CQ_UNIT
+    end = cq.max_offset
+    while end > first:
+        start = max(first, (end - 1) // cq.entries_per_file * cq.entries_per_file)
+        _offs, slots = ext_slots(cq, start, end - start)
+        if len(slots):
+            return int(slots[-1])
+        end = start
+    return None
+
+
+def first_ext_entry(cq: ConsumeQueue, offset: int, limit: int | None = None) -> tuple[int, int] | None:
+    """``(queue_offset, address)`` of the first entry at or after ``offset`` that has an ext address.
+
+    Looks at no more than ``limit`` entries when given.
+    """
+    off = max(offset, cq.mfq.min_offset // CQ_UNIT)
+    end = cq.max_offset if limit is None else min(cq.max_offset, off + limit)
+    while off < end:
+        n = min(end, cq.file_end_offset(off)) - off
+        offs, slots = ext_slots(cq, off, n)
+        if len(slots):
+            return int(offs[0]), int(slots[0])
+        off += n
+    return None

@@ -1,4 +1,4 @@
-"""The consume-queue extension (RocketMQ ``ConsumeQueueExt``, filtering.md 4.4): per-entry units.
+"""The consume-queue extension (RocketMQ ``ConsumeQueueExt``, docs/protocol/consume-queue.md §8-§11): per-entry units.
 
 A unit keeps what does not fit a 20-byte consume-queue (CQ) entry: the real tag code, the store
 time and a filter bitmap (a Bloom filter of the SQL92 consumer groups the message matched, computed
@@ -22,7 +22,7 @@ size ``<= 0`` as the end of data.
 
 Address: ``address = fileOffset + Long.MIN_VALUE`` where ``fileOffset`` is the unit's position in
 the stream; decode by subtracting ``Long.MIN_VALUE``. Every address is ``<= -2**31 - 1`` and every
-real tag code is ``>= -2**31``, so ``is_ext_address`` tells the two apart (remoting.md 10).
+real tag code is ``>= -2**31``, so ``is_ext_address`` tells the two apart (docs/protocol/consume-queue.md §10).
 
 Units are written in queue order, so the units of consecutive CQ entries sit at increasing addresses
 (contiguous when they all have units of the same size), which ``probe_reject`` exploits to test a
@@ -112,7 +112,7 @@ class BitmapProbe:
     """A filter's bitmap test, declared up front so the store can apply it to a whole window at once.
 
     A unit is *rejected* when its bitmap is exactly ``len(mask)`` bytes, its store time is
-    ``> born_time`` and it lacks at least one bit set in ``mask`` (filtering.md 4.5: the group's Bloom
+    ``> born_time`` and it lacks at least one bit set in ``mask`` (docs/protocol/bloom.md §7: the group's Bloom
     positions are not all set). Units without a bitmap, of another length or stored at or before
     ``born_time`` are never rejected.
     """

@@ -1,4 +1,4 @@
-"""Delay levels of scheduled messages (RocketMQ ``messageDelayLevel``, remoting.md 8.8).
+"""Delay levels of scheduled messages (RocketMQ ``messageDelayLevel``, docs/protocol/message-format.md §11).
 
 Level ``n`` (1-based) is the n-th duration of the list; the store keeps level-``n`` messages in
 ``SCHEDULE_TOPIC_XXXX`` queue ``n - 1`` and puts their delivery time in the consume-queue tags slot.

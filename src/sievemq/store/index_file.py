@@ -182,15 +182,15 @@ class IndexFile:
 class IndexService:
     """All index files of a store, newest last."""
 
-    __slots__ = ("directory", "dirty", "files", "max_entries", "slots")
+    __slots__ = ("_dirty", "directory", "files", "max_entries", "slots")
 
     def __init__(self, directory: Path, slots: int, max_entries: int) -> None:
         self.directory = directory
         self.slots = slots
         self.max_entries = max_entries
         self.files: list[IndexFile] = []
-        self.dirty: dict[int, MappedFile] = {}
-        """Files written since the flusher last took this map (keyed by start offset)."""
+        self._dirty: dict[int, MappedFile] = {}
+        """Files written since the flusher last took them (keyed by start offset)."""
 
     def load(self) -> None:
         """Map the index files; unreadable ones are deleted (their keys get re-indexed by recovery)."""
@@ -229,7 +229,7 @@ class IndexService:
             f = IndexFile(mf, self.slots, self.max_entries, fresh=True)
             self.files.append(f)
         f.put(key_hash(key), phy, ts)
-        self.dirty[f.mf.file_from_offset] = f.mf
+        self._dirty[f.mf.file_from_offset] = f.mf
 
     def lookup(self, key: str, limit: int, begin_ts: int, end_ts: int) -> list[int]:
         """Phy offsets of records indexed under ``key`` (newest first, possibly with hash collisions)."""
@@ -249,7 +249,7 @@ class IndexService:
             f = self.files[-1]
             if len(self.files) > 1 and (f.count == 0 or f.begin_phy >= phy_limit):
                 self.files.pop()
-                self.dirty.pop(f.mf.file_from_offset, None)
+                self._dirty.pop(f.mf.file_from_offset, None)
                 f.mf.destroy()
                 continue
             k = f.first_entry_with_phy_at_least(phy_limit)
@@ -263,9 +263,33 @@ class IndexService:
         gone: list[MappedFile] = []
         while len(self.files) > 1 and self.files[0].end_phy < phy_min:
             mf = self.files.pop(0).mf
-            self.dirty.pop(mf.file_from_offset, None)
+            self._dirty.pop(mf.file_from_offset, None)
             gone.append(mf)
         return gone
+
+    # ------------------------------------------------------------------------------------------ flushing
+    def take_dirty(self) -> list[MappedFile]:
+        """The files written since the last call (the flusher syncs them, then calls ``mark_flushed``)."""
+        files, self._dirty = list(self._dirty.values()), {}
+        return files
+
+    def restore_dirty(self, files: list[MappedFile]) -> None:
+        """A sync of ``files`` failed: hand them back for the next round (files since deleted stay out)."""
+        live = {f.mf.file_from_offset: f.mf for f in self.files}
+        for mf in files:
+            if live.get(mf.file_from_offset) is mf:
+                self._dirty.setdefault(mf.file_from_offset, mf)
+
+    def mark_all_dirty(self) -> None:
+        """Every file must be synced again (recovery rewrote entries)."""
+        for f in self.files:
+            self._dirty[f.mf.file_from_offset] = f.mf
+
+    @staticmethod
+    def mark_flushed(files: list[MappedFile]) -> None:
+        """``files`` are on disk, their creation included."""
+        for mf in files:
+            mf.new_file = False
 
     def mapped_files(self) -> list[MappedFile]:
         """The files, oldest first."""

@@ -11,11 +11,39 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
 
-__all__ = ["MappedFileQueue"]
+__all__ = ["MappedFileQueue", "SyncSlice"]
+
+
+@dataclass(slots=True)
+class SyncSlice:
+    """What of one stream a flush must sync: the files holding bytes in ``[flushed_offset, upto)``.
+
+    Taken on the loop thread (``MappedFileQueue.unflushed``), synced elsewhere, then handed back with
+    ``done()`` so that the queue marks itself flushed up to ``upto``.
+    """
+
+    queue: MappedFileQueue
+    upto: int
+    files: list[MappedFile]
+
+    @property
+    def fds(self) -> list[int]:
+        """Descriptors to ``fdatasync``."""
+        return [f.fd for f in self.files]
+
+    @property
+    def creates_files(self) -> bool:
+        """True when a file in the slice was created since the last flush (its directory needs an fsync)."""
+        return any(f.new_file for f in self.files)
+
+    def done(self) -> None:
+        """The slice's bytes are on disk: the queue records it."""
+        self.queue.mark_flushed(self.upto, self.files)
 
 
 class MappedFileQueue:
@@ -151,18 +179,33 @@ class MappedFileQueue:
         self._starts = self._starts[n:]
         return gone
 
-    def dirty_files(self, upto: int) -> list[MappedFile]:
-        """Files holding bytes in ``[flushed_offset, upto)``."""
+    def unflushed(self, upto: int | None = None) -> SyncSlice:
+        """The files holding bytes in ``[flushed_offset, upto)`` (``upto`` defaults to the written end)."""
+        end = self.max_offset if upto is None else upto
         lo = self.flushed_offset
-        if upto <= lo or not self.files:
-            return []
-        i = self.index_of(lo)
-        out = []
-        for f in self.files[i:]:
-            if f.file_from_offset >= upto:
-                break
-            out.append(f)
-        return out
+        out: list[MappedFile] = []
+        if end > lo and self.files:
+            for f in self.files[self.index_of(lo) :]:
+                if f.file_from_offset >= end:
+                    break
+                out.append(f)
+        return SyncSlice(self, end, out)
+
+    def mark_flushed(self, upto: int, files: list[MappedFile]) -> None:
+        """Record that every byte below ``upto`` (written through ``files``) is on disk."""
+        for f in files:
+            f.new_file = False
+        if upto > self.flushed_offset:
+            self.flushed_offset = upto
+
+    def mark_unflushed_from(self, offset: int) -> None:
+        """Bytes from ``offset`` on changed behind the flusher's back (recovery zeroed them): flush them again."""
+        self.flushed_offset = min(self.flushed_offset, offset)
+
+    def detach(self) -> list[MappedFile]:
+        """Forget every file without closing it (a sync job may still use the descriptors); returns them."""
+        files, self.files, self._starts = self.files, [], []
+        return files
 
     def close(self) -> None:
         """Unmap every file."""

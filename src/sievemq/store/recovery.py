@@ -17,8 +17,9 @@ offsets are dropped, then rebuilt from the commit log; so is a queue that lost i
 Consume-queue extension units are validated with their entries (a tail entry whose unit is unreadable
 or carries another tag code is dropped), the extension is truncated after the last kept entry's unit,
 and a queue whose units are gone (``consumequeue_ext`` deleted) is cut at its first such entry and
-rebuilt; re-dispatch goes through ``MessageStore._redo``, which asks the bitmap calculator again. (A folder that
-exists but is empty is trusted: topics may all have been deleted, messages may have had no keys.)
+rebuilt; re-dispatch goes through ``Dispatcher.redo`` (dispatch.py), which asks the bitmap calculator
+again. (A folder that exists but is empty is trusted: topics may all have been deleted, messages may
+have had no keys.)
 """
 
 from __future__ import annotations

@@ -59,5 +59,5 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
 
     yield factory
     for s in opened:
-        if s._available:
+        if s.available:
             s.abandon()

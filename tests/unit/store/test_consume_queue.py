@@ -105,7 +105,7 @@ def test_recover_finds_end_and_drops_torn_tail(tmp_path: Path) -> None:
 async def test_read_cq_entries_hides_blank_slots(open_store: Callable[..., MessageStore]) -> None:
     s = open_store()
     await s.put_message(msg(body=b"x"))
-    cq = s._find_cq("T", 0)
+    cq = s.queues.find("T", 0)
     assert cq is not None
     assert cq.append(4, 999_999, 100, 7)  # a gap (offsets 1..3) gets blank slots
     assert s.read_cq_entries("T", 0, 1, 4) == [(-1, 0, 0)] * 3 + [(999_999, 100, 7)]

@@ -1,4 +1,4 @@
-"""Consume-queue extension (filtering.md 4.4): unit layout, addresses, roll, pulls, recovery, retention."""
+"""Consume-queue extension (docs/protocol/consume-queue.md §8-§11): units, addresses, pulls, recovery, retention."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sievemq.filter.tags import tag_code
 from sievemq.protocol.message import MessageExt, read_record_summary
 from sievemq.store import (
     SCHEDULE_TOPIC,
+    AcceptingFilter,
     BitmapCalculator,
     BitmapProbe,
     CqExtUnit,
@@ -23,7 +24,7 @@ from sievemq.store import (
     MessageStore,
     is_ext_address,
 )
-from sievemq.store.consume_queue import CQ_ENTRY, ConsumeQueue
+from sievemq.store.consume_queue import CQ_ENTRY, ConsumeQueue, last_ext_address
 from sievemq.store.consume_queue_ext import (
     EXT_UNIT_HEAD,
     ConsumeQueueExt,
@@ -53,7 +54,7 @@ class Calc:
         return YES if props.get("a") in ("1", "fp") else NO
 
 
-class BloomSql:
+class BloomSql(AcceptingFilter):
     """SQL ``a = '1'`` with Bloom data: bitmap test on the CQ, the expression on the record."""
 
     def __init__(self, *, probe: bool, born: int = 0) -> None:
@@ -77,7 +78,7 @@ class BloomSql:
         return s.properties.get("a") == "1"
 
 
-class TagsOnly:
+class TagsOnly(AcceptingFilter):
     def __init__(self, *tags: str) -> None:
         self.codes = {tag_code(t) for t in tags}
         self.cq_calls: list[tuple[int, CqExtUnit | None]] = []
@@ -119,12 +120,12 @@ def ext_open(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
 
     yield factory
     for s in opened:
-        if s._available:
+        if s.available:
             s.abandon()
 
 
 def raw_slots(s: MessageStore, topic: str = "T", qid: int = 0) -> list[int]:
-    cq = s._find_cq(topic, qid)
+    cq = s.queues.find(topic, qid)
     assert cq is not None
     out: list[int] = []
     while block := cq.read_block(len(out), 10_000):
@@ -228,7 +229,7 @@ async def test_dispatch_writes_units_and_addresses(ext_open: Callable[..., Messa
     ext_dir = s.root / "consumequeue_ext" / "T" / "0"
     assert len(os.listdir(ext_dir)) == 2
     s.flush()
-    cq = s._find_cq("T", 0)
+    cq = s.queues.find("T", 0)
     assert cq is not None and cq.ext is not None
     assert cq.ext.mfq.flushed_offset == cq.ext.mfq.max_offset > 1024
 
@@ -335,13 +336,13 @@ async def test_probe_slow_path_for_mixed_units(ext_open: Callable[..., MessageSt
 
     s.set_bitmap_calculator(calc)
     await put_n(s, 60)
-    cq = s._find_cq("T", 0)
+    cq = s.queues.find("T", 0)
     assert cq is not None and cq.ext is not None
     # An odd unit (20 bytes, no bitmap, as RocketMQ writes for topics without SQL groups) in the
     # middle: never rejected, and it breaks the uniform layout.
-    s._bitmap = lambda calc, topic, props, tags: b""  # type: ignore[method-assign]
+    s.dispatcher._bitmap = lambda calc, topic, props, tags: b""  # type: ignore[method-assign]
     odd = (await s.put_message(msg("T", b"odd", 0, tags="Tag0", a="0"))).msgs[0]
-    del s._bitmap
+    del s.dispatcher._bitmap
     assert s.get_cq_ext_unit("T", 0, 60) == CqExtUnit(tag_code("Tag0"), odd.store_timestamp, b"")
     await put_n(s, 30, 61)
     a, b = BloomSql(probe=False), BloomSql(probe=True)
@@ -360,7 +361,7 @@ async def test_tag_filter_sees_real_codes_and_lost_units_pass(ext_open: Callable
     assert [read_record_summary(x).queue_offset for x in r.records] == [1, 4, 7]
     assert {c[0] for c in flt.cq_calls} == {tag_code(f"Tag{i}") for i in range(3)}
     # Units that can no longer be read: the entry passes the CQ stage (Java: unknown tag code -> pass).
-    cq = s._find_cq("T", 0)
+    cq = s.queues.find("T", 0)
     assert cq is not None and cq.ext is not None
     cq.ext.mfq.set_end(cq.ext.mfq.min_offset)
     flt = TagsOnly("Tag1")
@@ -375,7 +376,7 @@ async def test_clean_restart_drops_orphan_units(ext_open: Callable[..., MessageS
     s = ext_open(Calc())
     await put_n(s, 10)
     before = s.read_cq_entries("T", 0, 0, 100)
-    cq = s._find_cq("T", 0)
+    cq = s.queues.find("T", 0)
     assert cq is not None and cq.ext is not None
     orphan = cq.ext.put(1, 2, YES)  # a unit whose CQ entry never got written
     assert orphan is not None and decode_address(orphan) == 10 * UNIT
@@ -527,7 +528,7 @@ async def test_stale_ext_dir_of_unknown_queue_is_replaced(ext_open: Callable[...
 def test_consume_queue_without_ext_still_works(tmp_path: Path) -> None:
     cq = ConsumeQueue(tmp_path, "T", 0, 8)
     assert cq.ext is None and cq.append(0, 0, 100, 7)
-    assert cq.resolve(7) == 7 and cq.ext_unit(0) is None and cq.last_ext_address() is None
+    assert cq.resolve(7) == 7 and cq.ext_unit(0) is None and last_ext_address(cq) is None
     cq.close()
 
 

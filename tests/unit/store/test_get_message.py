@@ -1,4 +1,4 @@
-"""``get_message``: every row of the status table (remoting.md 5.2), batch limits and filtering."""
+"""``get_message``: every row of the status table (docs/protocol/requests.md §6), batch limits and filtering."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from sievemq.filter.tags import tag_code
 from sievemq.protocol.message import decode_record
-from sievemq.store import CqExtUnit, GetStatus, MessageStore
+from sievemq.store import AcceptingFilter, CqExtUnit, GetStatus, MessageStore
 from sievemq.store.consume_queue import ConsumeQueue
 
 from .conftest import msg
 
 
-class TagFilter:
+class TagFilter(AcceptingFilter):
     """A tag filter as the broker builds it: code set on the CQ, nothing on the record."""
 
     def __init__(self, *tags: str) -> None:
@@ -33,7 +33,7 @@ class TagFilter:
         return True
 
 
-class BodyFilter:
+class BodyFilter(AcceptingFilter):
     """A record-level filter (like SQL92): passes everything on the CQ, decides on the stored bytes."""
 
     def __init__(self, needle: bytes) -> None:
@@ -140,10 +140,10 @@ async def test_batch_limits(open_store: Callable[..., MessageStore]) -> None:
     r = s.get_message("T", 0, 0, 32, None)
     assert (r.message_count, r.next_begin_offset) == (4, 4)  # max_transfer_msgs_per_pull
     size = len(r.records[0])
-    s.config = dataclasses.replace(s.config, max_transfer_bytes_per_pull=size * 2 + 1)
+    s.reader.config = dataclasses.replace(s.config, max_transfer_bytes_per_pull=size * 2 + 1)
     r = s.get_message("T", 0, 0, 32, None)
     assert (r.message_count, r.next_begin_offset, r.buffer_total_size) == (2, 2, 2 * size)
-    s.config = dataclasses.replace(s.config, max_transfer_bytes_per_pull=1)  # the first record always goes
+    s.reader.config = dataclasses.replace(s.config, max_transfer_bytes_per_pull=1)  # the first record always goes
     r = s.get_message("T", 0, 5, 32, None)
     assert (r.message_count, r.next_begin_offset) == (1, 6)
 

@@ -14,7 +14,7 @@ from sievemq.filter.tags import tag_code
 from sievemq.protocol.message import decode_record
 from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.store import MessageStore, PutStatus, StoreError
-from sievemq.store import message_store as ms
+from sievemq.store import flush as fl
 from sievemq.store.checkpoint import CheckpointFile
 
 from .conftest import HOST, SEG, make_config, msg
@@ -92,13 +92,13 @@ async def test_sync_flush_put_is_on_disk(
     s = open_store(flush_disk_type="SYNC_FLUSH")
     await s.start()
     synced: list[int] = []
-    real = ms.sync_fd  # type: ignore[attr-defined]
+    real = fl.sync_fd
 
     def spy(fd: int) -> None:
         synced.append(fd)
         real(fd)
 
-    monkeypatch.setattr(ms, "sync_fd", spy)
+    monkeypatch.setattr(fl, "sync_fd", spy)
     r = await s.put_message(msg(body=b"durable", tags="X"))
     assert r.status is PutStatus.PUT_OK
     m = r.msgs[0]
@@ -118,14 +118,14 @@ async def test_group_commit_one_fsync_serves_many(
     await s.start()
     gate = threading.Event()
     jobs: list[int] = []
-    real = ms._sync_job
+    real = fl.sync_job
 
     def job(fds: list[int], *rest: Any) -> None:
         jobs.append(len(fds))
         gate.wait(10)
         real(fds, *rest)
 
-    monkeypatch.setattr(ms, "_sync_job", job)
+    monkeypatch.setattr(fl, "sync_job", job)
     first = asyncio.create_task(s.put_message(msg(body=b"first")))
     for _ in range(5000):  # wait (bounded) until the first fsync is in progress (blocked on the gate)
         if jobs:
@@ -145,13 +145,13 @@ async def test_sync_flush_timeout(open_store: Callable[..., MessageStore], monke
     s = open_store(flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=50)
     await s.start()
     gate = threading.Event()
-    real = ms._sync_job
+    real = fl.sync_job
 
     def job(*a: Any) -> None:
         gate.wait(10)
         real(*a)
 
-    monkeypatch.setattr(ms, "_sync_job", job)
+    monkeypatch.setattr(fl, "sync_job", job)
     r = await s.put_message(msg(body=b"slow disk"))
     assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
     assert r.ok  # stored, just not confirmed on disk in time
@@ -226,4 +226,4 @@ async def test_prefault_ahead_across_segment_rolls(open_store: Callable[..., Mes
         offset = res.next_begin_offset
     assert got == bodies
     await s.shutdown()
-    assert s._pf_executor is None
+    assert not s.prefaulter.running

@@ -12,6 +12,7 @@ import pytest
 from sievemq.protocol.message import MessageExt, decode_record
 from sievemq.store import GetStatus, MessageStore, PutStatus
 from sievemq.store.consume_queue import CQ_ENTRY
+from sievemq.store.dispatch import Dispatcher
 
 from .conftest import SEG, msg
 
@@ -231,22 +232,22 @@ async def test_crash_during_rebuild_is_redone_next_start(
     before = cq_bytes(s)
     await s.shutdown()
     shutil.rmtree(s.root / "consumequeue")
-    real = MessageStore._redo
+    real = Dispatcher.redo
     count = 0
 
-    def dying_redo(self: MessageStore, *a: object) -> None:
+    def dying_redo(self: Dispatcher, *a: object) -> None:
         nonlocal count
         count += 1
         if count == 15:
             raise RuntimeError("power cut")
         real(self, *a)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(MessageStore, "_redo", dying_redo)
+    monkeypatch.setattr(Dispatcher, "redo", dying_redo)
     half = MessageStore(s.config, s.store_host)
     with pytest.raises(RuntimeError):
         half.load()
     half.flush = lambda: None  # type: ignore[method-assign]
-    for cq in half._all_cqs():  # what was rebuilt so far reaches the disk
+    for cq in half.queues.all():  # what was rebuilt so far reaches the disk
         for f in cq.mfq.files:
             f.sync()
     half.abandon()

@@ -1,4 +1,4 @@
-"""Store-time lookups: ``get_offset_by_time`` (remoting.md 5.4), earliest / per-offset store times."""
+"""Store-time lookups: ``get_offset_by_time`` (docs/protocol/requests.md §9), earliest and per-offset store times."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sievemq.store import MessageStore
-from sievemq.store import message_store as ms
+from sievemq.store import writer as wr
 
 from .conftest import msg
 
@@ -18,7 +18,7 @@ TIMES = [1000, 1000, 2000, 3000, 3000, 5000]
 def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[int]], None]:
     def set_times(times: list[int]) -> None:
         it: Iterator[int] = iter(times)
-        monkeypatch.setattr(ms, "_now_ms", lambda: next(it))
+        monkeypatch.setattr(wr, "_now_ms", lambda: next(it))
 
     return set_times
 

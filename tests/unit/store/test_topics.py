@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sievemq.store import GetStatus, MessageStore
-from sievemq.store import message_store as ms
+from sievemq.store import flush as fl
 
 from .conftest import msg
 
@@ -43,7 +43,7 @@ async def test_delete_topics_while_a_flush_runs(
     await s.start()
     await s.put_message(msg("A", b"x", 0))
     gate, started = threading.Event(), threading.Event()
-    real = ms._sync_job
+    real = fl.sync_job
 
     def job(*a: Any) -> None:
         started.set()
@@ -52,12 +52,12 @@ async def test_delete_topics_while_a_flush_runs(
             os.fstat(fd)  # the descriptors of A's queue must still be open here
         real(*a)
 
-    monkeypatch.setattr(ms, "_sync_job", job)
-    flush = asyncio.create_task(s._flush_all())
+    monkeypatch.setattr(fl, "sync_job", job)
+    flush = asyncio.create_task(s.flusher.flush_all())
     assert await asyncio.to_thread(started.wait, 10)
     s.delete_topics({"A"})
     assert s.topic_queues() == {}
     gate.set()
     await flush
-    assert s._pending_close == []
+    assert s.flusher.pending_close == []
     await s.shutdown()

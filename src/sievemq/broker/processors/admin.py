@@ -24,7 +24,7 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_bool, get_str, int_or, require_str
 from sievemq.remoting.server import ProcessorTable
-from sievemq.store.message_store import MessageStore
+from sievemq.store import MessageStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import require_int, require_str
 from sievemq.remoting.server import ProcessorTable
-from sievemq.store.message_store import MessageStore
+from sievemq.store import MessageStore
 
 
 @dataclass

@@ -28,7 +28,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable
-from sievemq.store.message_store import GetResult, GetStatus, MessageStore
+from sievemq.store import GetResult, GetStatus, MessageStore
 
 MAX_HOLD_MS = 25_000
 """A pull is never held longer than this, whatever it asks for (clients time out at 30 s)."""

@@ -28,7 +28,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable
-from sievemq.store.message_store import MessageStore, PutResult, PutStatus
+from sievemq.store import MessageStore, PutResult, PutStatus
 
 MAX_PROPERTIES_BYTES = 32767
 _PUT_CODES = {

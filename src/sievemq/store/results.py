@@ -1,0 +1,68 @@
+"""What the store answers: put and get outcomes (RocketMQ ``PutMessageStatus`` / ``GetMessageStatus``), errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sievemq.errors import SieveError
+from sievemq.protocol.message import MessageExt
+
+__all__ = ["GetResult", "GetStatus", "PutResult", "PutStatus", "StoreError"]
+
+
+class StoreError(SieveError):
+    """The store folder cannot be used (locked by another process, unreadable)."""
+
+
+class PutStatus(Enum):
+    """Outcome of a put (Java ``PutMessageStatus``)."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass
+class PutResult:
+    """Status plus the stored messages (offsets, store time, body CRC and size filled in)."""
+
+    status: PutStatus
+    msgs: list[MessageExt]
+    message_ids: list[str] = field(default_factory=list)
+    """offsetMsgIds of the stored records (empty unless stored)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the messages are stored (PUT_OK, or FLUSH_DISK_TIMEOUT: stored but not yet synced)."""
+        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+
+
+class GetStatus(Enum):
+    """Outcome of ``get_message`` (Java ``GetMessageStatus``); the table is docs/protocol/requests.md §6."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass
+class GetResult:
+    """Records found (raw stored bytes) and where the next pull should start."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    records: list[bytes] = field(default_factory=list)
+    message_count: int = 0
+    buffer_total_size: int = 0

@@ -1,0 +1,135 @@
+"""Writing the commit log: puts (encode, append, dispatch in one loop step) and a slave's copied bytes.
+
+Both paths leave the store in the same state: records at their physical offsets, each whole record
+dispatched once (``dispatch.py``). ``dispatched_to`` is the offset after the last whole record
+dispatched; it trails the log's end only while a copied record is still partial, and puts are refused
+then (a put would land after half a record).
+"""
+
+from __future__ import annotations
+
+import time
+
+from sievemq.protocol.message import MessageExt, encode_record
+from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
+from sievemq.store.config import StoreConfig
+from sievemq.store.dispatch import Dispatcher
+from sievemq.store.prefault import Prefaulter
+from sievemq.store.queues import QueueTable, is_safe_folder_name
+from sievemq.store.recovery import dispatchable
+from sievemq.store.results import PutStatus, StoreError
+
+__all__ = ["Writer"]
+
+_MAX_TOPIC_BYTES = 127
+"""A record stores its topic's length in one signed byte (docs/protocol/message-format.md §1)."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Writer:
+    """Appends to the commit log and dispatches what it appended."""
+
+    def __init__(self, config: StoreConfig, store_host: tuple[str, int], commitlog: CommitLog, queues: QueueTable,
+                 dispatcher: Dispatcher, prefaulter: Prefaulter) -> None:  # fmt: skip
+        self.store_host = store_host
+        self.commitlog = commitlog
+        self.queues = queues
+        self.dispatcher = dispatcher
+        self.prefaulter = prefaulter
+        self._max_body = config.max_message_size
+        self._seg_limit = config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH
+        self.last_store_ts = 0
+        """Store time of the newest record: store times never go backwards (time searches rely on it)."""
+        self.dispatched_to = 0
+
+    def reset(self, last_store_ts: int) -> None:
+        """After recovery: the log ends with a whole record, stored at ``last_store_ts``."""
+        self.last_store_ts = max(self.last_store_ts, last_store_ts)
+        self.dispatched_to = self.commitlog.max_offset
+
+    def check(self, msgs: list[MessageExt]) -> PutStatus | None:
+        """Why a batch cannot be stored (None: it can): one topic and queue, names and sizes."""
+        if self.dispatched_to != self.commitlog.max_offset:
+            return PutStatus.SERVICE_NOT_AVAILABLE
+        if not msgs:
+            return PutStatus.MESSAGE_ILLEGAL
+        first = msgs[0]
+        topic = first.topic
+        if not is_safe_folder_name(topic) or len(topic.encode()) > _MAX_TOPIC_BYTES:
+            return PutStatus.MESSAGE_ILLEGAL
+        limit = self._max_body
+        for m in msgs:
+            if m.topic != topic or m.queue_id != first.queue_id or m.queue_id < 0 or len(m.body) > limit:
+                return PutStatus.MESSAGE_ILLEGAL
+        return None
+
+    def append(self, msgs: list[MessageExt]) -> int:
+        """Encode, append and dispatch a checked batch (no await inside: atomic w.r.t. other coroutines).
+
+        Fills in each message's queue offset, store time and host, commit-log offset; returns the log's new
+        end. Raises ``ValueError`` / ``struct.error`` / ``PropertiesSizeExceeded`` before writing anything.
+        """
+        cl = self.commitlog
+        first = msgs[0]
+        cq = self.queues.find(first.topic, first.queue_id)
+        qoff = cq.max_offset if cq is not None else 0
+        now = _now_ms()
+        if now < self.last_store_ts:
+            now = self.last_store_ts
+        self.last_store_ts = now
+        guess = cl.max_offset
+        records: list[bytes] = []
+        for m in msgs:
+            if dispatchable(m.sys_flag):
+                m.queue_offset = qoff
+                qoff += 1
+            else:
+                m.queue_offset = 0
+            m.store_timestamp = now
+            m.store_host = self.store_host
+            m.commit_log_offset = guess
+            rec = encode_record(m)
+            if len(rec) > self._seg_limit:
+                raise ValueError(f"record of {len(rec)} bytes does not fit a commit-log segment")
+            records.append(rec)
+            guess += len(rec)
+        dispatch = self.dispatcher.dispatch
+        for m, rec in zip(msgs, records, strict=True):
+            phy = cl.reserve(len(rec))
+            if phy != m.commit_log_offset:
+                m.commit_log_offset = phy
+                cl.write(phy, cl.patch_phy_offset(rec, phy))
+            else:
+                cl.write(phy, rec)
+            dispatch(m, phy, len(rec))
+        self.prefaulter.advance()
+        self.dispatched_to = end = cl.max_offset
+        return end
+
+    def append_copy(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Write copied bytes at ``offset`` (the log's end) and dispatch every record that became whole.
+
+        Returns the new end. Bytes that do not continue the log as records raise ``StoreError`` and
+        nothing of them is kept.
+        """
+        cl = self.commitlog
+        try:
+            end = cl.append_raw(offset, data)
+        except ValueError as e:
+            raise StoreError(str(e)) from None
+        self.dispatched_to = max(self.dispatched_to, cl.min_offset)  # a copy that started at a later segment
+        try:
+            summaries, upto = cl.complete_records(self.dispatched_to, end)
+        except ValueError as e:
+            cl.mfq.set_end(offset)
+            raise StoreError(f"copied commit-log bytes at {offset} are not records: {e}") from None
+        self.dispatched_to = upto
+        dispatch = self.dispatcher.dispatch_summary
+        for s in summaries:
+            dispatch(s)
+            if s.store_timestamp > self.last_store_ts:
+                self.last_store_ts = s.store_timestamp
+        return end
