@@ -31,6 +31,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.support import wire
 from tests.support.procs import Proc, broker_proc, free_port, namesrv_proc
 
 from sievemq.client import api
@@ -89,7 +90,7 @@ async def produce(conn: Connection, n: int, queues: int, pad: int) -> None:
             BatchEntry(body=order(i, pad), properties={"KEYS": f"o{i}"}) for i in range(start, min(n, start + batch))
         ]
         q = (start // batch) % queues
-        pending.append(asyncio.create_task(api.send_batch(conn, TOPIC, entries, queue_id=q, timeout=30)))
+        pending.append(asyncio.create_task(wire.send_batch(conn, TOPIC, entries, queue_id=q, timeout=30)))
         if len(pending) >= 16:
             await asyncio.gather(*pending)
             pending.clear()

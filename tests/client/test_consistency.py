@@ -18,6 +18,7 @@ import pytest
 
 from sievemq import Message, Producer, PushConsumer, SubscriptionError
 from sievemq.admin.api import AdminClient
+from sievemq.protocol.reasons import Reason
 from tests.client.conftest import collecting, eventually, ready, routed
 
 Names = Callable[[str], str]
@@ -56,6 +57,7 @@ async def test_inconsistent_consumer_gets_a_clear_error_and_nothing_is_lost(name
         text = str(err.value)
         assert group in text and topic in text and "TagC" in text and "TagA || TagB" in text
         assert "use another consumer group" in text
+        assert err.value.reason == Reason.SUBSCRIPTION_INCONSISTENT  # what a program branches on
         await ready(ab, topic, 4)
         sent = await send_abc(namesrv, topic)
         want = {k for k, t in sent.items() if t in "AB"}

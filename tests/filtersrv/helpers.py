@@ -10,12 +10,12 @@ from typing import Any, TypeVar
 
 import orjson
 
-from sievemq.client import api
 from sievemq.filtersrv.signing import filter_class_crc, signed_fields
 from sievemq.protocol.message import MessageExt, decode_records
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
+from tests.support import wire
 
 T = TypeVar("T")
 FLAG_COMMIT_OFFSET = 0x1
@@ -137,7 +137,7 @@ def is_big_eu(i: int) -> bool:
 async def send_orders(conn: Connection, topic: str, ids: range, queues: int = 2) -> None:
     """Send ``order(i)`` for each i to queue ``i % queues``, tag A or B alternately, key ``order-i``."""
     for i in ids:
-        await api.send_message(conn, topic, order(i), queue_id=i % queues, tags="AB"[i % 2], keys=[f"order-{i}"])
+        await wire.send_message(conn, topic, order(i), queue_id=i % queues, tags="AB"[i % 2], keys=[f"order-{i}"])
 
 
 async def until(probe: Callable[[], Awaitable[T]], *, timeout: float = 5.0, what: str = "condition") -> T:

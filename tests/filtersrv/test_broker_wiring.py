@@ -9,12 +9,12 @@ from pathlib import Path
 
 import orjson
 
-from sievemq.client import api
 from sievemq.filtersrv.cli import fetch_status
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
 from tests.filtersrv.conftest import FilterCluster, open_conn
 from tests.filtersrv.helpers import drain, is_big_eu, register, send_orders, until
+from tests.support import wire
 from tests.support.procs import Proc, dev_proc
 
 TOPIC = "Routed"
@@ -23,7 +23,7 @@ TOPIC = "Routed"
 async def filter_table(ns_conn: Connection, topic: str = TOPIC) -> dict[str, list[str]]:
     """The route's filterServerTable (empty when the topic has no route yet)."""
     try:
-        route = await api.get_route(ns_conn, topic)
+        route = await wire.get_route(ns_conn, topic)
     except Exception:
         return {}
     return route.filter_server_table

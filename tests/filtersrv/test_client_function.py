@@ -26,9 +26,11 @@ from sievemq.client import api
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.filtersrv.cli import fetch_status
 from sievemq.filtersrv.signing import filter_class_crc, verify_upload
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
 from tests.filtersrv.helpers import is_big_eu, send_orders, until
+from tests.support import wire
 
 NAMED = "shop.filters:big_eu_orders"
 SOURCE = """
@@ -68,7 +70,7 @@ def consumer(namesrv: str, group: str, topic: str, selector: Selector, **kw: Any
 async def route_servers(ns_conn: Connection, topic: str) -> list[str]:
     """Every filter server in ``topic``'s route."""
     try:
-        route = await api.get_route(ns_conn, topic)
+        route = await wire.get_route(ns_conn, topic)
     except Exception:
         return []
     return sorted(s for servers in route.filter_server_table.values() for s in servers)
@@ -260,3 +262,4 @@ async def test_uploaded_function(fc: FilterCluster, conns: list[Connection]) -> 
     with pytest.raises(SubscriptionError, match="clientUploadFilterEnable=false") as e:
         await c.start()
     assert "BigEuOrders" in str(e.value) and topic in str(e.value)
+    assert e.value.reason == Reason.FILTER_NOT_ALLOWED

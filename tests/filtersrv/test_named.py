@@ -14,6 +14,7 @@ from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import FilterCluster, open_conn
 from tests.filtersrv.helpers import class_pull, drain, is_big_eu, order, register, send_orders, until
+from tests.support import wire
 
 TOPIC = "Orders"
 GROUP = "eu-big"
@@ -66,7 +67,7 @@ async def test_named_function_delivers_exactly_the_matches(fc: FilterCluster, co
     held = asyncio.create_task(class_pull(fconn, GROUP, TOPIC, 0, 60, suspend_ms=5000))
     await asyncio.sleep(0.5)
     assert not held.done()
-    await api.send_message(bconn, TOPIC, order(130), queue_id=0)  # 130: eu, amount 160
+    await wire.send_message(bconn, TOPIC, order(130), queue_id=0)  # 130: eu, amount 160
     p = await asyncio.wait_for(held, 10)
     assert p.code == ResponseCode.SUCCESS and [orjson.loads(m.body)["id"] for m in p.messages] == [130]
     assert time.monotonic() - started < 4.5

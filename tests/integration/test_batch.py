@@ -11,6 +11,7 @@ from sievemq.protocol.msgid import UniqIdGenerator, parse_offset_msg_id
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import OpenConn
 from tests.integration.helpers import create_topic, pull_all
+from tests.support import wire
 from tests.support.procs import Proc
 
 CODES = {
@@ -35,9 +36,9 @@ async def test_batch_stores_every_message_with_its_own_properties(broker: Proc, 
         for i in range(5)
     ]
     # Something already in the queue, so the batch does not start at offset 0.
-    await api.send_message(conn, topic, b"before", queue_id=1)
+    await wire.send_message(conn, topic, b"before", queue_id=1)
 
-    r = await api.send_batch(conn, topic, entries, queue_id=1, code=code)
+    r = await wire.send_batch(conn, topic, entries, queue_id=1, code=code)
     assert r.code == ResponseCode.SUCCESS
     assert (r.queue_id, r.queue_offset) == (1, 1), "queueOffset is the first message's"
     msg_ids = r.msg_id.split(",")
@@ -67,6 +68,6 @@ async def test_batch_to_a_random_queue_keeps_the_batch_together(broker: Proc, op
     conn = await open_conn(broker)
     await create_topic(conn, "BatchAnyQueue", queues=4)
     entries = [BatchEntry(body=f"q{i}".encode(), properties={"TAGS": "T"}) for i in range(4)]
-    r = await api.send_batch(conn, "BatchAnyQueue", entries)
+    r = await wire.send_batch(conn, "BatchAnyQueue", entries)
     msgs = await pull_all(conn, "BatchAnyQueue", r.queue_id)
     assert [m.body for m in msgs] == [e.body for e in entries]

@@ -9,11 +9,11 @@ import sys
 
 import orjson
 
-from sievemq.client import api
 from sievemq.config import BrokerConfig
 from sievemq.remoting.codes import RequestCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, eventually, route_brokers, route_or_none
+from tests.support import wire
 from tests.support.procs import free_port
 
 TOPIC = "CliTopic"
@@ -60,7 +60,7 @@ async def test_topic_create_list_delete_show_in_routes(cluster: Cluster, open_co
     # list: the topic with its queues and message count; system topics only with --all.
     conn_a = await open_conn(br_a)
     for i in range(2):
-        await api.send_message(conn_a, TOPIC, f"c{i}".encode(), queue_id=i)
+        await wire.send_message(conn_a, TOPIC, f"c{i}".encode(), queue_id=i)
     rc, out, err = await run_cli("topic", "list", "--namesrv", ns.addr)
     assert rc == 0, err
     (line,) = [ln for ln in out.splitlines() if ln.split() and ln.split()[0] == TOPIC]

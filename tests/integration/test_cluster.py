@@ -11,6 +11,7 @@ from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic, eventually, route_brokers, route_or_none
+from tests.support import wire
 
 TOPIC = "SpreadTopic"
 
@@ -51,7 +52,7 @@ async def test_two_namesrvs_two_brokers_routes_sends_pulls_and_broker_loss(
     for name, conn, proc, nq in (("broker-a", conn_a, br_a, 2), ("broker-b", conn_b, br_b, 3)):
         for q in range(nq):
             body = f"{name}/q{q}".encode()
-            r = await api.send_message(conn, TOPIC, body, queue_id=q)
+            r = await wire.send_message(conn, TOPIC, body, queue_id=q)
             assert (r.queue_id, r.queue_offset) == (q, 0)
             host, port, _ = parse_offset_msg_id(r.msg_id)
             assert f"{host}:{port}" == proc.addr, "msgId must name the broker that stored the message"

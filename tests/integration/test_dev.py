@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from sievemq.client import api
 from sievemq.remoting.connection import connect
 from tests.integration.conftest import Cluster
 from tests.integration.helpers import eventually, pull_all, route_brokers, route_or_none
+from tests.support import wire
 
 
 async def test_dev_serves_both_roles_stops_cleanly_and_restarts_with_its_data(cluster: Cluster) -> None:
@@ -27,7 +27,7 @@ async def test_dev_serves_both_roles_stops_cleanly_and_restarts_with_its_data(cl
     broker_conn = await connect("127.0.0.1", dev.port)
     ns_conn = await connect("127.0.0.1", ns_port)
     try:
-        sent = [await api.send_message(broker_conn, "DevTopic", f"m{i}".encode(), queue_id=0) for i in range(5)]
+        sent = [await wire.send_message(broker_conn, "DevTopic", f"m{i}".encode(), queue_id=0) for i in range(5)]
         assert [s.queue_offset for s in sent] == list(range(5))
         route = await eventually(lambda: route_or_none(ns_conn, "DevTopic"), what="route of DevTopic")
         assert route_brokers(route) == {"broker-a": f"127.0.0.1:{dev.port}"}
@@ -49,7 +49,7 @@ async def test_dev_serves_both_roles_stops_cleanly_and_restarts_with_its_data(cl
         msgs = await pull_all(conn, "DevTopic", 0)
         assert [m.body for m in msgs] == [f"m{i}".encode() for i in range(5)]
         assert [m.offset_msg_id for m in msgs] == [s.msg_id for s in sent]
-        nxt = await api.send_message(conn, "DevTopic", b"after-restart", queue_id=0)
+        nxt = await wire.send_message(conn, "DevTopic", b"after-restart", queue_id=0)
         assert nxt.queue_offset == 5
     finally:
         conn.close()

@@ -22,6 +22,7 @@ from tests.integration.helpers import (
     pull_all,
     wait_held,
 )
+from tests.support import wire
 
 TOPIC = "DurableTopic"
 QUEUES = 4
@@ -38,7 +39,7 @@ async def _sender(conn: Connection, n: int, acked: list[Acked], stop: asyncio.Ev
     while not stop.is_set():
         body = f"sender{n}-msg{i:06d}-".encode() + bytes([i % 251]) * (100 + i % 300)
         try:
-            r = await api.send_message(conn, TOPIC, body, queue_id=n % QUEUES, keys=[f"k{n}-{i}"], timeout=5.0)
+            r = await wire.send_message(conn, TOPIC, body, queue_id=n % QUEUES, keys=[f"k{n}-{i}"], timeout=5.0)
         except SieveError:
             return  # the broker died under us: this one was never acknowledged
         assert r.code == ResponseCode.SUCCESS, r
@@ -106,7 +107,7 @@ async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(cluster: 
         last_acked = max((o for _, qid, o, _, _ in acked if qid == q), default=-1)
         assert len(offsets) >= last_acked + 1
         assert await max_offset(conn, TOPIC, q) == len(offsets)
-        r = await api.send_message(conn, TOPIC, b"after-crash", queue_id=q)
+        r = await wire.send_message(conn, TOPIC, b"after-crash", queue_id=q)
         assert r.queue_offset == len(offsets)
         _, _, phy = parse_offset_msg_id(r.msg_id)
         assert all(phy > parse_offset_msg_id(m.offset_msg_id)[2] for m in stored[q].values())
@@ -142,7 +143,7 @@ async def test_sync_flush_acknowledges_a_send_only_after_it_is_on_disk(cluster: 
         segments = cluster.store_dir(proc) / "commitlog"
         dirty = []
         for i in range(10):
-            r = await api.send_message(conn, "FsyncTopic", b"d" * 300 + str(i).encode(), queue_id=0)
+            r = await wire.send_message(conn, "FsyncTopic", b"d" * 300 + str(i).encode(), queue_id=0)
             _, _, phy = parse_offset_msg_id(r.msg_id)
             seg = max(p for p in segments.iterdir() if int(p.name) <= phy)
             dirty.append(dirty_pages(seg, phy - int(seg.name), 400))
@@ -164,7 +165,7 @@ async def test_consume_queue_file_roll_with_long_polling_and_restarts(cluster: C
     n = CQ_ENTRIES_PER_FILE
     for start in range(0, n, 300):  # batches that straddle the file boundary
         count = min(300, n - start)
-        await api.send_batch(
+        await wire.send_batch(
             conn,
             "CqRoll",
             [BatchEntry(body=f"r{start + i}".encode(), properties={"TAGS": "T"}) for i in range(count)],
@@ -175,7 +176,7 @@ async def test_consume_queue_file_roll_with_long_polling_and_restarts(cluster: C
     puller = await open_conn(broker)
     pull = asyncio.create_task(api.pull_message(puller, "cq-group", "CqRoll", 0, n, suspend_ms=10_000, timeout=15))
     await wait_held(conn, pull)
-    await api.send_message(conn, "CqRoll", f"r{n}".encode(), queue_id=0)
+    await wire.send_message(conn, "CqRoll", f"r{n}".encode(), queue_id=0)
     r = await asyncio.wait_for(pull, 2.0)
     assert r.code == ResponseCode.SUCCESS and [m.body for m in r.messages] == [f"r{n}".encode()]
 
@@ -193,4 +194,4 @@ async def test_consume_queue_file_roll_with_long_polling_and_restarts(cluster: C
     broker = cluster.restart(broker)
     conn = await open_conn(broker)
     assert [m.body for m in await pull_all(conn, "CqRoll", 0)] == expected
-    assert (await api.send_message(conn, "CqRoll", b"next", queue_id=0)).queue_offset == n + 1
+    assert (await wire.send_message(conn, "CqRoll", b"next", queue_id=0)).queue_offset == n + 1

@@ -27,17 +27,18 @@ from tests.integration.helpers import (
     route_or_none,
     wait_held,
 )
+from tests.support import wire
 from tests.support.procs import Proc
 
 GROUP = "edge-group"
 
 
 async def test_pull_status_table(broker: Proc, open_conn: OpenConn) -> None:
-    """remoting.md 5.2: codes and nextBeginOffset for every position of the request offset."""
+    """docs/protocol/requests.md §6: codes and nextBeginOffset for every position of the request offset."""
     conn = await open_conn(broker)
     await create_topic(conn, "StatusTopic", queues=2)
     for i in range(3):
-        await api.send_message(conn, "StatusTopic", f"s{i}".encode(), queue_id=0)
+        await wire.send_message(conn, "StatusTopic", f"s{i}".encode(), queue_id=0)
 
     async def pull(qid: int, offset: int) -> tuple[int, int]:
         r = await api.pull_message(conn, GROUP, "StatusTopic", qid, offset)
@@ -68,28 +69,28 @@ async def test_permissions_and_system_topics(broker: Proc, open_conn: OpenConn) 
     await create_topic(conn, "WriteOnly", queues=1, perm=2)
 
     with pytest.raises(RemotingError) as ei:
-        await api.send_message(conn, "ReadOnly", b"x", queue_id=0)
+        await wire.send_message(conn, "ReadOnly", b"x", queue_id=0)
     assert ei.value.code == ResponseCode.NO_PERMISSION
-    assert (await api.send_message(conn, "WriteOnly", b"x", queue_id=0)).code == ResponseCode.SUCCESS
+    assert (await wire.send_message(conn, "WriteOnly", b"x", queue_id=0)).code == ResponseCode.SUCCESS
     r = await api.pull_message(conn, GROUP, "WriteOnly", 0, 0)
     assert r.code == ResponseCode.NO_PERMISSION and r.remark
 
     for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "SELF_TEST_TOPIC"):
         with pytest.raises(RemotingError) as ei:
-            await api.send_message(conn, topic, b"x")
+            await wire.send_message(conn, topic, b"x")
         assert ei.value.code == ResponseCode.NO_PERMISSION, topic
     with pytest.raises(RemotingError) as ei:
-        await api.send_message(conn, "TBW102", b"x")
+        await wire.send_message(conn, "TBW102", b"x")
     assert ei.value.code != ResponseCode.SUCCESS
 
     with pytest.raises(RemotingError) as ei:
-        await api.send_message(conn, "WriteOnly", b"x", queue_id=5)
+        await wire.send_message(conn, "WriteOnly", b"x", queue_id=5)
     assert ei.value.code == ResponseCode.SYSTEM_ERROR and "queueId" in ei.value.remark
 
 
 async def test_one_way_offset_commit_and_negative_offsets(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
-    await api.send_message(conn, "OnewayTopic", b"x", queue_id=0)
+    await wire.send_message(conn, "OnewayTopic", b"x", queue_id=0)
     fields = {"consumerGroup": GROUP, "topic": "OnewayTopic", "queueId": 0, "commitOffset": 1}
     conn.send_oneway(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields))
     await eventually(lambda: _eq(api.query_offset(conn, GROUP, "OnewayTopic", 0), 1), what="one-way commit stored")
@@ -103,7 +104,7 @@ async def test_cpp_and_js_style_heartbeats_register_their_subscriptions(broker: 
     conn = await open_conn(broker)
     await create_topic(conn, "DialectTopic", queues=1)
     for i, tag in enumerate(["TagA", "TagB", "TagC"]):
-        await api.send_message(conn, "DialectTopic", f"d{i}".encode(), tags=tag, queue_id=0)
+        await wire.send_message(conn, "DialectTopic", f"d{i}".encode(), tags=tag, queue_id=0)
     cpp = {
         "clientID": "10.0.0.9@cpp",
         "consumerDataSet": [
@@ -186,32 +187,32 @@ async def test_big_message_round_trip(cluster: Cluster, ns: Proc, open_conn: Ope
     broker = cluster.broker(ns.addr, "broker-big", segment=8 * 1024 * 1024)
     conn = await open_conn(broker)
     body = bytes(range(256)) * (3 * 1024 * 4)  # 3 MiB
-    sent = await api.send_message(conn, "BigTopic", body, queue_id=0, timeout=10)
-    small = await api.send_message(conn, "BigTopic", b"small", queue_id=0)
+    sent = await wire.send_message(conn, "BigTopic", body, queue_id=0, timeout=10)
+    small = await wire.send_message(conn, "BigTopic", b"small", queue_id=0)
     msgs = await pull_all(conn, "BigTopic", 0)
     assert [m.body for m in msgs] == [body, b"small"]
     assert [m.offset_msg_id for m in msgs] == [sent.msg_id, small.msg_id]
     # Over the default 4 MiB limit: refused, connection fine.
     with pytest.raises(RemotingError) as ei:
-        await api.send_message(conn, "BigTopic", b"x" * (4 * 1024 * 1024 + 1), queue_id=0, timeout=10)
+        await wire.send_message(conn, "BigTopic", b"x" * (4 * 1024 * 1024 + 1), queue_id=0, timeout=10)
     assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert await max_offset(conn, "BigTopic", 0) == 2
 
 
 async def test_send_back_of_an_unknown_offset_and_illegal_batches(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
-    await api.send_message(conn, "EdgeTopic", b"x", queue_id=0)
+    await wire.send_message(conn, "EdgeTopic", b"x", queue_id=0)
     resp = await call(conn, RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": 10**9, "group": GROUP, "delayLevel": 1})
     assert resp.code == ResponseCode.SYSTEM_ERROR and resp.remark
 
     with pytest.raises(RemotingError) as ei:
-        await api.send_batch(conn, "EdgeTopic", [BatchEntry(body=b"a", properties={"DELAY": "1"})], queue_id=0)
+        await wire.send_batch(conn, "EdgeTopic", [BatchEntry(body=b"a", properties={"DELAY": "1"})], queue_id=0)
     assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
     with pytest.raises(RemotingError) as ei:
-        await api.send_batch(conn, f"%RETRY%{GROUP}", [BatchEntry(body=b"a")], queue_id=0)
+        await wire.send_batch(conn, f"%RETRY%{GROUP}", [BatchEntry(body=b"a")], queue_id=0)
     assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
     with pytest.raises(RemotingError) as ei:
-        await api.send_batch(conn, "EdgeTopic", [], queue_id=0)
+        await wire.send_batch(conn, "EdgeTopic", [], queue_id=0)
     assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert await max_offset(conn, "EdgeTopic", 0) == 1
 
@@ -219,7 +220,7 @@ async def test_send_back_of_an_unknown_offset_and_illegal_batches(broker: Proc, 
 async def test_query_message_respects_max_num(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
     for i in range(5):
-        await api.send_message(conn, "ManyKeys", f"k{i}".encode(), keys=["same"], queue_id=0)
+        await wire.send_message(conn, "ManyKeys", f"k{i}".encode(), keys=["same"], queue_id=0)
     fields = {
         "topic": "ManyKeys",
         "key": "same",
@@ -235,7 +236,7 @@ async def test_query_message_respects_max_num(broker: Proc, open_conn: OpenConn)
 async def test_broker_stops_cleanly_on_sigint_and_unregisters(cluster: Cluster, ns: Proc, open_conn: OpenConn) -> None:
     broker = cluster.broker(ns.addr)
     conn = await open_conn(broker)
-    await api.send_message(conn, "SigintTopic", b"x", queue_id=0)
+    await wire.send_message(conn, "SigintTopic", b"x", queue_id=0)
     nsc = await open_conn(ns)
     await eventually(lambda: route_or_none(nsc, "SigintTopic"), what="route")
     # A held pull is answered when the broker stops, not left hanging.
@@ -293,7 +294,7 @@ async def test_topic_admin_values_are_taken_as_given(broker: Proc, open_conn: Op
     tc = await config("PermZero")
     assert tc is not None and tc["perm"] == 0, f"perm 0 was stored as {tc}"
     with pytest.raises(RemotingError) as ei:
-        await api.send_message(conn, "PermZero", b"x", queue_id=0)
+        await wire.send_message(conn, "PermZero", b"x", queue_id=0)
     assert ei.value.code == ResponseCode.NO_PERMISSION
 
     resp = await create("ReadZero", 0, 2, 6)
@@ -328,7 +329,7 @@ async def test_compressed_bodies_pass_through_and_multi_tag_topics_are_flagged(
     assert zlib.decompress(m.body) == raw_body
 
     await create_topic(conn, "MultiTag", queues=1, filter_type="MULTI_TAG")
-    await api.send_message(conn, "MultiTag", b"mt", tags="TagA", queue_id=0)
+    await wire.send_message(conn, "MultiTag", b"mt", tags="TagA", queue_id=0)
     (m,) = await pull_all(conn, "MultiTag", 0)
     assert m.sys_flag & 0x2, "MULTI_TAG topics set MULTI_TAGS_FLAG on stored messages"
 
@@ -336,6 +337,6 @@ async def test_compressed_bodies_pass_through_and_multi_tag_topics_are_flagged(
 async def test_longest_topic_name_round_trips(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
     topic = "T" * 126 + "z"  # 127 bytes: the record's topic length is a signed byte
-    sent = await api.send_message(conn, topic, b"long-topic", queue_id=0)
+    sent = await wire.send_message(conn, topic, b"long-topic", queue_id=0)
     (m,) = await pull_all(conn, topic, 0)
     assert (m.topic, m.body, m.offset_msg_id) == (topic, b"long-topic", sent.msg_id)

@@ -9,6 +9,7 @@ from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import OpenConn
 from tests.integration.helpers import Recorder, call, eventually, route_or_none
+from tests.support import wire
 from tests.support.procs import Proc
 
 GROUP = "member-group"
@@ -38,7 +39,7 @@ async def test_consumer_list_notify_unregister_and_close(ns: Proc, broker: Proc,
     c1 = await open_conn(broker, handler=rec1)
     c2 = await open_conn(broker, handler=Recorder())
     admin = await open_conn(broker)
-    await api.send_message(admin, TOPIC, b"x")
+    await wire.send_message(admin, TOPIC, b"x")
 
     assert await api.consumer_ids(admin, GROUP) == []
     resp = await call(admin, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": GROUP})

@@ -21,6 +21,7 @@ from tests.integration.helpers import (
     min_offset,
     pull_all,
 )
+from tests.support import wire
 from tests.support.procs import Proc
 
 GROUP = "offset-group"
@@ -34,7 +35,7 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
     conn = await open_conn(broker)
     await create_topic(conn, TOPIC, queues=2)
     for i in range(10):
-        await api.send_message(conn, TOPIC, f"o{i}".encode(), queue_id=0)
+        await wire.send_message(conn, TOPIC, f"o{i}".encode(), queue_id=0)
 
     # A new group on a queue that still starts at 0 begins at 0.
     assert await min_offset(conn, TOPIC, 0) == 0
@@ -104,7 +105,7 @@ async def test_sync_flush_broker_has_an_answered_offset_commit_on_disk(
     conn = await open_conn(broker)
     await create_topic(conn, TOPIC, queues=1)
     for i in range(3):
-        await api.send_message(conn, TOPIC, f"s{i}".encode(), queue_id=0)
+        await wire.send_message(conn, TOPIC, f"s{i}".encode(), queue_id=0)
     await api.update_offset(conn, GROUP, TOPIC, 0, 2)
     broker.kill9()
     broker = cluster.restart(broker)
@@ -124,7 +125,7 @@ async def test_queue_offsets_time_search_and_earliest_store_time(broker: Proc, o
     await create_topic(conn, "TimeTopic", queues=2)
     assert (await max_offset(conn, "TimeTopic", 0), await min_offset(conn, "TimeTopic", 0)) == (0, 0)
     for i in range(3):
-        await api.send_message(conn, "TimeTopic", f"t{i}".encode(), queue_id=0)
+        await wire.send_message(conn, "TimeTopic", f"t{i}".encode(), queue_id=0)
         await asyncio.sleep(0.05)  # spacing, so each message has its own store time
     assert await max_offset(conn, "TimeTopic", 0) == 3
     assert await min_offset(conn, "TimeTopic", 0) == 0
@@ -156,11 +157,11 @@ async def test_queue_offsets_time_search_and_earliest_store_time(broker: Proc, o
 async def test_view_message_by_id_and_query_by_key(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
     uniq = UniqIdGenerator().next()
-    first = await api.send_message(
+    first = await wire.send_message(
         conn, "KeyTopic", b"keyed-1", keys=["order-1", "shared"], properties={"UNIQ_KEY": uniq}, queue_id=0
     )
-    await api.send_message(conn, "KeyTopic", b"keyed-2", keys=["shared"], queue_id=0)
-    await api.send_message(conn, "OtherKeyTopic", b"other", keys=["order-1"], queue_id=0)
+    await wire.send_message(conn, "KeyTopic", b"keyed-2", keys=["shared"], queue_id=0)
+    await wire.send_message(conn, "OtherKeyTopic", b"other", keys=["order-1"], queue_id=0)
 
     # VIEW_MESSAGE_BY_ID: the msgId names this broker and the record's commit-log offset.
     host, port, phy = parse_offset_msg_id(first.msg_id)

@@ -13,13 +13,14 @@ from sievemq.remoting.command import SerializeType, encode
 from sievemq.remoting.connection import connect
 from tests.integration.conftest import OpenConn
 from tests.integration.helpers import RawClient, call, create_topic, json_frame, request_cmd
+from tests.support import wire
 from tests.support.procs import Proc
 
 UNKNOWN_CODE = 9999
 
 
 def _assert_header_types(h: dict[str, object], opaque: int) -> None:
-    """Rules 1-3 of remoting.md: numbers for code/flag/opaque/version, strings for every extFields value."""
+    """docs/protocol/frames.md §5-§6: numbers for code/flag/opaque/version, strings for every extFields value."""
     for key in ("code", "flag", "opaque", "version"):
         assert type(h[key]) is int, f"{key} must be a JSON number: {h!r}"
     assert h["opaque"] == opaque
@@ -186,7 +187,7 @@ async def test_unknown_request_code_is_3_with_remark_and_connection_stays_usable
         resp = await call(conn, UNKNOWN_CODE)
         assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         if proc is broker:
-            assert (await api.send_message(conn, "AfterUnknown", b"ok")).code == ResponseCode.SUCCESS
+            assert (await wire.send_message(conn, "AfterUnknown", b"ok")).code == ResponseCode.SUCCESS
         else:
             assert (await call(conn, RequestCode.GET_BROKER_CLUSTER_INFO)).code == ResponseCode.SUCCESS
 
@@ -245,7 +246,7 @@ async def test_half_frame_then_vanish_does_not_hurt_the_broker(broker: Proc, ope
     await asyncio.sleep(0)
 
     conn = await open_conn(broker)
-    r = await asyncio.wait_for(api.send_message(conn, "HalfTopic", b"whole", queue_id=0), 3.0)
+    r = await asyncio.wait_for(wire.send_message(conn, "HalfTopic", b"whole", queue_id=0), 3.0)
     assert r.code == ResponseCode.SUCCESS and r.queue_offset == 0, "no half frame may have been stored"
     pulled = await api.pull_message(conn, "half-group", "HalfTopic", 0, 0)
     assert [m.body for m in pulled.messages] == [b"whole"]
@@ -260,7 +261,7 @@ async def test_half_frame_then_vanish_does_not_hurt_the_broker(broker: Proc, ope
     # And a fresh connection still works after all of that.
     fresh = await connect("127.0.0.1", broker.port)
     try:
-        assert (await api.send_message(fresh, "HalfTopic", b"later", queue_id=0)).queue_offset == 2
+        assert (await wire.send_message(fresh, "HalfTopic", b"later", queue_id=0)).queue_offset == 2
     finally:
         fresh.close()
 
@@ -270,7 +271,7 @@ async def test_connection_survives_many_requests_in_flight(broker: Proc, open_co
     conn = await open_conn(broker)
     await create_topic(conn, "PipeTopic", queues=1)
     results = await asyncio.gather(
-        *(api.send_message(conn, "PipeTopic", f"p{i}".encode(), queue_id=0) for i in range(50))
+        *(wire.send_message(conn, "PipeTopic", f"p{i}".encode(), queue_id=0) for i in range(50))
     )
     assert sorted(r.queue_offset for r in results) == list(range(50))
     assert len({r.msg_id for r in results}) == 50

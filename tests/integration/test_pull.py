@@ -12,6 +12,7 @@ from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.remoting.codes import ResponseCode
 from tests.integration.conftest import OpenConn
 from tests.integration.helpers import create_topic, held_pulls, max_offset, wait_held
+from tests.support import wire
 from tests.support.procs import Proc
 
 GROUP = "pull-group"
@@ -22,7 +23,7 @@ async def test_tag_filter_returns_only_matching_tags(broker: Proc, open_conn: Op
     await create_topic(conn, "TagTopic", queues=1)
     tags = ["TagA", "TagC", "TagB", None, "TagA", "tagA", "TagD", "TagB"]
     for i, tag in enumerate(tags):
-        await api.send_message(conn, "TagTopic", f"m{i}".encode(), tags=tag, queue_id=0)
+        await wire.send_message(conn, "TagTopic", f"m{i}".encode(), tags=tag, queue_id=0)
 
     r = await api.pull_message(conn, GROUP, "TagTopic", 0, 0, subscription="TagA || TagB")
     assert r.code == ResponseCode.SUCCESS
@@ -43,13 +44,13 @@ async def test_tag_filter_returns_only_matching_tags(broker: Proc, open_conn: Op
 
 
 async def test_tag_filter_with_unicode_and_negative_hash_tags(broker: Proc, open_conn: OpenConn) -> None:
-    """Tag codes are Java String.hashCode over UTF-16 units (remoting.md section 10 vectors), negative ones included."""
+    """Tag codes are Java String.hashCode over UTF-16 units (docs/protocol/consume-queue.md §4), negatives included."""
     conn = await open_conn(broker)
     await create_topic(conn, "UniTags", queues=1)
     long_tag = "a_very_long_tag_name_for_overflow_testing"  # hash -784543840
     tags = ["中文", "TagA", "😀", long_tag, "中", " TagA "]
     for i, tag in enumerate(tags):
-        await api.send_message(conn, "UniTags", f"u{i}".encode(), tags=tag, queue_id=0)
+        await wire.send_message(conn, "UniTags", f"u{i}".encode(), tags=tag, queue_id=0)
     r = await api.pull_message(conn, GROUP, "UniTags", 0, 0, subscription=f"中文 || 😀 || {long_tag}")
     assert [(m.body, m.tags) for m in r.messages] == [(b"u0", "中文"), (b"u2", "😀"), (b"u3", long_tag)]
     # Expression tags are trimmed, stored tags are not.
@@ -62,7 +63,7 @@ async def test_tag_filter_subscription_from_heartbeat(broker: Proc, open_conn: O
     conn = await open_conn(broker)
     await create_topic(conn, "HbTagTopic", queues=1)
     for i, tag in enumerate(["TagA", "TagX", "TagB"]):
-        await api.send_message(conn, "HbTagTopic", f"h{i}".encode(), tags=tag, queue_id=0)
+        await wire.send_message(conn, "HbTagTopic", f"h{i}".encode(), tags=tag, queue_id=0)
     r = await api.pull_message(conn, "hb-tag-group", "HbTagTopic", 0, 0, subscription=None)
     assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST, "no heartbeat yet"
     hb = HeartbeatData(
@@ -83,8 +84,8 @@ async def test_long_run_of_non_matching_messages_answers_pull_retry_immediately(
     run = 3000
     for start in range(0, run, 250):
         entries = [BatchEntry(body=f"n{i}".encode(), properties={"TAGS": "Noise"}) for i in range(start, start + 250)]
-        await api.send_batch(conn, "RunTopic", entries, queue_id=0)
-    await api.send_message(conn, "RunTopic", b"wanted", tags="TagA", queue_id=0)
+        await wire.send_batch(conn, "RunTopic", entries, queue_id=0)
+    await wire.send_message(conn, "RunTopic", b"wanted", tags="TagA", queue_id=0)
     assert await max_offset(conn, "RunTopic", 0) == run + 1
 
     offset, rounds, seen = 0, 0, []
@@ -117,7 +118,7 @@ async def test_long_polling_wakes_a_held_pull_within_50ms_of_the_send(broker: Pr
             _timed(api.pull_message(puller, GROUP, "LpTopic", 0, i, suspend_ms=10_000, timeout=15))
         )
         await wait_held(sender, pull)
-        sent = await api.send_message(sender, "LpTopic", f"lp{i}".encode(), queue_id=0)
+        sent = await wire.send_message(sender, "LpTopic", f"lp{i}".encode(), queue_id=0)
         t_send = time.monotonic()
         assert sent.queue_offset == i
         result, t_pull = await asyncio.wait_for(pull, 5.0)
@@ -131,7 +132,7 @@ async def test_long_polling_wakes_a_held_pull_within_50ms_of_the_send(broker: Pr
 async def test_held_pull_times_out_at_its_suspend_time_with_19(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
     await create_topic(conn, "LpIdle", queues=1)
-    await api.send_message(conn, "LpIdle", b"one", queue_id=0)
+    await wire.send_message(conn, "LpIdle", b"one", queue_id=0)
     t0 = time.monotonic()
     r = await api.pull_message(conn, GROUP, "LpIdle", 0, 1, suspend_ms=1500, timeout=10)
     elapsed = time.monotonic() - t0
@@ -147,10 +148,10 @@ async def test_held_pull_ignores_non_matching_messages(broker: Proc, open_conn: 
         api.pull_message(puller, GROUP, "LpTags", 0, 0, subscription="TagA", suspend_ms=10_000, timeout=15)
     )
     await wait_held(sender, pull)
-    await api.send_message(sender, "LpTags", b"noise", tags="TagZ", queue_id=0)
+    await wire.send_message(sender, "LpTags", b"noise", tags="TagZ", queue_id=0)
     # A wake-up would have released the pull before the broker answers this later request.
     assert await held_pulls(sender) == 1 and not pull.done(), "a non-matching message answered the held pull"
-    await api.send_message(sender, "LpTags", b"wanted", tags="TagA", queue_id=0)
+    await wire.send_message(sender, "LpTags", b"wanted", tags="TagA", queue_id=0)
     r = await asyncio.wait_for(pull, 2.0)
     assert r.code == ResponseCode.SUCCESS
     assert [m.body for m in r.messages] == [b"wanted"]
@@ -166,13 +167,13 @@ async def test_held_pull_does_not_block_other_requests_on_the_same_connection(
 
     hb = HeartbeatData("shared-conn-client", producer_groups=["shared-producer"])
     t0 = time.monotonic()
-    resp = await api.heartbeat(conn, hb, timeout=2.0)
+    resp = await wire.heartbeat(conn, hb, timeout=2.0)
     assert resp.code == ResponseCode.SUCCESS
     assert time.monotonic() - t0 < 0.5, "the heartbeat waited behind the held pull"
     assert not pull.done(), "the pull is still held"
 
     t0 = time.monotonic()
-    sent = await api.send_message(conn, "LpShared", b"same-conn", queue_id=0, timeout=2.0)
+    sent = await wire.send_message(conn, "LpShared", b"same-conn", queue_id=0, timeout=2.0)
     assert time.monotonic() - t0 < 0.5
     r = await asyncio.wait_for(pull, 2.0)
     assert r.code == ResponseCode.SUCCESS
@@ -202,7 +203,7 @@ async def test_held_pull_is_released_when_its_connection_closes(broker: Proc, op
         await asyncio.sleep(0.02)
     assert await held_pulls(admin) == 0, "held pulls of a closed connection must be dropped"
     # The queues still work for everyone else.
-    await api.send_message(admin, "LpGone", b"x", queue_id=0)
+    await wire.send_message(admin, "LpGone", b"x", queue_id=0)
     r = await api.pull_message(admin, GROUP, "LpGone", 0, 0)
     assert [m.body for m in r.messages] == [b"x"]
 
@@ -213,10 +214,10 @@ async def test_a_send_wakes_only_the_pulls_of_its_queue(broker: Proc, open_conn:
     p0 = asyncio.create_task(api.pull_message(puller, GROUP, "LpQueues", 0, 0, suspend_ms=10_000, timeout=15))
     p1 = asyncio.create_task(api.pull_message(puller, GROUP, "LpQueues", 1, 0, suspend_ms=10_000, timeout=15))
     await wait_held(admin, p0, count=2)
-    await api.send_message(admin, "LpQueues", b"to-1", queue_id=1)
+    await wire.send_message(admin, "LpQueues", b"to-1", queue_id=1)
     r1 = await asyncio.wait_for(p1, 2.0)
     assert [m.body for m in r1.messages] == [b"to-1"]
     assert not p0.done() and await held_pulls(admin) == 1
-    await api.send_message(admin, "LpQueues", b"to-0", queue_id=0)
+    await wire.send_message(admin, "LpQueues", b"to-0", queue_id=0)
     r0 = await asyncio.wait_for(p0, 2.0)
     assert [m.body for m in r0.messages] == [b"to-0"]

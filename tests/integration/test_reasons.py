@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sievemq.client import api
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.protocol.reasons import REASON_FIELD, Reason, RefusedSubscription, decode_refused_subscriptions
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import OpenConn
 from tests.integration.helpers import call
+from tests.support import wire
 from tests.support.procs import Proc
 
 GROUP = "reason-group"
@@ -20,14 +20,14 @@ def _hb(client_id: str, expression: str) -> HeartbeatData:
 
 async def test_inconsistent_subscription_is_refused_with_a_reason(broker: Proc, open_conn: OpenConn) -> None:
     first, second = await open_conn(broker), await open_conn(broker)
-    await api.send_message(first, TOPIC, b"x", tags="TagA")
+    await wire.send_message(first, TOPIC, b"x", tags="TagA")
 
-    resp = await api.heartbeat(first, _hb("one@1", "TagA"))
+    resp = await wire.heartbeat(first, _hb("one@1", "TagA"))
     assert resp.code == ResponseCode.SUCCESS and REASON_FIELD not in resp.ext_fields
 
     # The second client subscribes the topic differently: the heartbeat still succeeds (or clients would drop the
     # broker), and says which subscription is refused, in fields a program reads.
-    resp = await api.heartbeat(second, _hb("two@2", "TagB"))
+    resp = await wire.heartbeat(second, _hb("two@2", "TagB"))
     assert resp.code == ResponseCode.SUCCESS
     assert resp.ext_fields.get(REASON_FIELD) == Reason.SUBSCRIPTION_INCONSISTENT
     refused = decode_refused_subscriptions(resp.ext_fields)

@@ -10,6 +10,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic, eventually, max_offset, pull_all
+from tests.support import wire
 from tests.support.procs import Proc
 
 GROUP = "retry-group"
@@ -39,7 +40,7 @@ async def test_send_back_with_delay_level_1_reaches_retry_topic_after_about_a_se
 ) -> None:
     conn = await open_conn(broker)
     await create_topic(conn, "WorkTopic", queues=1)
-    sent = await api.send_message(conn, "WorkTopic", b"please retry", tags="TagR", keys=["rk"], queue_id=0)
+    sent = await wire.send_message(conn, "WorkTopic", b"please retry", tags="TagR", keys=["rk"], queue_id=0)
 
     t0 = time.monotonic()
     await _send_back(conn, sent.msg_id, "WorkTopic", delay_level=1)
@@ -61,7 +62,7 @@ async def test_send_back_with_delay_level_1_reaches_retry_topic_after_about_a_se
 async def test_send_back_with_max_reconsume_times_0_goes_to_dlq_at_once(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
     await create_topic(conn, "DeadTopic", queues=1)
-    sent = await api.send_message(conn, "DeadTopic", b"poison", queue_id=0)
+    sent = await wire.send_message(conn, "DeadTopic", b"poison", queue_id=0)
 
     # Request version 409 (>= 121): the header's maxReconsumeTimes is honoured.
     await _send_back(conn, sent.msg_id, "DeadTopic", delay_level=1, maxReconsumeTimes=0)
@@ -74,13 +75,13 @@ async def test_send_back_with_max_reconsume_times_0_goes_to_dlq_at_once(broker: 
     assert await max_offset(conn, RETRY, 0) == 0
 
     # An old client (version < 121) cannot set maxReconsumeTimes: the message is retried instead.
-    sent2 = await api.send_message(conn, "DeadTopic", b"old-client", queue_id=0)
+    sent2 = await wire.send_message(conn, "DeadTopic", b"old-client", queue_id=0)
     await _send_back(conn, sent2.msg_id, "DeadTopic", delay_level=1, version=100, maxReconsumeTimes=0)
     assert await max_offset(conn, DLQ, 0) == 1
     await eventually(lambda: _has_messages(conn, RETRY), timeout=5.0, what="old client's message retried")
 
     # delayLevel < 0 dead-letters whatever the count.
-    sent3 = await api.send_message(conn, "DeadTopic", b"negative-delay", queue_id=0)
+    sent3 = await wire.send_message(conn, "DeadTopic", b"negative-delay", queue_id=0)
     await _send_back(conn, sent3.msg_id, "DeadTopic", delay_level=-1)
     assert await max_offset(conn, DLQ, 0) == 2
 
@@ -112,7 +113,7 @@ async def test_producer_delay_level_1_is_hidden_then_delivered(broker: Proc, ope
     conn = await open_conn(broker)
     await create_topic(conn, "DelayTopic", queues=2)
     t0 = time.monotonic()
-    sent = await api.send_message(conn, "DelayTopic", b"later", queue_id=1, delay_level=1, tags="TagD")
+    sent = await wire.send_message(conn, "DelayTopic", b"later", queue_id=1, delay_level=1, tags="TagD")
     assert sent.code == ResponseCode.SUCCESS
     assert await max_offset(conn, "DelayTopic", 1) == 0, "a delayed message is not in its topic at once"
     r = await api.pull_message(conn, "delay-group", "DelayTopic", 1, 0)
@@ -128,7 +129,7 @@ async def test_producer_delay_level_1_is_hidden_then_delivered(broker: Proc, ope
 
     # A held pull is woken by the delayed delivery too.
     t0 = time.monotonic()
-    await api.send_message(conn, "DelayTopic", b"later-2", queue_id=1, delay_level=1)
+    await wire.send_message(conn, "DelayTopic", b"later-2", queue_id=1, delay_level=1)
     r = await api.pull_message(conn, "delay-group", "DelayTopic", 1, 1, suspend_ms=8000, timeout=12)
     assert r.code == ResponseCode.SUCCESS and [m.body for m in r.messages] == [b"later-2"]
     assert 0.8 <= time.monotonic() - t0 <= 3.0
@@ -146,7 +147,7 @@ async def test_delayed_messages_survive_a_clean_restart_and_are_delivered_once(
     await create_topic(conn, "DelayRestart", queues=1)
 
     # Pending at the stop: delivered after the restart.
-    await api.send_message(conn, "DelayRestart", b"pending", queue_id=0, delay_level=1)
+    await wire.send_message(conn, "DelayRestart", b"pending", queue_id=0, delay_level=1)
     conn.close()
     assert broker.stop() == 0
     broker = cluster.restart(broker)
@@ -159,7 +160,7 @@ async def test_delayed_messages_survive_a_clean_restart_and_are_delivered_once(
     assert broker.stop() == 0
     broker = cluster.restart(broker)
     conn = await open_conn(broker)
-    await api.send_message(conn, "DelayRestart", b"marker", queue_id=0, delay_level=1)
+    await wire.send_message(conn, "DelayRestart", b"marker", queue_id=0, delay_level=1)
     await eventually(lambda: _count_at_least(conn, "DelayRestart", 2), timeout=5.0, what="marker delivered")
     assert [m.body for m in await pull_all(conn, "DelayRestart", 0)] == [b"pending", b"marker"]
 

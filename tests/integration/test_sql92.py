@@ -15,6 +15,7 @@ from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic
+from tests.support import wire
 
 EXPR = "region = 'eu' AND amount > 100"
 
@@ -25,7 +26,7 @@ def matches(i: int) -> bool:
 
 async def fill(conn: Any, topic: str, n: int = 40, queue_id: int = 0) -> None:
     for i in range(n):
-        await api.send_message(
+        await wire.send_message(
             conn,
             topic,
             f"m{i}".encode(),
@@ -155,7 +156,7 @@ async def test_tag_filter_counts(cluster: Cluster, open_conn: OpenConn) -> None:
     conn = await open_conn(b)
     await create_topic(conn, "T", 1)
     for i in range(10):
-        await api.send_message(conn, "T", b"x", tags="TagA" if i < 3 else "TagB", queue_id=0)
+        await wire.send_message(conn, "T", b"x", tags="TagA" if i < 3 else "TagB", queue_id=0)
     got, _ = await pull_bodies(conn, "g-tag", "T", "TagA", kind="TAG")
     assert len(got) == 3
     resp = await call(conn, RequestCode.GET_GROUP_FILTERS, {"consumerGroup": "g-tag"})
@@ -169,7 +170,7 @@ async def test_explain_command(cluster: Cluster, open_conn: OpenConn) -> None:
     conn = await open_conn(b)
     await create_topic(conn, "Orders", 1)
     await fill(conn, "Orders")
-    await api.send_message(conn, "Orders", b"no-amount", properties={"region": "eu"}, queue_id=0)
+    await wire.send_message(conn, "Orders", b"no-amount", properties={"region": "eu"}, queue_id=0)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -9,12 +9,13 @@ from sievemq.errors import RemotingError
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, max_offset
+from tests.support import wire
 from tests.support.procs import Proc
 
 
 async def _send_code(conn, topic: str, body: bytes = b"x", **kw) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     try:
-        r = await api.send_message(conn, topic, body, **kw)
+        r = await wire.send_message(conn, topic, body, **kw)
     except RemotingError as e:
         return e.code, e.remark
     return r.code, r.remark or ""
@@ -86,7 +87,7 @@ async def test_batch_entry_over_max_message_size_is_message_illegal(
     broker = cluster.broker(ns.addr, "broker-small", "--max-message-size", "1024")
     conn = await open_conn(broker)
     with pytest.raises(RemotingError) as ei:
-        await api.send_batch(conn, "SizeBatch", [BatchEntry(body=b"ok"), BatchEntry(body=b"x" * 2000)], queue_id=0)
+        await wire.send_batch(conn, "SizeBatch", [BatchEntry(body=b"ok"), BatchEntry(body=b"x" * 2000)], queue_id=0)
     assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
     assert await max_offset(conn, "SizeBatch", 0) == 0, "no part of a refused batch is stored"
 

@@ -1,4 +1,4 @@
-"""Batch message body codec (remoting.md 8.7)."""
+"""Batch message body codec (docs/protocol/message-format.md §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stored/pulled record codec and property strings (remoting.md 8.1-8.4)."""
+"""Stored/pulled record codec and property strings (docs/protocol/message-format.md §1-§6)."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def _hand_record(
     prepared: int,
     magic: int = MAGIC_V1,
 ) -> bytes:
-    """Build a record field by field following the remoting.md 8.1 table."""
+    """Build a record field by field following the docs/protocol/message-format.md §1 table."""
     rest = b"".join(
         [
             struct.pack(">I", magic),  # 4 MAGICCODE

@@ -1,4 +1,4 @@
-"""offsetMsgId and UNIQ_KEY (remoting.md 8.5)."""
+"""offsetMsgId and UNIQ_KEY (docs/protocol/message-format.md §7-§8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tag hash and TAG subscription parsing (filtering.md 2.1-2.4, remoting.md 10)."""
+"""Tag hash and TAG subscription parsing (docs/protocol/consume-queue.md §4-§6)."""
 
 from __future__ import annotations
 

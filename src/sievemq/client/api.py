@@ -1,39 +1,56 @@
 """Typed request wrappers over one remoting connection (RocketMQ's MQClientAPIImpl, in small functions).
 
-This is the lowest layer of sievemq's client: producers and consumers build on it; tests and the admin tools use
-it directly. It never imports broker code.
+This is the lowest layer of sievemq's client: producers and consumers build on it. Each function returns a typed
+result (a small frozen dataclass or a plain value) or raises ``RemotingError`` for a refusal, carrying the response
+code and the machine-readable ``reason`` (``sievemq.protocol.reasons``) so that callers branch on those, never on
+remarks. The exception is ``pull_message``: every pull answer (docs/protocol/requests.md §6) is a ``PullResult``
+whose code the consumers branch on. Request and answer fields are those of docs/protocol/requests.md. It never
+imports broker code; the wrappers only tests need live in ``tests/support/wire.py``.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from sievemq.errors import RemotingError
-from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.heartbeat import HeartbeatData, Subscription
-from sievemq.protocol.message import MessageExt, decode_records, properties_to_string
+from sievemq.protocol.message import MessageExt, decode_records
 from sievemq.protocol.pull_header import PullMessageHeader, pull_sys_flag
-from sievemq.protocol.reasons import Reason, reason_of
-from sievemq.protocol.route import TopicRouteData
+from sievemq.protocol.reasons import Reason, RefusedSubscription, decode_refused_subscriptions, reason_of
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 
+SEND_OK_CODES = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.FLUSH_DISK_TIMEOUT,
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+    }
+)
+"""The codes of a send the broker stored (the flush and slave codes say how durably); any other is a refusal."""
+
+NO_CONSUMER_CODE = ResponseCode.SYSTEM_ERROR
+"""What GET_CONSUMER_LIST_BY_GROUP answers for a group without clients (docs/protocol/requests.md §8)."""
+
 
 @dataclass(frozen=True)
 class SendResult:
-    """What a broker answered to a send."""
+    """What a broker answered to a send it stored (``code`` is one of ``SEND_OK_CODES``)."""
 
     code: int
     msg_id: str
+    """The broker's offsetMsgId (a comma-separated list for a batch)."""
     queue_id: int
     queue_offset: int
     remark: str | None = None
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
 
 
 @dataclass(frozen=True)
@@ -50,81 +67,22 @@ class PullResult:
     """The refusal's machine-readable reason (``sievemq.protocol.reasons``), when the answer carries one."""
 
 
+@dataclass(frozen=True)
+class HeartbeatResult:
+    """What a broker answered to a heartbeat (always SUCCESS: a refusal of some subscriptions is listed here)."""
+
+    remark: str | None = None
+    """Why subscriptions were refused, for people (None when the broker has nothing to say)."""
+    reason: Reason | None = None
+    """``Reason.SUBSCRIPTION_INCONSISTENT`` when ``refused`` is not empty."""
+    refused: tuple[RefusedSubscription, ...] = ()
+    """The subscriptions the broker refuses (a sievemq broker lists them; the client gets no queues of those)."""
+
+
 def _check(resp: RemotingCommand, *ok: int) -> RemotingCommand:
     if resp.code not in (ok or (ResponseCode.SUCCESS,)):
         raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
     return resp
-
-
-async def get_route(conn: Connection, topic: str, timeout: float = 3.0) -> TopicRouteData:
-    """GET_ROUTEINFO_BY_TOPIC from a name server."""
-    resp = _check(
-        await conn.request(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout)
-    )
-    return TopicRouteData.from_json(orjson.loads(resp.body))
-
-
-async def send_message(
-    conn: Connection,
-    topic: str,
-    body: bytes,
-    *,
-    group: str = "sievemq-producer",
-    tags: str | None = None,
-    keys: list[str] | None = None,
-    properties: dict[str, str] | None = None,
-    queue_id: int = -1,
-    delay_level: int = 0,
-    timeout: float = 3.0,
-) -> SendResult:
-    """SEND_MESSAGE_V2 of one message (raises RemotingError for non-success codes other than flush timeouts)."""
-    props = dict(properties or {})
-    if tags:
-        props["TAGS"] = tags
-    if keys:
-        props["KEYS"] = " ".join(keys)
-    if delay_level:
-        props["DELAY"] = str(delay_level)
-    props.setdefault("WAIT", "true")
-    header = SendMessageHeader(
-        producer_group=group,
-        topic=topic,
-        queue_id=queue_id,
-        born_timestamp=int(time.time() * 1000),
-        properties=properties_to_string(props),
-    )
-    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_fields(v2=True), body)
-    resp = _check(
-        await conn.request(cmd, timeout),
-        ResponseCode.SUCCESS,
-        ResponseCode.FLUSH_DISK_TIMEOUT,
-        ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        ResponseCode.SLAVE_NOT_AVAILABLE,
-    )
-    f = resp.ext_fields
-    return SendResult(
-        resp.code, f.get("msgId", ""), int(f.get("queueId", "0")), int(f.get("queueOffset", "0")), resp.remark
-    )
-
-
-async def send_batch(
-    conn: Connection,
-    topic: str,
-    entries: list[BatchEntry],
-    *,
-    group: str = "sievemq-producer",
-    queue_id: int = -1,
-    code: int = RequestCode.SEND_BATCH_MESSAGE,
-    timeout: float = 3.0,
-) -> SendResult:
-    """SEND_BATCH_MESSAGE (or another send code with the batch flag)."""
-    header = SendMessageHeader(
-        producer_group=group, topic=topic, queue_id=queue_id, born_timestamp=int(time.time() * 1000), batch=True
-    )
-    cmd = RemotingCommand.request(code, header.to_fields(v2=code != RequestCode.SEND_MESSAGE), encode_batch(entries))
-    resp = _check(await conn.request(cmd, timeout), ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT)
-    f = resp.ext_fields
-    return SendResult(resp.code, f.get("msgId", ""), int(f.get("queueId", "0")), int(f.get("queueOffset", "0")))
 
 
 async def pull_message(
@@ -143,7 +101,8 @@ async def pull_message(
     class_filter: bool = False,
     timeout: float = 30.0,
 ) -> PullResult:
-    """PULL_MESSAGE; ``subscription`` None means "use the group's heartbeat subscription".
+    """PULL_MESSAGE; ``subscription`` None means "use the group's heartbeat subscription". Every answer is a
+    ``PullResult`` (found, not found, offset moved and refusals alike): the consumers branch on its code and reason.
 
     ``class_filter`` sets FLAG_CLASS_FILTER (0x8), as a pull sent to a filter server carries (with ``subscription``
     None, so that FLAG_SUBSCRIPTION is clear).
@@ -185,21 +144,26 @@ async def register_filter_class(
     fields: dict[str, Any],
     body: bytes = b"",
     timeout: float = 15.0,
-) -> RemotingCommand:
+) -> None:
     """REGISTER_MESSAGE_FILTER_CLASS (302) to a filter server: header ``consumerGroup``, ``topic``, ``className``,
-    ``classCRC`` (and ``AccessKey``/``Signature`` for an upload), body the source. The raw response (0 = accepted).
+    ``classCRC`` (and ``AccessKey``/``Signature`` for an upload), body the source (docs/protocol/filter-server.md
+    §5). Returns once accepted; a refusal raises ``RemotingError`` with the filter server's code and reason.
     """
-    return await conn.request(RemotingCommand.request(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, fields, body), timeout)
+    cmd = RemotingCommand.request(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, fields, body)
+    _check(await conn.request(cmd, timeout))
 
 
-async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = 3.0) -> RemotingCommand:
-    """HEART_BEAT."""
+async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = 3.0) -> HeartbeatResult:
+    """HEART_BEAT: the remark, reason and refused subscriptions of the answer (RemotingError for a refusal)."""
     cmd = RemotingCommand.request(RequestCode.HEART_BEAT, body=orjson.dumps(data.to_json()))
-    return _check(await conn.request(cmd, timeout))
+    resp = _check(await conn.request(cmd, timeout))
+    f = resp.ext_fields
+    return HeartbeatResult(resp.remark, reason_of(f), tuple(decode_refused_subscriptions(f)))
 
 
 async def consumer_ids(conn: Connection, group: str, timeout: float = 3.0, topic: str | None = None) -> list[str]:
-    """GET_CONSUMER_LIST_BY_GROUP (empty list when the broker knows no client of the group).
+    """GET_CONSUMER_LIST_BY_GROUP: the group's client ids, empty when the broker knows no client of the group
+    (``NO_CONSUMER_CODE``); other refusals raise ``RemotingError``.
 
     ``topic`` (a sievemq extension, ignored by Java brokers) asks for the clients that subscribe it consistently.
     """
@@ -207,9 +171,9 @@ async def consumer_ids(conn: Connection, group: str, timeout: float = 3.0, topic
         RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group, "topic": topic}),
         timeout,
     )
-    if resp.code != ResponseCode.SUCCESS:
+    if resp.code == NO_CONSUMER_CODE:
         return []
-    return list(orjson.loads(resp.body).get("consumerIdList") or [])
+    return list(orjson.loads(_check(resp).body).get("consumerIdList") or [])
 
 
 async def query_offset(conn: Connection, group: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
@@ -253,10 +217,21 @@ async def send_request(
     *,
     code: int = RequestCode.SEND_MESSAGE_V2,
     timeout: float = 3.0,
-) -> RemotingCommand:
-    """A send (SEND_MESSAGE_V2 by default, or SEND_BATCH_MESSAGE) with a prepared header; the raw response."""
+) -> SendResult:
+    """A send (SEND_MESSAGE_V2 by default, or SEND_BATCH_MESSAGE) with a prepared header (docs/protocol/requests.md
+    §2-3): the answer of a stored message, ``RemotingError`` for any code outside ``SEND_OK_CODES``."""
     cmd = RemotingCommand.request(code, header.to_fields(v2=code != RequestCode.SEND_MESSAGE), body)
-    return await conn.request(cmd, timeout)
+    resp = _check(await conn.request(cmd, timeout), *SEND_OK_CODES)
+    f = resp.ext_fields
+    return SendResult(
+        code=resp.code,
+        msg_id=f.get("msgId", ""),
+        queue_id=int(f.get("queueId", header.queue_id)),
+        queue_offset=int(f.get("queueOffset", "0")),
+        remark=resp.remark,
+        region_id=f.get("MSG_REGION", "DefaultRegion"),
+        trace_on=f.get("TRACE_ON", "true") != "false",
+    )
 
 
 def send_oneway_request(
@@ -306,10 +281,11 @@ async def unregister_client(
 
 async def check_client_config(
     conn: Connection, client_id: str, group: str, subscription: Subscription, timeout: float = 3.0
-) -> RemotingCommand:
-    """CHECK_CLIENT_CONFIG: can the broker serve this subscription? The raw response (code 0 = yes)."""
+) -> None:
+    """CHECK_CLIENT_CONFIG: returns when the broker can serve this subscription; ``RemotingError`` (the broker's code,
+    remark and reason, e.g. ``Reason.SQL92_DISABLED``) when it cannot."""
     body = orjson.dumps({"clientId": client_id, "group": group, "subscriptionData": subscription.to_json()})
-    return await conn.request(RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body), timeout)
+    _check(await conn.request(RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body), timeout))
 
 
 async def search_offset(conn: Connection, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0) -> int:

@@ -1,9 +1,10 @@
 """Filter functions, client side: registering them with the filter servers and pulling through those servers.
 
 A subscription with ``Selector.function("module:function")`` or ``Selector.function_source(...)`` is RocketMQ's
-class-filter mode (remoting.md section 7). Heartbeats carry it as expression type TAG with ``classFilterMode``
-true and the function's name as ``subString``, so the broker delivers the group every message of the topic; the
-function itself runs on the filter servers that the route lists for each broker (``filterServerTable``):
+class-filter mode (docs/protocol/filter-server.md). Heartbeats carry it as expression type TAG with
+``classFilterMode`` true and the function's name as ``subString``, so the broker delivers the group every message
+of the topic; the function itself runs on the filter servers that the route lists for each broker
+(``filterServerTable``):
 
 * Registration: REGISTER_MESSAGE_FILTER_CLASS (302) to every filter server of the topic's route, at start and
   subscribe and on every heartbeat round (``heartbeat_interval``), but re-sent only to a filter server that does
@@ -33,7 +34,7 @@ from sievemq.client.instance import ClientInstance
 from sievemq.client.message import FilterFunction, MessageQueue
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.client.tasks import cancel_and_wait
-from sievemq.errors import ConnectionClosedError, RequestTimeoutError
+from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 
@@ -82,10 +83,11 @@ class FunctionStatus:
 class _Refused(Exception):
     """A filter server refused the registration (the text names server, function, group, topic and reason)."""
 
-    def __init__(self, code: int, text: str) -> None:
+    def __init__(self, code: int, text: str, reason: str | None = None) -> None:
         super().__init__(text)
         self.code = code
         self.text = text
+        self.reason = reason
 
 
 def _function(entry: SubscriptionEntry) -> FilterFunction:
@@ -104,7 +106,7 @@ class FunctionFilters:
         self.register_timeout = register_timeout
         self._accepted: dict[Key, int] = {}
         """classCRC each filter server accepted."""
-        self._refused: dict[Key, tuple[int, int, str]] = {}
+        self._refused: dict[Key, tuple[int, int, str, str | None]] = {}
         """classCRC, response code and refusal text of each filter server that refused (re-sent at the next round
         only)."""
         self._disabled: set[Key] = set()
@@ -195,36 +197,37 @@ class FunctionFilters:
                 return
             refused = self._refused.get(key)
             if refused is not None and refused[0] == fn.crc and not fresh:
-                raise _Refused(refused[1], refused[2])
+                raise _Refused(refused[1], refused[2], refused[3])
             conn = await self.inst.pool.get(server)
-            resp = await api.register_filter_class(
-                conn, fn.register_fields(self.group, entry.topic), fn.body, self.register_timeout
-            )
-            if resp.code == ResponseCode.SUCCESS:
-                self._accepted[key] = fn.crc
-                self._refused.pop(key, None)
-                was_disabled = key in self._disabled
-                self._disabled.discard(key)
-                log.info(
-                    "filter server %s %s %s of group %s on topic %s (classCRC %d)",
-                    server,
-                    "re-enabled" if was_disabled else "registered",
-                    fn.describe(),
-                    self.group,
-                    entry.topic,
-                    fn.crc,
+            try:
+                await api.register_filter_class(
+                    conn, fn.register_fields(self.group, entry.topic), fn.body, self.register_timeout
                 )
-                return
-            self._accepted.pop(key, None)
-            e = _Refused(
-                resp.code,
-                f"filter server {server} refused {fn.describe()} of group {self.group} on topic {entry.topic}: "
-                f"[{resp.code}] {resp.remark or 'no reason given'}",
+            except RemotingError as refusal:
+                self._accepted.pop(key, None)
+                e = _Refused(
+                    refusal.code,
+                    f"filter server {server} refused {fn.describe()} of group {self.group} on topic {entry.topic}: "
+                    f"[{refusal.code}] {refusal.remark or 'no reason given'}",
+                    refusal.reason,
+                )
+                self._refused[key] = (fn.crc, e.code, e.text, e.reason)
+                log.error("%s", e.text)
+                self._error(entry, e.text)
+                raise e from None
+            self._accepted[key] = fn.crc
+            self._refused.pop(key, None)
+            was_disabled = key in self._disabled
+            self._disabled.discard(key)
+            log.info(
+                "filter server %s %s %s of group %s on topic %s (classCRC %d)",
+                server,
+                "re-enabled" if was_disabled else "registered",
+                fn.describe(),
+                self.group,
+                entry.topic,
+                fn.crc,
             )
-            self._refused[key] = (fn.crc, e.code, e.text)
-            log.error("%s", e.text)
-            self._error(entry, e.text)
-            raise e
 
     async def register_all(self, entries: Iterable[SubscriptionEntry], *, complete: bool = False) -> list[_Refused]:
         """One registration round over the function subscriptions among ``entries``: each with every filter server

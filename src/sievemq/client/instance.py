@@ -22,13 +22,13 @@ from typing import Any, ClassVar, Protocol
 import orjson
 
 from sievemq.client import api
-from sievemq.client.message import MessageQueue
+from sievemq.client.route_cache import RouteCache
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP
-from sievemq.protocol.reasons import RefusedSubscription, decode_refused_subscriptions
-from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
+from sievemq.protocol.reasons import RefusedSubscription
+from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection, ConnectionPool
@@ -131,18 +131,17 @@ class ConsumerLike(Protocol):
         ...
 
 
-class ClientInstance:
-    """Routes, connections, heartbeats and the periodic work of the clients of one instance name."""
+class ClientInstance(RouteCache):
+    """Routes, connections, heartbeats and the periodic work of the clients of one instance name (the route
+    cache and its broker address table are a ``RouteCache``)."""
 
     _registry: ClassVar[dict[tuple[asyncio.AbstractEventLoop, str], ClientInstance]] = {}
 
     def __init__(self, config: ClientConfig) -> None:
+        super().__init__()
         self.config = config
         self.client_id = config.client_id
         self.pool = ConnectionPool(handler=self, connect_timeout=config.request_timeout)
-        self.routes: dict[str, TopicRouteData] = {}
-        self.brokers: dict[str, dict[int, str]] = {}
-        self._default_route: TopicRouteData | None = None
         self.producers: dict[str, ProducerLike] = {}
         self.consumers: dict[str, ConsumerLike] = {}
         self._refs = 0
@@ -315,23 +314,12 @@ class ClientInstance:
                 return self.routes.get(topic)
             if route is None or not route.queue_datas:
                 return self.routes.get(topic)
-            self.routes[topic] = route
-            self._rebuild_brokers()
+            before = set(self.all_broker_addrs(include_slaves=True))
+            self._cache_route(topic, route)
+            self._greet(before)
             for p in list(self.producers.values()):
                 p.on_route(topic, route)
             return route
-
-    def _rebuild_brokers(self) -> None:
-        before = set(self.all_broker_addrs(include_slaves=True))
-        table: dict[str, dict[int, str]] = {}
-        routes = list(self.routes.values())
-        if self._default_route is not None:
-            routes.append(self._default_route)
-        for route in routes:
-            for bd in route.broker_datas:
-                table.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
-        self.brokers = table
-        self._greet(before)
 
     def _greet(self, before: set[str]) -> None:
         """Heartbeat at once to brokers that just appeared in the routes (they must know us to rebalance)."""
@@ -345,9 +333,7 @@ class ClientInstance:
     def remember_brokers(self, route: TopicRouteData) -> None:
         """Make the brokers of a route addressable (the TBW102 route used for auto-creation)."""
         before = set(self.all_broker_addrs(include_slaves=True))
-        self._default_route = route
-        for bd in route.broker_datas:
-            self.brokers.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
+        self._cache_default_route(route)
         self._greet(before)
 
     async def refresh_routes(self) -> None:
@@ -359,68 +345,6 @@ class ClientInstance:
             topics.update(c.topics())
         for topic in sorted(topics):
             await self.update_route(topic)
-
-    def route(self, topic: str) -> TopicRouteData | None:
-        """The cached route."""
-        return self.routes.get(topic)
-
-    def subscribe_queues(self, topic: str) -> list[MessageQueue] | None:
-        """Readable queues of ``topic`` from the cached route (None when no route is known)."""
-        route = self.routes.get(topic)
-        if route is None:
-            return None
-        out = [
-            MessageQueue(topic, qd.broker_name, i)
-            for qd in route.queue_datas
-            if qd.perm & PERM_READ
-            for i in range(qd.read_queue_nums)
-        ]
-        return sorted(out)
-
-    def publish_queues(self, topic: str, route: TopicRouteData | None = None) -> list[MessageQueue]:
-        """Writable queues of brokers with a master, in route order (Java ``topicRouteData2TopicPublishInfo``)."""
-        route = route or self.routes.get(topic)
-        if route is None:
-            return []
-        masters = {bd.broker_name for bd in route.broker_datas if 0 in bd.broker_addrs}
-        return [
-            MessageQueue(topic, qd.broker_name, i)
-            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
-            if qd.perm & PERM_WRITE and qd.broker_name in masters
-            for i in range(qd.write_queue_nums)
-        ]
-
-    def broker_addr(self, broker_name: str, master_only: bool = False) -> str | None:
-        """The master's address, else (unless ``master_only``) a slave's."""
-        addrs = self.brokers.get(broker_name) or {}
-        if 0 in addrs:
-            return addrs[0]
-        if master_only or not addrs:
-            return None
-        return addrs[min(addrs)]
-
-    def broker_addrs_for_topic(self, topic: str) -> list[str]:
-        """One address (master preferred) per broker of ``topic``'s route."""
-        route = self.routes.get(topic)
-        if route is None:
-            return []
-        out = []
-        for bd in route.broker_datas:
-            addr = self.broker_addr(bd.broker_name)
-            if addr is None and bd.broker_addrs:
-                addr = bd.broker_addrs[min(bd.broker_addrs)]
-            if addr:
-                out.append(addr)
-        return out
-
-    def all_broker_addrs(self, include_slaves: bool = False) -> list[str]:
-        """Every known broker address (masters only unless ``include_slaves``)."""
-        out: list[str] = []
-        for addrs in self.brokers.values():
-            for bid, addr in sorted(addrs.items()):
-                if (bid == 0 or include_slaves) and addr not in out:
-                    out.append(addr)
-        return out
 
     # ------------------------------------------------------------------------------------------ heartbeats
     def _heartbeat_data(self) -> HeartbeatData:
@@ -435,13 +359,13 @@ class ClientInstance:
         try:
             conn = await self.pool.get(addr)
             self._seen_conns[addr] = conn
-            resp = await api.heartbeat(conn, data, self.config.request_timeout)
+            answer = await api.heartbeat(conn, data, self.config.request_timeout)
         except Exception as e:
             log.warning("heartbeat to broker %s failed: %s", addr, e)
             return []
-        if resp.remark:
-            log.warning("broker %s: %s", addr, resp.remark)
-        return decode_refused_subscriptions(resp.ext_fields)
+        if answer.remark:
+            log.warning("broker %s: %s", addr, answer.remark)
+        return list(answer.refused)
 
     async def heartbeat_all(self) -> list[RefusedSubscription]:
         """HEART_BEAT to every broker (slaves too when there are consumers); the subscriptions they refused."""

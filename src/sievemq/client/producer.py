@@ -19,22 +19,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sievemq.client import api
-from sievemq.client.errors import ClientStateError, MessageValidationError, NoRouteError
+from sievemq.client.errors import MessageValidationError, NoRouteError
 from sievemq.client.instance import ClientConfig, ClientInstance
+from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave
 from sievemq.client.message import Message, MessageQueue, SendResult, SendStatus
-from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_batch, validate_group, validate_message
+from sievemq.client.outgoing import Outgoing, new_uniq_id, prepare, prepare_batch, send_header
+from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_group, validate_message
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.filter.tags import java_string_hash
-from sievemq.protocol.batch import BatchEntry, encode_batch
-from sievemq.protocol.compression import compress_zlib
-from sievemq.protocol.message import PropertyKey, properties_to_string
-from sievemq.protocol.msgid import UniqIdGenerator
-from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_retry_topic
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
-from sievemq.protocol.sysflag import COMPRESSED_FLAG
 from sievemq.remoting.codes import RequestCode, ResponseCode
-from sievemq.remoting.command import RemotingCommand
+
+__all__ = ["Outgoing", "Producer", "PublishInfo", "QueueSelector", "new_uniq_id", "shard_selector"]
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +49,6 @@ RETRY_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
-_OK_CODES = {c.value: c for c in SendStatus}
-_uniq_ids: UniqIdGenerator | None = None
-
-
-def new_uniq_id() -> str:
-    """A fresh UNIQ_KEY (one generator per process)."""
-    global _uniq_ids
-    if _uniq_ids is None:
-        _uniq_ids = UniqIdGenerator()
-    return _uniq_ids.next()
 
 
 def shard_selector(key: object) -> QueueSelector:
@@ -100,24 +88,10 @@ class PublishInfo:
         return mq
 
 
-@dataclass
-class Outgoing:
-    """A validated message (or batch) ready to be framed."""
-
-    topic: str
-    body: bytes
-    properties: dict[str, str]
-    flag: int = 0
-    sys_flag: int = 0
-    batch: bool = False
-    uniq_ids: list[str] = field(default_factory=list)
-    reconsume_times: int = 0
-    max_reconsume_times: int | None = None
-    source: Message | None = None
-
-
-class Producer:
+class Producer(ClientLifecycle):
     """Sends messages. Use ``async with Producer(namesrv=..., group=...) as p`` or ``start()``/``close()``."""
+
+    _kind = "producer"
 
     def __init__(
         self,
@@ -167,48 +141,24 @@ class Producer:
         return self._instance.client_id if self._instance else self.config.client_id
 
     async def start(self) -> None:
-        """Join the client instance and send the first heartbeats."""
-        if self._state == "running":
+        """Join the client instance and send the first heartbeats (an inner producer shares its consumer's)."""
+        if not self._startable():
             return
-        if self._state == "closed":
-            raise ClientStateError("this producer was closed; create a new one")
-        if self._instance is None:
-            self._instance = ClientInstance.acquire(self.config)
         if not self._inner:
-            try:
-                self._instance.register_producer(self.group, self)
-            except ValueError as e:
-                await self._instance.release()
-                self._instance = None
-                raise ClientStateError(str(e)) from None
-            await self._instance.start()
-            await self._instance.heartbeat_all()
+            self._instance = await join(self.config, lambda inst: inst.register_producer(self.group, self))
+            await go_live(self._instance, self.group, self.topics())
         self._state = "running"
 
     async def close(self) -> None:
         """Wait briefly for one-way/async sends, unregister from the brokers and leave the client instance."""
-        if self._state != "running":
-            self._state = "closed"
+        if not self._closable():
             return
         self._state = "closed"
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=self.send_timeout)
         inst = self._instance
         if inst is not None and not self._inner:
-            await inst.unregister(producer_group=self.group)
-            await inst.release()
-
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _running(self) -> ClientInstance:
-        if self._state != "running" or self._instance is None:
-            raise ClientStateError("the producer is not started (call start() or use 'async with')")
-        return self._instance
+            await leave(inst, producer_group=self.group)
 
     # ------------------------------------------------------------------------------------------ routes
     def topics(self) -> list[str]:
@@ -255,57 +205,14 @@ class Producer:
     # ------------------------------------------------------------------------------------------ preparing
     def prepare(self, msg: Message) -> Outgoing:
         """Validate one message; add UNIQ_KEY and compress a large body."""
-        validate_message(msg, self.max_message_size)
-        props = msg.wire_properties()
-        uniq = props.setdefault(PropertyKey.UNIQ_KEY, new_uniq_id())
-        body = bytes(msg.body)
-        sys_flag = 0
-        if len(body) > self.compress_over:
-            body = compress_zlib(body)
-            sys_flag |= COMPRESSED_FLAG
-        return Outgoing(msg.topic, body, props, msg.flag, sys_flag, False, [uniq], source=msg)
+        return prepare(msg, self.max_message_size, self.compress_over)
 
     def prepare_batch(self, msgs: Sequence[Message]) -> Outgoing:
         """Validate a batch and encode its body (never compressed)."""
-        validate_batch(msgs, self.max_message_size)
-        entries: list[BatchEntry] = []
-        ids: list[str] = []
-        for m in msgs:
-            props = m.wire_properties()
-            props.pop(PropertyKey.WAIT, None)
-            ids.append(props.setdefault(PropertyKey.UNIQ_KEY, new_uniq_id()))
-            entries.append(BatchEntry(m.flag, bytes(m.body), props))
-        props = {PropertyKey.WAIT: "true" if msgs[0].wait_store else "false"}
-        body = encode_batch(entries)
-        if len(body) > self.max_message_size:
-            raise MessageValidationError(
-                f"the batch is {len(body)} bytes, larger than the limit {self.max_message_size}"
-            )
-        return Outgoing(msgs[0].topic, body, props, 0, 0, True, ids, source=msgs[0])
+        return prepare_batch(msgs, self.max_message_size)
 
     def _header(self, out: Outgoing, mq: MessageQueue) -> SendMessageHeader:
-        props = dict(out.properties)
-        reconsume = out.reconsume_times
-        max_reconsume = out.max_reconsume_times
-        if is_retry_topic(out.topic):
-            if (rt := props.pop(PropertyKey.RECONSUME_TIME, None)) is not None:
-                reconsume = int(rt)
-            if (mr := props.pop(PropertyKey.MAX_RECONSUME_TIMES, None)) is not None:
-                max_reconsume = int(mr)
-        return SendMessageHeader(
-            producer_group=self.group,
-            topic=out.topic,
-            default_topic=AUTO_CREATE_TOPIC_KEY,
-            default_topic_queue_nums=self.default_topic_queue_nums,
-            queue_id=mq.queue_id,
-            sys_flag=out.sys_flag,
-            born_timestamp=int(time.time() * 1000),
-            flag=out.flag,
-            properties=properties_to_string(props),
-            reconsume_times=reconsume,
-            max_reconsume_times=max_reconsume,
-            batch=out.batch,
-        )
+        return send_header(out, mq, self.group, self.default_topic_queue_nums)
 
     # ------------------------------------------------------------------------------------------ sending
     async def _addr(self, mq: MessageQueue) -> str:
@@ -318,28 +225,25 @@ class Producer:
             raise ConnectionClosedError(f"no master address known for broker {mq.broker_name}")
         return addr
 
-    def _result(self, out: Outgoing, mq: MessageQueue, resp: RemotingCommand) -> SendResult:
-        status = _OK_CODES.get(resp.code)
-        if status is None:
-            raise RemotingError.from_response(resp.code, resp.remark or f"send to {mq} failed", resp.ext_fields)
-        f = resp.ext_fields
-        qid = int(f.get("queueId", mq.queue_id))
-        return SendResult(
-            status=status,
-            msg_id=",".join(out.uniq_ids),
-            offset_msg_id=f.get("msgId", ""),
-            message_queue=MessageQueue(mq.topic, mq.broker_name, qid),
-            queue_offset=int(f.get("queueOffset", "0")),
-            region_id=f.get("MSG_REGION", "DefaultRegion"),
-            trace_on=f.get("TRACE_ON", "true") != "false",
-        )
-
     async def _send_once(self, out: Outgoing, mq: MessageQueue, timeout: float) -> SendResult:
         inst = self._running()
         conn = await inst.conn(await self._addr(mq))
         code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
-        resp = await api.send_request(conn, self._header(out, mq), out.body, code=code, timeout=timeout)
-        return self._result(out, mq, resp)
+        try:
+            r = await api.send_request(conn, self._header(out, mq), out.body, code=code, timeout=timeout)
+        except RemotingError as e:
+            if e.remark:
+                raise
+            raise RemotingError(e.code, f"send to {mq} failed", e.reason) from None
+        return SendResult(
+            status=SendStatus(r.code),
+            msg_id=",".join(out.uniq_ids),
+            offset_msg_id=r.msg_id,
+            message_queue=MessageQueue(mq.topic, mq.broker_name, r.queue_id),
+            queue_offset=r.queue_offset,
+            region_id=r.region_id,
+            trace_on=r.trace_on,
+        )
 
     def _mark(self, broker: str, failed: bool) -> None:
         if failed:

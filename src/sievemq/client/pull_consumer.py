@@ -17,23 +17,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
+from sievemq.client.errors import ClientStateError, MessageValidationError
 from sievemq.client.instance import ClientConfig, ClientInstance
+from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
-from sievemq.client.push_consumer import to_millis
+from sievemq.client.queue_puller import PULL_RETRY_DELAY, QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.subscription import SubscriptionEntry, refusals_for, start_offset
+from sievemq.client.subscription import SubscriptionEntry, first_offset, to_millis
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
-from sievemq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
-
-PULL_RETRY_DELAY = 3.0
-FLOW_CONTROL_DELAY = 0.05
 
 
 @dataclass
@@ -56,8 +53,57 @@ class _Batch:
     msgs: list[MessageExt] = field(default_factory=list)
 
 
-class PullConsumer:
+class _Buffer:
+    """Fetched batches waiting for ``poll()``, in arrival order, and the event ``poll()`` waits on."""
+
+    def __init__(self) -> None:
+        self.batches: deque[_Batch] = deque()
+        self.event = asyncio.Event()
+
+    def add(self, batch: _Batch) -> None:
+        """A fetch loop's batch (wakes a waiting ``poll()``)."""
+        self.batches.append(batch)
+        self.event.set()
+
+    def clear(self) -> None:
+        """Drop every batch."""
+        self.batches.clear()
+
+    async def wait(self, timeout: float) -> None:
+        """Until a batch arrives or ``timeout`` seconds pass."""
+        self.event.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self.event.wait()
+
+    def take(self, queues: dict[MessageQueue, _QueueState], limit: int) -> list[MessageExt]:
+        """Up to ``limit`` messages in queue order (batches of dropped or re-sought queues are skipped); each
+        queue's position moves past what it hands out."""
+        out: list[MessageExt] = []
+        while self.batches and len(out) < limit:
+            batch = self.batches[0]
+            st = queues.get(batch.mq)
+            if st is None or st.generation != batch.generation:
+                self.batches.popleft()
+                continue
+            room = limit - len(out)
+            part, rest = batch.msgs[:room], batch.msgs[room:]
+            if rest:
+                batch.msgs = rest
+            else:
+                self.batches.popleft()
+            st.buffered -= len(part)
+            st.position = part[-1].queue_offset + 1
+            if not rest and st.buffered == 0:
+                st.position = max(st.position, st.fetch_offset)
+            out.extend(part)
+        return out
+
+
+class PullConsumer(ClientLifecycle):
     """Fetches messages for you to ``poll()``; you decide when to ``commit()``."""
+
+    _kind = "consumer"
 
     def __init__(
         self,
@@ -103,8 +149,7 @@ class PullConsumer:
         self._subs: dict[str, SubscriptionEntry] = {}
         self._assigned: list[MessageQueue] | None = None
         self._queues: dict[MessageQueue, _QueueState] = {}
-        self._ready: deque[_Batch] = deque()
-        self._ready_event: asyncio.Event | None = None
+        self._ready = _Buffer()
         self._state = "new"
         self._instance: ClientInstance | None = None
         self._offsets: RemoteOffsetStore | None = None
@@ -161,41 +206,26 @@ class PullConsumer:
     # ------------------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Connect; start fetching the assigned queues, or join the group for subscribed topics."""
-        if self._state == "running":
+        if not self._startable():
             return
-        if self._state != "new":
-            raise ClientStateError("this consumer was closed; create a new one")
         self._loop = asyncio.get_running_loop()
-        inst = ClientInstance.acquire(self.config)
-        try:
-            inst.register_consumer(self.group, self)
-        except ValueError as e:
-            await inst.release()
-            raise ClientStateError(str(e)) from None
+        inst = await join(self.config, lambda i: i.register_consumer(self.group, self))
         self._instance = inst
         self._offsets = RemoteOffsetStore(inst, self.group)
         self._rebalancer = Rebalancer(inst, self.group, self, strategy=self.allocate)
-        self._ready_event = asyncio.Event()
         self._state = "running"
-        try:
-            await inst.start()
-            for topic in self.topics():
-                await inst.update_route(topic)
-            refused = refusals_for(self.group, await inst.heartbeat_all())
+        async with self._closed_on_failure():
+            refused = await go_live(inst, self.group, self.topics())
             if refused:
-                raise SubscriptionError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "\n".join(refused))
+                raise refused_error(refused)
             if self._assigned is not None:
                 await self._apply_assignment()
-        except BaseException:
-            await self.close()
-            raise
         if self._subs:
             inst.rebalance_now()
 
     async def close(self) -> None:
         """Stop fetching; with ``auto_commit``, commit positions; leave the group."""
-        if self._state != "running":
-            self._state = "closed"
+        if not self._closable():
             return
         self._state = "closing"
         inst = self._instance
@@ -208,21 +238,8 @@ class PullConsumer:
             await self._stop_queue(st)
         self._queues.clear()
         self._ready.clear()
-        await inst.unregister(consumer_group=self.group)
-        await inst.release()
+        await leave(inst, consumer_group=self.group)
         self._state = "closed"
-
-    async def __aenter__(self) -> PullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _running(self) -> ClientInstance:
-        if self._state != "running" or self._instance is None:
-            raise ClientStateError("the consumer is not started (call start() or use 'async with')")
-        return self._instance
 
     # ------------------------------------------------------------------------------------------ instance hooks
     def topics(self) -> list[str]:
@@ -277,24 +294,10 @@ class PullConsumer:
         """Start fetching ``mq`` from its committed offset (or per ``consume_from``)."""
         inst = self._running()
         assert self._offsets is not None
-        addr = inst.broker_addr(mq.broker_name)
-        if addr is None:
-            await inst.update_route(mq.topic)
-            addr = inst.broker_addr(mq.broker_name)
-        if addr is None:
-            return False
-        try:
-            self._offsets.remove(mq)
-            offset = await start_offset(
-                await inst.conn(addr),
-                self._offsets,
-                mq,
-                self.consume_from,
-                self.consume_timestamp,
-                inst.config.request_timeout,
-            )
-        except Exception as e:
-            log.warning("cannot compute the start offset of %s: %s", mq, e)
+        offset = await first_offset(
+            inst, self._offsets, mq, self.consume_from, self.consume_timestamp, log, refresh_route=True
+        )
+        if offset is None:
             return False
         if self._state != "running" or mq in self._queues:
             return True
@@ -326,105 +329,31 @@ class PullConsumer:
 
     # ------------------------------------------------------------------------------------------ fetching
     def _start_queue(self, st: _QueueState) -> None:
-        st.task = asyncio.get_running_loop().create_task(self._pull_loop(st, st.generation), name=f"fetch {st.mq}")
+        inst = self._running()
+        assert st.entry is not None
+        target = _Fetching(self, st, st.generation)
+        puller = QueuePuller(inst, st.mq, target, fetch_for(inst, st.mq, self), logger=log)
+        st.task = asyncio.get_running_loop().create_task(puller.run(), name=f"fetch {st.mq}")
 
     async def _stop_queue(self, st: _QueueState) -> None:
         st.generation += 1
         task, st.task = st.task, None
         await cancel_and_wait(task)
 
-    async def _pull_loop(self, st: _QueueState, generation: int) -> None:
-        inst = self._running()
-        assert self._offsets is not None and self._ready_event is not None and st.entry is not None
-        mq, entry = st.mq, st.entry
-        while self._state == "running" and st.generation == generation:
-            if st.buffered >= self.max_cached_messages:
-                await asyncio.sleep(FLOW_CONTROL_DELAY)
-                continue
-            addr = inst.broker_addr(mq.broker_name)
-            try:
-                if addr is None:
-                    await inst.update_route(mq.topic)
-                    raise ConnectionError(f"no address known for broker {mq.broker_name}")
-                conn = await inst.conn(addr)
-                r = await entry.pull(
-                    conn,
-                    self.group,
-                    mq,
-                    st.fetch_offset,
-                    max_nums=self.pull_batch_size,
-                    suspend_ms=int(self.pull_suspend * 1000),
-                    timeout=self.pull_timeout,
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                log.warning("pull %s@%d failed: %s; retrying in %.0fs", mq, st.fetch_offset, e, PULL_RETRY_DELAY)
-                await asyncio.sleep(PULL_RETRY_DELAY)
-                continue
-            if st.generation != generation:
-                return
-            if r.code == ResponseCode.SUCCESS:
-                kept = entry.accept(r.messages, r.min_offset, r.max_offset)
-                st.fetch_offset = r.next_begin_offset
-                if kept:
-                    st.buffered += len(kept)
-                    self._ready.append(_Batch(mq, generation, kept))
-                    self._ready_event.set()
-                elif st.buffered == 0:
-                    st.position = max(st.position, st.fetch_offset)
-            elif r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
-                st.fetch_offset = r.next_begin_offset
-                if st.buffered == 0:
-                    st.position = st.fetch_offset
-            elif r.code == ResponseCode.PULL_OFFSET_MOVED:
-                log.warning("offset of %s moved from %d to %d", mq, st.fetch_offset, r.next_begin_offset)
-                st.fetch_offset = r.next_begin_offset
-                if st.buffered == 0:
-                    st.position = st.fetch_offset
-            else:
-                log.warning("pull %s@%d: [%d] %s", mq, st.fetch_offset, r.code, r.remark)
-                await asyncio.sleep(PULL_RETRY_DELAY)
-
     # ------------------------------------------------------------------------------------------ user calls
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[MessageExt]:
         """Buffered messages (waiting up to ``timeout`` seconds for some); positions move past them."""
         self._running()
-        assert self._ready_event is not None
         limit = max_records or self.max_poll_records
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
-            out = self._take(limit)
+            out = self._ready.take(self._queues, limit)
             if out:
                 return out
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            self._ready_event.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self._ready_event.wait()
-
-    def _take(self, limit: int) -> list[MessageExt]:
-        out: list[MessageExt] = []
-        while self._ready and len(out) < limit:
-            batch = self._ready[0]
-            st = self._queues.get(batch.mq)
-            if st is None or st.generation != batch.generation:
-                self._ready.popleft()
-                continue
-            room = limit - len(out)
-            part, rest = batch.msgs[:room], batch.msgs[room:]
-            if rest:
-                batch.msgs = rest
-            else:
-                self._ready.popleft()
-            st.buffered -= len(part)
-            st.position = part[-1].queue_offset + 1
-            if not rest and st.buffered == 0:
-                st.position = max(st.position, st.fetch_offset)
-            out.extend(part)
-        return out
+            await self._ready.wait(remaining)
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         """Hand out ``mq``'s messages from ``offset`` next (buffered ones are discarded)."""
@@ -471,3 +400,49 @@ class PullConsumer:
                 first_error = first_error or e
         if first_error is not None:
             raise first_error
+
+
+class _Fetching:
+    """One queue's fetch loop (one ``generation`` of it) as its ``QueuePuller`` sees it: messages go to the buffer
+    ``poll()`` reads; the position moves past offsets with nothing to hand out once the buffer holds none of them."""
+
+    def __init__(self, consumer: PullConsumer, st: _QueueState, generation: int) -> None:
+        self.consumer = consumer
+        self.st = st
+        self.generation = generation
+
+    def running(self) -> bool:
+        return self.consumer._state == "running"
+
+    def dropped(self) -> bool:
+        return self.st.generation != self.generation
+
+    def subscription(self) -> SubscriptionEntry | None:
+        return self.st.entry
+
+    def next_offset(self) -> int:
+        return self.st.fetch_offset
+
+    def flow_controlled(self) -> bool:
+        return self.st.buffered >= self.consumer.max_cached_messages
+
+    def commit_offset(self) -> int | None:
+        return None  # positions are committed by commit() (or auto_commit), never on pulls
+
+    def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
+        st, c = self.st, self.consumer
+        st.fetch_offset = next_offset
+        if kept:
+            st.buffered += len(kept)
+            c._ready.add(_Batch(st.mq, self.generation, kept))
+        elif st.buffered == 0:
+            st.position = max(st.position, st.fetch_offset)
+
+    def on_advance(self, next_offset: int) -> None:
+        st = self.st
+        st.fetch_offset = next_offset
+        if st.buffered == 0:
+            st.position = st.fetch_offset
+
+    async def on_offset_moved(self, next_offset: int) -> None:
+        self.on_advance(next_offset)

@@ -12,65 +12,54 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sievemq.client import api
-from sievemq.client.errors import ClientStateError, FilterFunctionError, MessageValidationError, SubscriptionError
+from sievemq.client.consume_service import ConsumeService, Listener
+from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
 from sievemq.client.instance import ClientConfig, ClientInstance
-from sievemq.client.message import (
-    ConsumeFrom,
-    ConsumeResult,
-    MessageQueue,
-    Selector,
-    restore_retry_topic,
-)
+from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
+from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
 from sievemq.client.process_queue import ProcessQueue
-from sievemq.client.producer import Outgoing, Producer
+from sievemq.client.producer import Producer
+from sievemq.client.queue_puller import QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.subscription import SubscriptionEntry, refusals_for, retry_subscription, start_offset
+from sievemq.client.subscription import (
+    SubscriptionEntry,
+    check_client_config,
+    first_offset,
+    retry_subscription,
+    to_millis,
+)
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
-from sievemq.protocol.message import MessageExt, PropertyKey
-from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, is_retry_topic, retry_topic
-from sievemq.remoting.codes import ResponseCode
+from sievemq.protocol.message import MessageExt
+from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, retry_topic
+
+__all__ = ["Listener", "PushConsumer", "to_millis"]
 
 log = logging.getLogger(__name__)
 
-Listener = Callable[[list[MessageExt]], Any]
 L = TypeVar("L", bound=Listener)
 
-PULL_RETRY_DELAY = 3.0
-FLOW_CONTROL_DELAY = 0.05
-LOCAL_RETRY_DELAY = 5.0
 CLOSE_WAIT = 5.0
-_CLIENT_ONLY_PROPS = (PropertyKey.MIN_OFFSET, PropertyKey.MAX_OFFSET, PropertyKey.CONSUME_START_TIME)
+"""Seconds close() lets running listeners finish, so that their offsets count."""
 
 
-def to_millis(value: int | float | datetime | None, default_ago: float = 1800.0) -> int:
-    """A timestamp in ms from ms, a datetime, or None (``default_ago`` seconds ago, Java's half hour)."""
-    if value is None:
-        return int((time.time() - default_ago) * 1000)
-    if isinstance(value, datetime):
-        return int(value.timestamp() * 1000)
-    return int(value)
-
-
-class PushConsumer:
+class PushConsumer(ClientLifecycle):
     """Calls a listener with the messages of its subscriptions.
 
     ``consumer.subscribe("orders", "TagA || TagB")`` (or a ``Selector``), register ``@consumer.listener``
     (an ``async def`` runs on the event loop, a plain function in a thread pool), then ``await consumer.start()``.
     """
+
+    _kind = "consumer"
 
     def __init__(
         self,
@@ -137,14 +126,11 @@ class PushConsumer:
         self._offsets: OffsetStore | None = None
         self._rebalancer: Rebalancer | None = None
         self._inner: Producer | None = None
+        self._consuming: ConsumeService | None = None
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._consume_tasks: set[asyncio.Task[None]] = set()
-        self._sem: asyncio.Semaphore | None = None
-        self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_entry: SubscriptionEntry | None = None
-        self._retry_tasks: set[asyncio.Task[None]] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._functions: FunctionFilters | None = None
 
@@ -194,24 +180,15 @@ class PushConsumer:
     # ------------------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Join the group: routes, CHECK_CLIENT_CONFIG for SQL92 selectors, heartbeats, first rebalance."""
-        if self._state == "running":
+        if not self._startable():
             return
-        if self._state != "new":
-            raise ClientStateError("this consumer was closed; create a new one")
         if self._listener is None:
             raise ClientStateError("register a listener before start() (@consumer.listener)")
         if not self._subs:
             raise ClientStateError("subscribe to at least one topic before start()")
         self._loop = asyncio.get_running_loop()
-        inst = ClientInstance.acquire(self.config)
-        try:
-            inst.register_consumer(self.group, self)
-        except ValueError as e:
-            await inst.release()
-            raise ClientStateError(str(e)) from None
+        inst = await join(self.config, lambda i: i.register_consumer(self.group, self))
         self._instance = inst
-        self._sem = asyncio.Semaphore(self.concurrency)
-        self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"sievemq-{self.group}")
         if self.broadcasting:
             self._offsets = LocalFileOffsetStore(self.offset_store_dir / inst.client_id / self.group / "offsets.json")
         else:
@@ -220,56 +197,45 @@ class PushConsumer:
         self._inner = Producer(
             group=CLIENT_INNER_PRODUCER_GROUP, _instance=inst, send_timeout=self.config.request_timeout
         )
+        self._consuming = ConsumeService(self, inst, self._offsets, self._inner)
         await self._inner.start()
         self._state = "running"
-        try:
-            await inst.start()
-            for topic in self.topics():
-                await inst.update_route(topic)
-            await self._check_client_config(list(self._subs.values()))
-            refused = refusals_for(self.group, await inst.heartbeat_all())
+        async with self._closed_on_failure():
+            refused = await go_live(
+                inst,
+                self.group,
+                self.topics(),
+                lambda: check_client_config(inst, self.group, list(self._subs.values())),
+            )
             if refused and not self.standby:
-                raise SubscriptionError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "\n".join(refused))
+                raise refused_error(refused)
             for remark in refused:
                 log.error("standing by: %s", remark)
             await self._start_functions(inst)
-        except BaseException:
-            await self.close()
-            raise
         inst.rebalance_now()
 
     async def close(self) -> None:
         """Stop pulling, persist offsets, unregister from the brokers (the group rebalances without us)."""
-        if self._state != "running":
-            self._state = "closed"
+        if not self._closable():
             return
         self._state = "closing"
-        inst = self._instance
-        assert inst is not None and self._offsets is not None
-        await cancel_and_wait(*self._pull_tasks.values(), *self._retry_tasks, *self._background)
+        inst, consumer = self._instance, self._consuming
+        assert inst is not None and self._offsets is not None and consumer is not None
+        await cancel_and_wait(*self._pull_tasks.values(), *consumer.retry_tasks, *self._background)
         if self._functions is not None:
             await self._functions.close()
-        if self._consume_tasks:  # let running listeners finish so that their offsets count
-            await asyncio.wait(list(self._consume_tasks), timeout=CLOSE_WAIT)
+        if consumer.consume_tasks:  # let running listeners finish so that their offsets count
+            await asyncio.wait(list(consumer.consume_tasks), timeout=CLOSE_WAIT)
         for pq in self._pqs.values():
             pq.dropped = True
         await self._offsets.persist_all(list(self._pqs), oneway=False)
         self._pqs.clear()
         self._pull_tasks.clear()
-        await inst.unregister(consumer_group=self.group)
         if self._inner is not None:
             await self._inner.close()
-        await inst.release()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        await leave(inst, consumer_group=self.group)
+        consumer.shutdown()
         self._state = "closed"
-
-    async def __aenter__(self) -> PushConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def _after_subscription_change(self, added: list[SubscriptionEntry]) -> None:
         inst = self._instance
@@ -278,7 +244,7 @@ class PushConsumer:
         try:
             for entry in added:
                 await inst.update_route(entry.topic)
-            await self._check_client_config(added)
+            await check_client_config(inst, self.group, added)
             await inst.heartbeat_all()
             if self._functions is not None:
                 await self._functions.register_all(added)  # refusals are logged
@@ -286,31 +252,13 @@ class PushConsumer:
             log.warning("subscription change of group %s: %s", self.group, e)
         inst.rebalance_now()
 
-    async def _check_client_config(self, entries: list[SubscriptionEntry]) -> None:
-        inst = self._instance
-        assert inst is not None
-        for entry in entries:
-            if entry.selector.is_tag or entry.selector.is_function:
-                continue
-            for addr in inst.all_broker_addrs(include_slaves=True):
-                conn = await inst.conn(addr)
-                resp = await api.check_client_config(
-                    conn, inst.client_id, self.group, entry.to_subscription(), inst.config.request_timeout
-                )
-                if resp.code != ResponseCode.SUCCESS:
-                    raise SubscriptionError(
-                        resp.code,
-                        f"broker {addr} refused the {entry.selector.expression_type} subscription of {entry.topic!r} "
-                        f"({entry.selector.expression!r}): {resp.remark or 'no reason given'}",
-                    )
-
     async def _start_functions(self, inst: ClientInstance) -> None:
         """Register the filter functions with the filter servers (a refusal fails start()); then every heartbeat
         interval."""
         self._functions = FunctionFilters(inst, self.group)
         refused = await self._functions.register_all(list(self._subs.values()), complete=True)
         if refused:
-            raise SubscriptionError(refused[0].code, "\n".join(r.text for r in refused))
+            raise SubscriptionError(refused[0].code, "\n".join(r.text for r in refused), refused[0].reason)
         self._functions.start(lambda: list(self._subs.values()), self.config.heartbeat_interval)
 
     def function_status(self) -> dict[str, FunctionStatus]:
@@ -385,201 +333,63 @@ class PushConsumer:
         assert inst is not None and self._offsets is not None
         if mq.topic not in self._all_subs():
             return True
-        addr = inst.broker_addr(mq.broker_name)
-        if addr is None:
-            return False
-        try:
-            self._offsets.remove(mq)
-            conn = await inst.conn(addr)
-            offset = await start_offset(
-                conn, self._offsets, mq, self.consume_from, self.consume_timestamp, inst.config.request_timeout
-            )
-        except Exception as e:
-            log.warning("cannot compute the start offset of %s: %s", mq, e)
+        offset = await first_offset(inst, self._offsets, mq, self.consume_from, self.consume_timestamp, log)
+        if offset is None:
             return False
         if self._state != "running" or mq in self._pqs:
             return True
         pq = ProcessQueue(offset)
         self._offsets.update(mq, offset)
         self._pqs[mq] = pq
-        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(self._pull_loop(mq, pq), name=f"pull {mq}")
+        fetch = fetch_for(inst, mq, self, lambda: self._functions)
+        puller = QueuePuller(inst, mq, _PushQueue(self, mq, pq, self._offsets), fetch, logger=log)
+        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
         return True
 
-    # ------------------------------------------------------------------------------------------ pulling
-    async def _pull_loop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        inst = self._instance
-        assert inst is not None and self._offsets is not None
-        while not pq.dropped and self._state == "running":
-            entry = self._all_subs().get(mq.topic)
-            if entry is None:
-                return
-            if pq.over_limits(self.max_cached_messages, self.max_cached_bytes, self.max_span):
-                await asyncio.sleep(FLOW_CONTROL_DELAY)
-                continue
-            addr = inst.broker_addr(mq.broker_name)
-            try:
-                if addr is None:
-                    await inst.update_route(mq.topic)
-                    raise ConnectionError(f"no address known for broker {mq.broker_name}")
-                commit = self._offsets.read_memory(mq) if not self.broadcasting else -1
-                is_master = inst.broker_addr(mq.broker_name, master_only=True) == addr
-                if entry.selector.is_function:  # through a filter server
-                    assert self._functions is not None
-                    r = await self._functions.pull(
-                        mq,
-                        addr,
-                        entry,
-                        pq.next_offset,
-                        max_nums=self.pull_batch_size,
-                        suspend_ms=int(self.pull_suspend * 1000),
-                        commit_offset=commit if commit > 0 and is_master else None,
-                        timeout=self.pull_timeout,
-                    )
-                else:
-                    conn = await inst.conn(addr)
-                    r = await entry.pull(
-                        conn,
-                        self.group,
-                        mq,
-                        pq.next_offset,
-                        max_nums=self.pull_batch_size,
-                        suspend_ms=int(self.pull_suspend * 1000),
-                        commit_offset=commit if commit > 0 and is_master else None,
-                        timeout=self.pull_timeout,
-                    )
-            except asyncio.CancelledError:
-                raise
-            except FilterFunctionError:  # logged (rate-limited) and kept in function_status()
-                if pq.dropped or self._state != "running":
-                    return
-                await asyncio.sleep(PULL_RETRY_DELAY)
-                continue
-            except Exception as e:
-                if pq.dropped or self._state != "running":
-                    return
-                log.warning("pull %s@%d failed: %s; retrying in %.0fs", mq, pq.next_offset, e, PULL_RETRY_DELAY)
-                await asyncio.sleep(PULL_RETRY_DELAY)
-                continue
-            if pq.dropped:
-                return
-            if r.code == ResponseCode.SUCCESS:
-                kept = entry.accept(r.messages, r.min_offset, r.max_offset)
-                fresh = pq.add(kept, r.next_begin_offset)
-                if not fresh:
-                    self._offsets.update(mq, pq.commit_offset, increase_only=True)
-                self._dispatch(mq, pq, fresh)
-            elif r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
-                pq.advance(r.next_begin_offset)
-                self._offsets.update(mq, pq.commit_offset, increase_only=True)
-            elif r.code == ResponseCode.PULL_OFFSET_MOVED:
-                log.warning("offset of %s moved from %d to %d", mq, pq.next_offset, r.next_begin_offset)
-                pq.advance(r.next_begin_offset)
-                self._offsets.update(mq, r.next_begin_offset)
-                with contextlib.suppress(Exception):
-                    await self._offsets.persist(mq, oneway=True)
-            else:
-                log.warning("pull %s@%d: [%d] %s", mq, pq.next_offset, r.code, r.remark)
-                await asyncio.sleep(PULL_RETRY_DELAY)
 
-    # ------------------------------------------------------------------------------------------ consuming
-    def _dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        for i in range(0, len(msgs), self.consume_batch_size):
-            spawn(self._consume(mq, pq, msgs[i : i + self.consume_batch_size]), self._consume_tasks, "consume")
+class _PushQueue:
+    """One queue of a push consumer as its ``QueuePuller`` sees it: messages go to the listener, offsets to the
+    offset store (the committable offset rides on pulls to the master)."""
 
-    async def _call_listener(self, msgs: list[MessageExt]) -> ConsumeResult:
-        fn = self._listener
-        assert fn is not None and self._executor is not None
-        try:
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(msgs)
-            else:
-                result = await asyncio.get_running_loop().run_in_executor(self._executor, fn, msgs)
-                if inspect.isawaitable(result):
-                    result = await result
-        except Exception:
-            log.exception("listener of group %s raised; the messages will be consumed again later", self.group)
-            return ConsumeResult.RECONSUME_LATER
-        if result is None or result is True or result == ConsumeResult.SUCCESS:
-            return ConsumeResult.SUCCESS
-        if result is False or result == ConsumeResult.RECONSUME_LATER:
-            return ConsumeResult.RECONSUME_LATER
-        log.warning("listener returned %r, not a ConsumeResult; treating it as RECONSUME_LATER", result)
-        return ConsumeResult.RECONSUME_LATER
+    def __init__(self, consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, offsets: OffsetStore) -> None:
+        self.consumer = consumer
+        self.mq = mq
+        self.pq = pq
+        self.offsets = offsets
 
-    async def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        assert self._sem is not None and self._offsets is not None
-        async with self._sem:
-            if pq.dropped or self._state == "closed":
-                return
-            now = str(int(time.time() * 1000))
-            retried = is_retry_topic(mq.topic)
-            for m in msgs:
-                if retried:
-                    restore_retry_topic(m, self.group)
-                m.properties[PropertyKey.CONSUME_START_TIME] = now
-            status = await self._call_listener(msgs)
-            if pq.dropped:
-                return
-            done = msgs
-            if status is ConsumeResult.RECONSUME_LATER:
-                if self.broadcasting:
-                    for m in msgs:
-                        log.warning("broadcasting: message %s failed and is dropped (no retry)", m.msg_id)
-                else:
-                    failed = [m for m in msgs if not await self._send_back(m, mq)]
-                    if failed:
-                        done = [m for m in msgs if m not in failed]
-                        self._retry_locally(mq, pq, failed)
-            offset = pq.complete(m.queue_offset for m in done)
-            if not pq.dropped:
-                self._offsets.update(mq, offset, increase_only=True)
+    def running(self) -> bool:
+        return self.consumer._state == "running"
 
-    def _retry_locally(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        async def later() -> None:
-            await asyncio.sleep(LOCAL_RETRY_DELAY)
-            if not pq.dropped and self._state == "running":
-                await self._consume(mq, pq, msgs)
+    def dropped(self) -> bool:
+        return self.pq.dropped
 
-        spawn(later(), self._retry_tasks, "consume-again")
+    def subscription(self) -> SubscriptionEntry | None:
+        return self.consumer._all_subs().get(self.mq.topic)
 
-    async def _send_back(self, msg: MessageExt, mq: MessageQueue) -> bool:
-        """CONSUMER_SEND_MSG_BACK; on failure a normal send to ``%RETRY%<group>`` (Java's fallback)."""
-        inst = self._instance
-        assert inst is not None
-        addr = inst.broker_addr(mq.broker_name, master_only=True) or f"{msg.store_host[0]}:{msg.store_host[1]}"
-        try:
-            conn = await inst.conn(addr)
-            await api.send_back(
-                conn,
-                offset=msg.commit_log_offset,
-                group=self.group,
-                delay_level=self.retry_delay_level,
-                origin_msg_id=msg.msg_id,
-                origin_topic=msg.topic,
-                max_reconsume_times=self.max_reconsume_times,
-                timeout=inst.config.request_timeout,
-            )
-            return True
-        except Exception as e:
-            log.warning("send-back of %s failed (%s); sending it to the retry topic instead", msg.msg_id, e)
-        try:
-            await self._send_to_retry_topic(msg)
-            return True
-        except Exception as e:
-            log.warning("sending %s to the retry topic failed: %s; it will be consumed again locally", msg.msg_id, e)
-            return False
+    def next_offset(self) -> int:
+        return self.pq.next_offset
 
-    async def _send_to_retry_topic(self, msg: MessageExt) -> None:
-        assert self._inner is not None
-        props = dict(msg.properties)
-        for k in _CLIENT_ONLY_PROPS:
-            props.pop(k, None)
-        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
-        props[PropertyKey.RETRY_TOPIC] = msg.topic
-        props[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        props[PropertyKey.MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
-        level = self.retry_delay_level if self.retry_delay_level > 0 else 3 + msg.reconsume_times
-        props[PropertyKey.DELAY] = str(level)
-        props.pop("TRAN_MSG", None)
-        out = Outgoing(retry_topic(self.group), msg.body, props, msg.flag, 0, False, [msg.msg_id])
-        await self._inner.send_outgoing(out)
+    def flow_controlled(self) -> bool:
+        c = self.consumer
+        return self.pq.over_limits(c.max_cached_messages, c.max_cached_bytes, c.max_span)
+
+    def commit_offset(self) -> int | None:
+        commit = self.offsets.read_memory(self.mq) if not self.consumer.broadcasting else -1
+        return commit if commit > 0 else None
+
+    def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
+        fresh = self.pq.add(kept, next_offset)
+        if not fresh:
+            self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
+        assert self.consumer._consuming is not None
+        self.consumer._consuming.dispatch(self.mq, self.pq, fresh)
+
+    def on_advance(self, next_offset: int) -> None:
+        self.pq.advance(next_offset)
+        self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
+
+    async def on_offset_moved(self, next_offset: int) -> None:
+        self.pq.advance(next_offset)
+        self.offsets.update(self.mq, next_offset)
+        with contextlib.suppress(Exception):
+            await self.offsets.persist(self.mq, oneway=True)

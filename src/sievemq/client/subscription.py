@@ -8,13 +8,18 @@ were selected by the filter server's run of the function and are all kept.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from sievemq.client import api
+from sievemq.client.errors import SubscriptionError
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector, decompress_body
 from sievemq.client.offset_store import OffsetStore
+from sievemq.errors import RemotingError
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.message import MessageExt, PropertyKey
@@ -22,6 +27,9 @@ from sievemq.protocol.names import is_retry_topic, retry_topic
 from sievemq.protocol.reasons import RefusedSubscription
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.connection import Connection
+
+if TYPE_CHECKING:
+    from sievemq.client.instance import ClientInstance
 
 PULL_FLAG_COMMIT_OFFSET = 0x1
 
@@ -107,6 +115,64 @@ def refusals_for(group: str, refused: Iterable[RefusedSubscription]) -> list[str
     """The remarks of the refused subscriptions of ``group`` (a sievemq broker refuses a client whose
     subscription of a topic differs from the group's, and lists it in the heartbeat answer)."""
     return [r.remark for r in refused if r.group == group]
+
+
+async def check_client_config(inst: ClientInstance, group: str, entries: Iterable[SubscriptionEntry]) -> None:
+    """CHECK_CLIENT_CONFIG of the SQL92 subscriptions among ``entries`` with every broker (slaves too); the first
+    refusal raises SubscriptionError with the broker's code."""
+    for entry in entries:
+        if entry.selector.is_tag or entry.selector.is_function:
+            continue
+        for addr in inst.all_broker_addrs(include_slaves=True):
+            conn = await inst.conn(addr)
+            try:
+                await api.check_client_config(
+                    conn, inst.client_id, group, entry.to_subscription(), inst.config.request_timeout
+                )
+            except RemotingError as e:
+                raise SubscriptionError(
+                    e.code,
+                    f"broker {addr} refused the {entry.selector.expression_type} subscription of {entry.topic!r} "
+                    f"({entry.selector.expression!r}): {e.remark or 'no reason given'}",
+                    e.reason,
+                ) from None
+
+
+async def first_offset(
+    inst: ClientInstance,
+    store: OffsetStore,
+    mq: MessageQueue,
+    consume_from: ConsumeFrom,
+    timestamp_ms: int,
+    logger: logging.Logger,
+    *,
+    refresh_route: bool = False,
+) -> int | None:
+    """Where a consumer that just took ``mq`` starts: its in-memory offset forgotten, ``start_offset`` asked of the
+    queue's broker. None when no address of the broker is known (``refresh_route``: after fetching the route once)
+    or the broker cannot answer now (logged on ``logger``); the rebalance tries again."""
+    addr = inst.broker_addr(mq.broker_name)
+    if addr is None and refresh_route:
+        await inst.update_route(mq.topic)
+        addr = inst.broker_addr(mq.broker_name)
+    if addr is None:
+        return None
+    try:
+        store.remove(mq)
+        conn = await inst.conn(addr)
+        return await start_offset(conn, store, mq, consume_from, timestamp_ms, inst.config.request_timeout)
+    except Exception as e:
+        logger.warning("cannot compute the start offset of %s: %s", mq, e)
+        return None
+
+
+def to_millis(value: int | float | datetime | None, default_ago: float = 1800.0) -> int:
+    """A timestamp in ms from ms, a datetime, or None (``default_ago`` seconds ago, Java's half hour)."""
+    if value is None:
+        return int((time.time() - default_ago) * 1000)
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    return int(value)
 
 
 def retry_subscription(group: str) -> SubscriptionEntry:

@@ -1,4 +1,4 @@
-"""RocketMQ's Bloom filter for SQL92 pre-filtering (filtering.md 4.2), bit for bit.
+"""RocketMQ's Bloom filter for SQL92 pre-filtering (docs/protocol/bloom.md §1-§4), bit for bit.
 
 Each (consumer group, topic) SQL filter owns ``k`` bit positions in an ``m``-bit bitmap, derived
 from the string ``group + "#" + topic``. At dispatch the broker evaluates every registered

@@ -1,4 +1,4 @@
-"""Name-server request processors, one method per request code (remoting.md section 4)."""
+"""Name-server request processors, one method per request code (docs/protocol/requests.md §14)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Batch message body codec (remoting.md 8.7; Java ``MessageDecoder.encodeMessage/decodeMessages``).
+"""Batch message body codec (docs/protocol/message-format.md §10; Java ``MessageDecoder.encodeMessage/decodeMessages``).
 
 Each entry: TOTALSIZE i32 (= 20 + bodyLen + 2 + propsLen) | MAGICCODE i32 (0) | BODYCRC i32 (0) |
 FLAG i32 | body length i32 + body | properties length i16 + properties UTF-8. Pure, no I/O.

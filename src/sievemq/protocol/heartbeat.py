@@ -1,4 +1,4 @@
-"""HeartbeatData and SubscriptionData (remoting.md 9.4), parsed leniently.
+"""HeartbeatData and SubscriptionData (docs/protocol/requests.md §16), parsed leniently.
 
 Clients differ: the C++ core sends enums as ordinals, ``subVersion`` as a string and omits empty sets; Java and
 ali-ons send names. Tag codes are always recomputed from the tags, never taken from the client's ``codeSet``.

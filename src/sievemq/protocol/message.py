@@ -1,4 +1,4 @@
-"""Message model and the stored/pulled record codec (remoting.md 8.1-8.4). Pure, no I/O.
+"""Message model and the stored/pulled record codec (docs/protocol/message-format.md §1-§6). Pure, no I/O.
 
 Record layout (big-endian, IPv4 hosts; Java ``MessageDecoder`` / ``CommitLog``)::
 

@@ -1,4 +1,4 @@
-"""Message ids (remoting.md 8.5): the broker's offsetMsgId and the producer's UNIQ_KEY.
+"""Message ids (docs/protocol/message-format.md §7-§8): the broker's offsetMsgId and the producer's UNIQ_KEY.
 
 * offsetMsgId = store host IP (4 or 16 bytes) + port (int32) + commit-log offset (int64), uppercase hex:
   32 chars for IPv4, 56 for IPv6 (Java ``MessageDecoder.createMessageId/decodeMessageId``).

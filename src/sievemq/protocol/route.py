@@ -1,6 +1,6 @@
 """Routing data exchanged with name servers: TopicConfig, QueueData, BrokerData, TopicRouteData (JSON bodies).
 
-Field names and JSON shapes are RocketMQ's (remoting.md section 9). Perm bits: 4 READ, 2 WRITE, 1 INHERIT.
+Field names and JSON shapes are RocketMQ's (docs/protocol/requests.md §15). Perm bits: 4 READ, 2 WRITE, 1 INHERIT.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Message sysFlag bits (RocketMQ ``MessageSysFlag``), remoting.md 8.2.
+"""Message sysFlag bits (RocketMQ ``MessageSysFlag``), docs/protocol/message-format.md §4.
 
 ``MessageSysFlag`` is an ``IntFlag`` for readable code; the plain ``int`` constants below are the
 same values for hot paths (``IntFlag`` arithmetic is slow).

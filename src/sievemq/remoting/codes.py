@@ -1,4 +1,4 @@
-"""RocketMQ 4.x request and response codes (numbers are wire facts, see remoting.md section 3)."""
+"""RocketMQ 4.x request and response codes (numbers are wire facts, see docs/protocol/codes.md)."""
 
 from __future__ import annotations
 

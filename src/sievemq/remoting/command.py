@@ -1,6 +1,6 @@
 """RemotingCommand and the frame codec: pure, no I/O (bytes in, commands out).
 
-Frame layout (big-endian), see remoting.md section 2::
+Frame layout (big-endian), see docs/protocol/frames.md §1-§4::
 
     length:int32 | (serializeType << 24 | headerLen):int32 | header | body
 

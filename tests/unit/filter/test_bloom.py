@@ -1,4 +1,4 @@
-"""RocketMQ's Bloom filter layout (filtering.md 4.2)."""
+"""RocketMQ's Bloom filter layout (docs/protocol/bloom.md §1-§4)."""
 
 from __future__ import annotations
 

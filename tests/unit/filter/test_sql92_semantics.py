@@ -1,4 +1,4 @@
-"""Evaluation semantics (filtering.md 3.6) and the checklist of surprises (3.7).
+"""Evaluation semantics (docs/protocol/sql92.md §8-§10) and the checklist of surprises (§14).
 
 Each case is checked on the reference interpreter, the compiled three-valued function and the
 compiled verdict (``Selector.evaluate``), see ``helpers.check``. ``ERROR`` means RocketMQ's

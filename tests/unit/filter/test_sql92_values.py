@@ -1,4 +1,4 @@
-"""Java value semantics (filtering.md 3.6): parse rules, Double.compare, the __compare table."""
+"""Java value semantics (docs/protocol/sql92.md §7-§9): parse rules, Double.compare, the __compare table."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ A selector is a boolean expression over a message's properties (every value a st
     sel.evaluate({"region": "eu", "amount": "250", "kind": "a"})   # True
     sel.properties_used                                            # {'region', 'amount', 'kind'}
 
-Semantics are RocketMQ's, verified against its Java implementation (filtering.md §3):
+Semantics are RocketMQ's, verified against its Java implementation (docs/protocol/sql92.md):
 
 * keywords are case-insensitive, property names case-sensitive ASCII identifiers;
 * literals: ``'strings'`` (``''`` for a quote), integers (32-bit when they fit, else 64-bit; an

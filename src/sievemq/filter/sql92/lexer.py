@@ -1,4 +1,4 @@
-"""Tokens of a SQL92 selector, following RocketMQ's JavaCC lexer exactly (filtering.md 3.2).
+"""Tokens of a SQL92 selector, following RocketMQ's JavaCC lexer exactly (docs/protocol/sql92.md §2).
 
 * whitespace: space, ``\\t``, ``\\n``, ``\\r``, ``\\f`` only;
 * comments: ``/* ... */`` and ``-- ...`` up to and including a line end; a ``--`` with no line end

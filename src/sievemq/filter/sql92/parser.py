@@ -1,4 +1,4 @@
-"""Recursive-descent parser for RocketMQ SQL92 selectors (filtering.md 3.3-3.5).
+"""Recursive-descent parser for RocketMQ SQL92 selectors (docs/protocol/sql92.md §3-§5).
 
 Grammar (RocketMQ's, in precedence order, loosest first; all loops left-associative)::
 

@@ -1,4 +1,4 @@
-"""Java value semantics RocketMQ's selector evaluator relies on (filtering.md 3.6).
+"""Java value semantics RocketMQ's selector evaluator relies on (docs/protocol/sql92.md §7-§9).
 
 Everything that decides how a property string meets a constant lives here, so that the reference
 interpreter, the compiler and the parser's constant checks agree by construction:

@@ -1,0 +1,168 @@
+"""Running a push consumer's listener over pulled messages (Java ``ConsumeMessageConcurrentlyService``).
+
+Pulled messages go to the listener in batches of ``consume_batch_size``, at most ``concurrency`` batches at a time
+(an ``async def`` listener runs on the event loop, a plain function in a thread pool). A batch whose listener
+returns RECONSUME_LATER (or raises) is sent back (CONSUMER_SEND_MSG_BACK, docs/protocol/requests.md §11; when that
+fails, a normal send to ``%RETRY%<group>``, Java's fallback); a message neither path took is consumed again here
+after ``LOCAL_RETRY_DELAY``. Broadcasting consumers do not retry. Every finished message completes its offset in
+the queue's ProcessQueue, and the committable offset goes to the offset store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from sievemq.client import api
+from sievemq.client.instance import ClientInstance
+from sievemq.client.message import ConsumeResult, MessageQueue, restore_retry_topic
+from sievemq.client.offset_store import OffsetStore
+from sievemq.client.outgoing import Outgoing
+from sievemq.client.process_queue import ProcessQueue
+from sievemq.client.producer import Producer
+from sievemq.client.tasks import spawn
+from sievemq.protocol.message import MessageExt, PropertyKey
+from sievemq.protocol.names import is_retry_topic, retry_topic
+
+if TYPE_CHECKING:
+    from sievemq.client.push_consumer import PushConsumer
+
+log = logging.getLogger("sievemq.client.push_consumer")  # the consumer's records, as before the split
+
+Listener = Callable[[list[MessageExt]], Any]
+"""A push consumer's listener: gets a list of messages, returns a ConsumeResult (or None, True, False)."""
+
+LOCAL_RETRY_DELAY = 5.0
+"""Seconds before a message that could not be sent back is consumed again locally."""
+_CLIENT_ONLY_PROPS = (PropertyKey.MIN_OFFSET, PropertyKey.MAX_OFFSET, PropertyKey.CONSUME_START_TIME)
+
+
+class ConsumeService:
+    """The consuming half of a started PushConsumer: reads its settings, listener and state as they are now."""
+
+    def __init__(self, consumer: PushConsumer, inst: ClientInstance, offsets: OffsetStore, inner: Producer) -> None:
+        self.consumer = consumer
+        self.inst = inst
+        self.offsets = offsets
+        self.inner = inner
+        self.sem = asyncio.Semaphore(consumer.concurrency)
+        self.executor = ThreadPoolExecutor(consumer.concurrency, thread_name_prefix=f"sievemq-{consumer.group}")
+        self.consume_tasks: set[asyncio.Task[None]] = set()
+        """Batches being consumed (close() lets them finish, for a while)."""
+        self.retry_tasks: set[asyncio.Task[None]] = set()
+        """Batches waiting to be consumed again locally (close() cancels them)."""
+
+    def dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Consume freshly pulled messages of ``mq`` in batches of ``consume_batch_size``."""
+        size = self.consumer.consume_batch_size
+        for i in range(0, len(msgs), size):
+            spawn(self.consume(mq, pq, msgs[i : i + size]), self.consume_tasks, "consume")
+
+    def shutdown(self) -> None:
+        """Stop the listener threads (those still running are not waited for)."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def call_listener(self, msgs: list[MessageExt]) -> ConsumeResult:
+        """The listener's verdict on a batch (an exception or an unknown answer counts as RECONSUME_LATER)."""
+        c = self.consumer
+        fn = c._listener
+        assert fn is not None
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(msgs)
+            else:
+                result = await asyncio.get_running_loop().run_in_executor(self.executor, fn, msgs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception:
+            log.exception("listener of group %s raised; the messages will be consumed again later", c.group)
+            return ConsumeResult.RECONSUME_LATER
+        if result is None or result is True or result == ConsumeResult.SUCCESS:
+            return ConsumeResult.SUCCESS
+        if result is False or result == ConsumeResult.RECONSUME_LATER:
+            return ConsumeResult.RECONSUME_LATER
+        log.warning("listener returned %r, not a ConsumeResult; treating it as RECONSUME_LATER", result)
+        return ConsumeResult.RECONSUME_LATER
+
+    async def consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Run the listener on one batch, send failures back, and move the queue's committable offset."""
+        c = self.consumer
+        async with self.sem:
+            if pq.dropped or c._state == "closed":
+                return
+            now = str(int(time.time() * 1000))
+            retried = is_retry_topic(mq.topic)
+            for m in msgs:
+                if retried:
+                    restore_retry_topic(m, c.group)
+                m.properties[PropertyKey.CONSUME_START_TIME] = now
+            status = await self.call_listener(msgs)
+            if pq.dropped:
+                return
+            done = msgs
+            if status is ConsumeResult.RECONSUME_LATER:
+                if c.broadcasting:
+                    for m in msgs:
+                        log.warning("broadcasting: message %s failed and is dropped (no retry)", m.msg_id)
+                else:
+                    failed = [m for m in msgs if not await self.send_back(m, mq)]
+                    if failed:
+                        done = [m for m in msgs if m not in failed]
+                        self._retry_locally(mq, pq, failed)
+            offset = pq.complete(m.queue_offset for m in done)
+            if not pq.dropped:
+                self.offsets.update(mq, offset, increase_only=True)
+
+    def _retry_locally(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        async def later() -> None:
+            await asyncio.sleep(LOCAL_RETRY_DELAY)
+            if not pq.dropped and self.consumer._state == "running":
+                await self.consume(mq, pq, msgs)
+
+        spawn(later(), self.retry_tasks, "consume-again")
+
+    async def send_back(self, msg: MessageExt, mq: MessageQueue) -> bool:
+        """CONSUMER_SEND_MSG_BACK; on failure a normal send to ``%RETRY%<group>`` (Java's fallback)."""
+        c, inst = self.consumer, self.inst
+        addr = inst.broker_addr(mq.broker_name, master_only=True) or f"{msg.store_host[0]}:{msg.store_host[1]}"
+        try:
+            conn = await inst.conn(addr)
+            await api.send_back(
+                conn,
+                offset=msg.commit_log_offset,
+                group=c.group,
+                delay_level=c.retry_delay_level,
+                origin_msg_id=msg.msg_id,
+                origin_topic=msg.topic,
+                max_reconsume_times=c.max_reconsume_times,
+                timeout=inst.config.request_timeout,
+            )
+            return True
+        except Exception as e:
+            log.warning("send-back of %s failed (%s); sending it to the retry topic instead", msg.msg_id, e)
+        try:
+            await self._send_to_retry_topic(msg)
+            return True
+        except Exception as e:
+            log.warning("sending %s to the retry topic failed: %s; it will be consumed again locally", msg.msg_id, e)
+            return False
+
+    async def _send_to_retry_topic(self, msg: MessageExt) -> None:
+        c = self.consumer
+        props = dict(msg.properties)
+        for k in _CLIENT_ONLY_PROPS:
+            props.pop(k, None)
+        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
+        props[PropertyKey.RETRY_TOPIC] = msg.topic
+        props[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times + 1)
+        props[PropertyKey.MAX_RECONSUME_TIMES] = str(c.max_reconsume_times)
+        level = c.retry_delay_level if c.retry_delay_level > 0 else 3 + msg.reconsume_times
+        props[PropertyKey.DELAY] = str(level)
+        props.pop("TRAN_MSG", None)
+        out = Outgoing(retry_topic(c.group), msg.body, props, msg.flag, 0, False, [msg.msg_id])
+        await self.inner.send_outgoing(out)
