@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 from sievemq.errors import ConfigError
 from sievemq.protocol.names import MAX_TOPIC_LENGTH, NAME_RE
 from sievemq.remoting.command import MAX_FRAME_LENGTH
+from sievemq.remoting.limits import ServerLimits
 
 T = TypeVar("T")
 
@@ -225,6 +226,22 @@ class BrokerConfig:
     disk_max_used_space_ratio: int = setting(
         "percent of disk use past which old segments are deleted", 75, lo=10, hi=95
     )
+    disk_space_clean_forcibly_ratio: int = setting(
+        "percent of disk use past which the oldest segments are deleted even if not expired (100: never)",
+        85,
+        lo=10,
+        hi=100,
+    )
+    disk_full_reserve_bytes: int = setting(
+        "free bytes the store keeps on its disk: a send that needs new space (a file, or the next chunk of a "
+        "segment) is refused (code 14, reason DISK_FULL) unless this many stay free after it",
+        128 * 1024 * 1024,
+        lo=0,
+    )
+    max_hash_slot_num: int = setting("key index: hash slots per index file (4 bytes each)", 5_000_000, lo=1,
+                                     hi=INT32_MAX // 24)  # fmt: skip
+    max_index_num: int = setting("key index: entries per index file (24 bytes each)", 20_000_000, lo=1,
+                                 hi=INT32_MAX // 24)  # fmt: skip
     max_message_size: int = setting(
         "largest message body in bytes (at most 15 MiB, so that it fits one 16 MiB remoting frame; a message "
         "larger than a commit-log segment is refused too)",
@@ -237,6 +254,47 @@ class BrokerConfig:
     message_delay_level: str = setting("delay levels 1..N", DEFAULT_DELAY_LEVELS, fmt=DELAY_LEVELS)
     max_reconsume_times: int = setting("default retries before a message goes to %DLQ%group", 16, lo=0)
     channel_expired_seconds: float = setting("drop a client connection silent for this long", 120.0, above=0)
+    server_max_unsent_bytes: int = setting(
+        "per connection: stop reading its requests while more than this many bytes of answers wait to be sent "
+        "(the peer does not read them)",
+        ServerLimits.max_unsent_bytes,
+        lo=64 * 1024,
+    )
+    server_max_requests_in_flight: int = setting(
+        "per connection: requests served at once, held long-polling pulls included (a RocketMQ client holds one "
+        "per queue); further requests wait unread until one is answered",
+        ServerLimits.max_requests_in_flight,
+        lo=1,
+    )
+    server_partial_frame_budget: int = setting(
+        "bytes of frames not yet complete, held for all connections together; a connection that would go past "
+        "it is closed",
+        ServerLimits.partial_frame_budget,
+        lo=MAX_FRAME_LENGTH,
+    )
+    server_frame_timeout_seconds: float = setting(
+        "close a connection whose frame is still incomplete this long after its first byte",
+        ServerLimits.frame_timeout,
+        above=0,
+    )
+    server_max_connections: int = setting(
+        "connections at most (0: no fixed cap); new ones are refused anyway when fewer than serverFdReserve file "
+        "descriptors would stay free under RLIMIT_NOFILE",
+        ServerLimits.max_connections,
+        lo=0,
+    )
+    server_fd_reserve: int = setting(
+        "file descriptors kept free for the store's files and outgoing connections: the connection cap is "
+        "RLIMIT_NOFILE less the descriptors open for other uses less this",
+        ServerLimits.fd_reserve,
+        lo=0,
+    )
+    server_warning_interval_seconds: float = setting(
+        "connection warnings (bad frames, closed offenders): at most one line per peer IP per this long, then a "
+        "count of the lines held back",
+        ServerLimits.warning_interval,
+        above=0,
+    )
     enable_property_filter: bool = setting("allow SQL92 subscriptions", True)
     enable_calc_filter_bit_map: bool = setting(
         "compute Bloom bitmaps of SQL92 groups at dispatch, so pulls skip non-matching messages unread", True
@@ -270,6 +328,18 @@ class BrokerConfig:
     def advertised_addr(self) -> str:
         """``ip:port`` that clients use for this broker."""
         return f"{self.broker_ip}:{self.listen_port}"
+
+    def server_limits(self) -> ServerLimits:
+        """The bounds of the broker's remoting servers (the ``server*`` settings)."""
+        return ServerLimits(
+            max_unsent_bytes=self.server_max_unsent_bytes,
+            max_requests_in_flight=self.server_max_requests_in_flight,
+            partial_frame_budget=self.server_partial_frame_budget,
+            frame_timeout=self.server_frame_timeout_seconds,
+            max_connections=self.server_max_connections,
+            fd_reserve=self.server_fd_reserve,
+            warning_interval=self.server_warning_interval_seconds,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ checking

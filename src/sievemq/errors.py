@@ -35,10 +35,10 @@ class RemotingError(SieveError):
 
 
 class HeaderError(RemotingError):
-    """A request header field is missing or not of the expected type."""
+    """A request field is missing, not of the expected type, or out of its range (reason ``INVALID_HEADER``)."""
 
-    def __init__(self, remark: str) -> None:
-        super().__init__(ResponseCode.SYSTEM_ERROR, remark)
+    def __init__(self, remark: str, reason: str = "INVALID_HEADER") -> None:
+        super().__init__(ResponseCode.SYSTEM_ERROR, remark, reason)
 
 
 class ConnectionClosedError(SieveError):

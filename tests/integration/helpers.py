@@ -298,3 +298,15 @@ def dirty_pages(path: Path, offset: int = 0, length: int = 0) -> int:
         return int(out[1] + out[2])
     finally:
         os.close(fd)
+
+
+async def assert_found_by_key_and_id(conn: Connection, topic: str, msg_id: str, key: str, body: bytes) -> None:
+    """The message is found by QUERY_MESSAGE under ``key`` and by VIEW_MESSAGE_BY_ID from its offsetMsgId."""
+    from sievemq.protocol.msgid import parse_offset_msg_id
+
+    fields = {"topic": topic, "key": key, "maxNum": 4, "beginTimestamp": 0, "endTimestamp": 2**62}
+    resp = await call(conn, RequestCode.QUERY_MESSAGE, fields)
+    assert resp.code == ResponseCode.SUCCESS, f"key {key} lost from the index: {resp.remark}"
+    assert [m.body for m in decode_body_records(resp)] == [body]
+    resp = await call(conn, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": parse_offset_msg_id(msg_id)[2]})
+    assert [m.body for m in decode_body_records(resp)] == [body]

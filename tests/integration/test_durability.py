@@ -10,13 +10,12 @@ from sievemq.client import api
 from sievemq.errors import SieveError
 from sievemq.protocol.batch import BatchEntry
 from sievemq.protocol.msgid import parse_offset_msg_id
-from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
 from tests.integration.conftest import CQ_ENTRIES_PER_FILE, Cluster, OpenConn
 from tests.integration.helpers import (
-    call,
+    assert_found_by_key_and_id,
     create_topic,
-    decode_body_records,
     dirty_pages,
     max_offset,
     pull_all,
@@ -90,15 +89,7 @@ async def test_kill9_under_sync_flush_keeps_every_acknowledged_message(cluster: 
 
     # The index and lookups by id were rebuilt too: the last acknowledged messages are found by key and id.
     for msg_id, _qid, _qoff, body, key in acked[-8:]:
-        resp = await call(
-            conn,
-            RequestCode.QUERY_MESSAGE,
-            {"topic": TOPIC, "key": key, "maxNum": 4, "beginTimestamp": 0, "endTimestamp": 2**62},
-        )
-        assert resp.code == ResponseCode.SUCCESS, f"key {key} lost from the index: {resp.remark}"
-        assert [m.body for m in decode_body_records(resp)] == [body]
-        resp = await call(conn, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": parse_offset_msg_id(msg_id)[2]})
-        assert [m.body for m in decode_body_records(resp)] == [body]
+        await assert_found_by_key_and_id(conn, TOPIC, msg_id, key, body)
 
     # Queues have no holes, and new sends continue right after what survived.
     for q in range(QUEUES):

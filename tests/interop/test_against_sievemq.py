@@ -180,6 +180,24 @@ def test_rocketmq_044_send_batch_stores_every_message(dev: Proc) -> None:
     assert {e["keys"]: e["tags"] for e in got} == {f"b{i}": ("TagA", "TagB")[i % 2] for i in range(10)}
 
 
+def test_rocketmq_044_compressed_batch_is_inflated_and_stored(dev: Proc) -> None:
+    """A batch body over 4 KiB is zlib-compressed by the C++ core (COMPRESSED_FLAG on the batch): sievemq inflates it
+    and stores every message uncompressed (RocketMQ's own broker refuses such a batch)."""
+    topic, group = unique_name("T"), unique_name("G")
+    res = run_driver(
+        "rmq044",
+        ["produce-batch", "--namesrv", ns(dev), "--topic", topic, "--group", unique_name("P"), "--count", "8",
+         "--batch-size", "8", "--body-size", "3000", "--tags", "TagZ", "--key-prefix", "z"],
+    )  # fmt: skip
+    assert res.returncode == 0, res.describe()
+    assert total_messages(dev, topic) == 8
+    cons = run_driver("rmqcp", consume_args(dev, topic, group, "*", 8), timeout=150)
+    assert cons.returncode == 0, cons.describe()
+    got = cons.of("received")
+    assert set(received_keys(got)) == {f"z{i}" for i in range(8)}
+    assert {e["body_len"] for e in got} == {3000} and {e["tags"] for e in got} == {"TagZ"}
+
+
 @pytest.mark.parametrize(("producer", "consumer"), [("rmqcp", "ons"), ("ons", "rmqcp")])
 def test_cross_client(dev: Proc, producer: str, consumer: str) -> None:
     topic, group = unique_name("T"), unique_name("G")

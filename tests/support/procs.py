@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ class Proc:
     extra: dict[str, object] = field(default_factory=dict)
     ready_text: str | None = None
     """Printed by the process once it serves (a broker after its first registration); waited for after the port."""
+    nofile: int | None = None
+    """A soft RLIMIT_NOFILE for the process (None: it inherits the test's)."""
 
     @property
     def addr(self) -> str:
@@ -64,6 +66,7 @@ class Proc:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=_soft_nofile(self.nofile) if self.nofile is not None else None,
         )
         wait_port(self.port, proc=self.popen)
         if self.ready_text is not None:
@@ -104,6 +107,17 @@ class Proc:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+
+def _soft_nofile(limit: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that lowers the child's soft RLIMIT_NOFILE to ``limit`` (the hard limit stays)."""
+
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    return apply
 
 
 def namesrv_proc(tmp: Path, name: str = "ns") -> Proc:

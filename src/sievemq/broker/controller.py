@@ -31,6 +31,7 @@ from sievemq.broker.stats import BrokerStats
 from sievemq.broker.store_settings import bloom_filter, store_config
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.config import BrokerConfig
+from sievemq.protocol.header_rules import check_request
 from sievemq.protocol.message import MessageExt
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
@@ -78,7 +79,7 @@ class BrokerController:
         self.stats = BrokerStats()
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
-        table = ProcessorTable("broker")
+        table = ProcessorTable("broker", check_request)
         for proc in self._processors(len(levels)):
             proc.register(table)
         self.filter_servers = FilterServerManager(
@@ -92,10 +93,11 @@ class BrokerController:
         )
         self.filter_servers.register(table)
         self.table = table
-        self.server = RemotingServer(table, config.listen_host, config.listen_port, on_close=self._on_close)
+        limits = config.server_limits()
+        self.server = RemotingServer(table, config.listen_host, config.listen_port, self._on_close, limits)
         self.vip_server: RemotingServer | None = None
         if config.listen_vip_channel:
-            self.vip_server = RemotingServer(table, config.listen_host, config.listen_port - 2, on_close=self._on_close)
+            self.vip_server = RemotingServer(table, config.listen_host, config.listen_port - 2, self._on_close, limits)
         self.registrar = NamesrvRegistrar(
             config.namesrv_list(), self._register_header(), self._register_body, config.register_broker_interval_seconds
         )

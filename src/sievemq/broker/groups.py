@@ -3,12 +3,25 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from sievemq.protocol.names import IllegalName, group_problem
+from sievemq.protocol.route import json_int
 from sievemq.store.jsonfile import atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+_INT64_MAX = (1 << 63) - 1
+_INT_RANGES = {
+    "retryQueueNums": (0, 1024),
+    "retryMaxTimes": (-1, (1 << 31) - 1),
+    "brokerId": (0, _INT64_MAX),
+    "whichBrokerWhenConsumeSlowly": (0, _INT64_MAX),
+}
 
 
 @dataclass(slots=True)
@@ -24,6 +37,27 @@ class GroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+
+    @classmethod
+    def from_json(cls, cfg: Any) -> GroupConfig:
+        """RocketMQ's SubscriptionGroupConfig JSON, checked: a legal name, booleans, integers in range (ValueError)."""
+        if not isinstance(cfg, dict):
+            raise ValueError("a SubscriptionGroupConfig must be a JSON object")
+        name = cfg.get("groupName")
+        problem = group_problem(name) if isinstance(name, str) else "groupName must be a string"
+        if problem is not None:
+            raise IllegalName(problem)
+        kw: dict[str, Any] = {"groupName": name}
+        for f in fields(cls):
+            if f.name == "groupName" or f.name not in cfg:
+                continue
+            if f.name in _INT_RANGES:
+                kw[f.name] = json_int(cfg, f.name, 0, *_INT_RANGES[f.name])
+            elif isinstance(cfg[f.name], bool):
+                kw[f.name] = cfg[f.name]
+            else:
+                raise ValueError(f"{f.name} must be true or false, got {str(cfg[f.name])[:40]}")
+        return cls(**kw)
 
 
 class SubscriptionGroupManager:
@@ -46,9 +80,11 @@ class SubscriptionGroupManager:
     def load(self) -> None:
         """Read the persisted table."""
         data = read_json(self.path, None) or {}
-        fields = set(GroupConfig.__dataclass_fields__)
         for name, cfg in (data.get("subscriptionGroupTable") or {}).items():
-            self.table[name] = GroupConfig(**{k: v for k, v in cfg.items() if k in fields})
+            try:
+                self.table[name] = GroupConfig.from_json(cfg)
+            except ValueError as e:
+                log.error("%s: group %.160r skipped: %s", self.path, name, e)
 
     def persist(self) -> None:
         """Save the table."""
@@ -64,9 +100,8 @@ class SubscriptionGroupManager:
         return cfg
 
     def update(self, cfg: dict[str, Any]) -> GroupConfig:
-        """Create or replace a group from RocketMQ's JSON form."""
-        fields = set(GroupConfig.__dataclass_fields__)
-        gc = GroupConfig(**{k: v for k, v in cfg.items() if k in fields})
+        """Create or replace a group from RocketMQ's JSON form (ValueError for an illegal one)."""
+        gc = GroupConfig.from_json(cfg)
         self.table[gc.groupName] = gc
         self.persist()
         return gc

@@ -6,12 +6,51 @@ crashed consumer's queues are free again within a minute, as in RocketMQ.
 
 from __future__ import annotations
 
-__all__ = ["LOCK_MAX_LIVE_SECONDS", "Queue", "QueueLocks"]
+from typing import Any
+
+from sievemq.errors import RemotingError
+from sievemq.protocol.header_rules import check_name
+from sievemq.protocol.reasons import Reason
+from sievemq.protocol.route import json_int
+from sievemq.remoting.codes import ResponseCode
+
+__all__ = ["LOCK_MAX_LIVE_SECONDS", "MAX_LOCK_QUEUES", "Queue", "QueueLocks", "lock_request"]
 
 LOCK_MAX_LIVE_SECONDS = 60.0
+MAX_LOCK_QUEUES = 4096
+"""Queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name (a consumer locks the queues it was allocated)."""
 
 Queue = tuple[str, str, int]
 """(topic, broker name, queue id)."""
+
+
+def _bad(what: str) -> RemotingError:
+    return RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed lock request: {what}", Reason.INVALID_HEADER)
+
+
+def lock_request(body: dict[str, Any]) -> tuple[str, str, list[Queue]]:
+    """``(consumerGroup, clientId, queues)`` of a Lock/UnlockBatchRequestBody, checked (RemotingError if not)."""
+    group, client, mq_set = body.get("consumerGroup"), body.get("clientId"), body.get("mqSet") or []
+    if not isinstance(group, str) or not isinstance(client, str) or not client:
+        raise _bad("consumerGroup and clientId must be strings")
+    check_name("consumerGroup", group)
+    if not isinstance(mq_set, list) or len(mq_set) > MAX_LOCK_QUEUES:
+        raise _bad(f"mqSet must be a list of at most {MAX_LOCK_QUEUES} queues")
+    queues: list[Queue] = []
+    for m in mq_set:
+        if not isinstance(m, dict):
+            raise _bad("each mqSet entry must be an object")
+        topic, broker = m.get("topic"), m.get("brokerName")
+        if not isinstance(topic, str) or not isinstance(broker, str):
+            raise _bad("topic and brokerName must be strings")
+        try:
+            qid = json_int(m, "queueId", -1, 0)
+        except ValueError as e:
+            raise _bad(str(e)) from None
+        check_name("topic", topic)
+        check_name("brokerName", broker)
+        queues.append((topic, broker, qid))
+    return group, client, queues
 
 
 class QueueLocks:

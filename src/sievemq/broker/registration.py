@@ -33,6 +33,8 @@ class NamesrvRegistrar:
         self._pool = ConnectionPool()
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
+        self.failures = 0
+        """Rounds that failed before a request could be sent (logged; the next round comes anyway)."""
 
     async def register_all(self) -> dict[str, bool]:
         """Register with every name server now; returns which succeeded."""
@@ -63,7 +65,11 @@ class NamesrvRegistrar:
             except TimeoutError:
                 pass
             self._kick.clear()
-            await self.register_all()
+            try:
+                await self.register_all()
+            except Exception:  # e.g. a body that does not serialise: log, count, and keep registering
+                self.failures += 1
+                log.exception("registration round failed (%d so far); retrying in %.0fs", self.failures, self._interval)
 
     def start(self) -> None:
         """Start periodic registration."""

@@ -15,12 +15,12 @@ from typing import Any
 from sievemq.errors import RemotingError
 from sievemq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
-    MAX_TOPIC_LENGTH,
-    NAME_RE,
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    topic_problem,
 )
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store.jsonfile import atomic_write_json, read_json
@@ -29,19 +29,10 @@ log = logging.getLogger(__name__)
 
 
 def validate_topic_name(topic: str) -> None:
-    """Raise RemotingError (SYSTEM_ERROR, as RocketMQ) when ``topic`` is not a legal topic name."""
-    if not topic:
-        raise RemotingError(ResponseCode.SYSTEM_ERROR, "the specified topic is blank")
-    if len(topic.encode()) > MAX_TOPIC_LENGTH:
-        raise RemotingError(
-            ResponseCode.SYSTEM_ERROR,
-            f"the specified topic is longer than topic max length {MAX_TOPIC_LENGTH} ({len(topic.encode())} bytes)",
-        )
-    if not NAME_RE.match(topic):
-        raise RemotingError(
-            ResponseCode.SYSTEM_ERROR,
-            f"the specified topic [{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
-        )
+    """Raise RemotingError (SYSTEM_ERROR as RocketMQ, reason INVALID_NAME) when ``topic`` is not a legal name."""
+    problem = topic_problem(topic)
+    if problem is not None:
+        raise RemotingError(ResponseCode.SYSTEM_ERROR, problem, Reason.INVALID_NAME)
 
 
 class TopicConfigManager:
@@ -83,7 +74,10 @@ class TopicConfigManager:
         if not data:
             return
         for name, tc in (data.get("topicConfigTable") or {}).items():
-            self.table[name] = TopicConfig.from_json(tc)
+            try:
+                self.table[name] = TopicConfig.from_json(tc)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                log.error("%s: topic %.160r skipped: %s", self.path, name, e)
         dv = data.get("dataVersion") or {}
         self.data_version = {"counter": int(dv.get("counter", 0)), "timestamp": int(dv.get("timestamp", 0))}
 

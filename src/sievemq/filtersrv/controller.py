@@ -13,6 +13,7 @@ from sievemq.filtersrv.config import FiltersrvConfig
 from sievemq.filtersrv.processors import FiltersrvProcessor
 from sievemq.filtersrv.registry import FilterRegistry, RegistrationPolicy
 from sievemq.filtersrv.workers import PoolSettings, WorkerPool
+from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
@@ -47,7 +48,7 @@ class FiltersrvController:
             )
         )
         self.broker_conns = ConnectionPool()
-        self.table = ProcessorTable("filter server")
+        self.table = ProcessorTable("filter server", check_request)
         FiltersrvProcessor(self).register(self.table)
         self.server = RemotingServer(self.table, config.listen_host, config.listen_port)
         self.broker_name = ""

@@ -9,6 +9,7 @@ import time
 from sievemq.config import NamesrvConfig
 from sievemq.namesrv.processors import NamesrvProcessors
 from sievemq.namesrv.routes import RouteTable
+from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
 
@@ -22,7 +23,7 @@ class NamesrvController:
         self.config = config
         self.routes = RouteTable()
         self.processors = NamesrvProcessors(self.routes, config.order_message_enable)
-        table = ProcessorTable("name server")
+        table = ProcessorTable("name server", check_request)
         self.processors.register(table)
         self.server = RemotingServer(table, config.listen_host, config.listen_port, on_close=self._on_close)
         self._scan: asyncio.Task[None] | None = None
@@ -39,8 +40,11 @@ class NamesrvController:
     async def _scan_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.scan_interval_seconds)
-            for addr in self.routes.expire(time.monotonic(), self.config.broker_expire_seconds):
-                log.warning("broker %s expired: no registration for %.0fs", addr, self.config.broker_expire_seconds)
+            try:
+                for addr in self.routes.expire(time.monotonic(), self.config.broker_expire_seconds):
+                    log.warning("broker %s expired: no registration for %.0fs", addr, self.config.broker_expire_seconds)
+            except Exception:
+                log.exception("broker expiry scan failed; scanning again in %.0fs", self.config.scan_interval_seconds)
 
     async def start(self) -> None:
         """Listen and start the expiry scan."""

@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 
 from sievemq.namesrv.routes import RouteTable
+from sievemq.protocol.names import IllegalName
+from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -63,8 +65,11 @@ class NamesrvProcessors:
                 data_version = dict(wrapper.get("dataVersion") or {})
                 topics = [TopicConfig.from_json(tc) for tc in (wrapper.get("topicConfigTable") or {}).values()]
                 filter_servers = [str(a) for a in body.get("filterServerList") or []]
+            except IllegalName as e:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {REASON_FIELD: Reason.INVALID_NAME})
             except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"malformed RegisterBrokerBody: {e}")
+                why = f"malformed RegisterBrokerBody: {e}"
+                return cmd.response(ResponseCode.SYSTEM_ERROR, why, {REASON_FIELD: Reason.INVALID_HEADER})
         result = self.routes.register_broker(
             cluster=require_str(f, "clusterName"),
             broker_addr=require_str(f, "brokerAddr"),

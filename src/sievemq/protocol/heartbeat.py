@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.filter.tags import TagExpression
+from sievemq.protocol.names import group_problem, topic_problem
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
@@ -22,6 +23,13 @@ CONSUME_FROM = (
     "CONSUME_FROM_TIMESTAMP",
 )
 _ALIASES = {"PULL": "CONSUME_ACTIVELY", "PUSH": "CONSUME_PASSIVELY"}
+MAX_GROUPS = 1024
+"""Producer or consumer groups one heartbeat may carry (RocketMQ sets no limit; a client has a handful)."""
+MAX_SUBSCRIPTIONS = 4096
+"""Subscriptions of one consumer group in a heartbeat."""
+MAX_EXPRESSION = 65536
+"""Characters of one subscription expression (a SQL92 selector is refused past 4096 anyway)."""
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _enum(value: Any, names: tuple[str, ...], default: str) -> str:
@@ -37,10 +45,12 @@ def _enum(value: Any, names: tuple[str, ...], default: str) -> str:
 
 
 def _int(value: Any, default: int = 0) -> int:
+    """An integer from a number or a decimal string; ``default`` when it is neither or does not fit a ``long``."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        n = int(value) if not isinstance(value, str) or len(value) <= 20 else default
+    except (TypeError, ValueError, OverflowError):
         return default
+    return n if _INT64[0] <= n <= _INT64[1] else default
 
 
 @dataclass(slots=True)
@@ -161,6 +171,25 @@ class HeartbeatData:
             "consumerDataSet": [c.to_json() for c in self.consumers],
             "producerDataSet": [{"groupName": g} for g in self.producer_groups],
         }
+
+    def problem(self) -> str | None:
+        """Why a broker must refuse this heartbeat (illegal names, too many groups or subscriptions), or None."""
+        if len(self.producer_groups) > MAX_GROUPS or len(self.consumers) > MAX_GROUPS:
+            return f"a heartbeat carries at most {MAX_GROUPS} producer and {MAX_GROUPS} consumer groups"
+        for g in self.producer_groups:
+            if g and (p := group_problem(g, "producer group")):
+                return p
+        for c in self.consumers:
+            if c.group and (p := group_problem(c.group, "consumer group")):
+                return p
+            if len(c.subscriptions) > MAX_SUBSCRIPTIONS:
+                return f"consumer group {c.group} has more than {MAX_SUBSCRIPTIONS} subscriptions"
+            for sub in c.subscriptions:
+                if p := topic_problem(sub.topic):
+                    return f"{p} (a subscription of consumer group {c.group})"
+                if len(sub.sub_string) > MAX_EXPRESSION:
+                    return f"the expression for topic {sub.topic} is longer than {MAX_EXPRESSION} characters"
+        return None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> HeartbeatData:

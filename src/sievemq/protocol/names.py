@@ -28,11 +28,14 @@ __all__ = [
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
     "VERSION_SEND_BACK_MAX_RECONSUME",
+    "IllegalName",
     "dlq_topic",
     "group_of_retry_topic",
+    "group_problem",
     "is_retry_topic",
     "is_system_topic",
     "retry_topic",
+    "topic_problem",
 ]
 
 # ------------------------------------------------------------------------------------------- system topics
@@ -71,8 +74,36 @@ CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
 # ------------------------------------------------------------------------------------------- name rules
 GROUP_MAX_LENGTH = 255
-NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-"""Characters allowed in topic and group names."""
+NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+\Z")
+"""Characters allowed in topic and group names (``\\Z``: a trailing newline is not allowed either)."""
+
+
+class IllegalName(ValueError):
+    """A name in a document (a JSON body, a saved file) breaks the name rules; the text says which and why."""
+
+
+def topic_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a legal topic name (RocketMQ's charset, at most 127 bytes), None when it is.
+
+    The texts are RocketMQ's (``TopicValidator``), with the name cut to 160 characters.
+    """
+    return _name_problem(topic, "topic", MAX_TOPIC_LENGTH)
+
+
+def group_problem(group: str, what: str = "group") -> str | None:
+    """Why ``group`` is not a legal group name (RocketMQ's charset, at most 255 characters), None when it is."""
+    return _name_problem(group, what, GROUP_MAX_LENGTH)
+
+
+def _name_problem(name: str, what: str, limit: int) -> str | None:
+    if not name:
+        return f"the specified {what} is blank"
+    if not NAME_RE.match(name):
+        return f"the specified {what} [{name[:160]}] contains illegal characters, allowing only {NAME_RE.pattern[:-2]}$"
+    if len(name) > limit:  # the charset is ASCII: characters are bytes
+        return f"the specified {what} is longer than {what} max length {limit} ({len(name)} bytes)"
+    return None
+
 
 # ------------------------------------------------------------------------------------------- client versions
 VERSION_SEND_BACK_MAX_RECONSUME = 121

@@ -53,6 +53,13 @@ class Reason(StrEnum):
     """The registration request itself is malformed (name, classCRC, source size or encoding)."""
     BROKER_UNREACHABLE = "BROKER_UNREACHABLE"
     """A filter server could not pull from its broker."""
+    DISK_FULL = "DISK_FULL"
+    """The broker's store disk has no room for the message (code 14): nothing was stored; retry later or elsewhere."""
+    INVALID_NAME = "INVALID_NAME"
+    """A topic or group name in the request is not legal (RocketMQ's characters ``%|a-zA-Z0-9_-``, at most 127
+    bytes for a topic, 255 for a group); nothing was done."""
+    INVALID_HEADER = "INVALID_HEADER"
+    """A request field is missing, not a number, or a number outside its range; nothing was done."""
 
 
 def reason_of(fields: Mapping[str, str]) -> Reason | None:

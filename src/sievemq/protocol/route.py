@@ -8,10 +8,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sievemq.protocol.names import IllegalName, topic_problem
+
 PERM_PRIORITY = 8
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
+PERM_MAX = PERM_PRIORITY | PERM_READ | PERM_WRITE | PERM_INHERIT
+_INT32_MAX = (1 << 31) - 1
+
+
+def json_int(d: dict[str, Any], key: str, default: int, lo: int = -(1 << 31), hi: int = _INT32_MAX) -> int:
+    """An integer member of a JSON object (a number or a decimal string) within ``lo..hi``; ValueError otherwise."""
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | str | float):
+        raise ValueError(f"{key} must be an integer, got {type(v).__name__}")
+    try:
+        n = int(v) if not isinstance(v, str) or len(v) <= 20 else None
+    except ValueError:
+        n = None
+    if n is None or (isinstance(v, float) and not v.is_integer()) or not lo <= n <= hi:
+        raise ValueError(f"{key} must be an integer in {lo}..{hi}, got {str(v)[:40]}")
+    return n
 
 
 @dataclass(slots=True)
@@ -40,14 +58,18 @@ class TopicConfig:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicConfig:
-        """Parse RocketMQ's JSON form (lenient about missing fields)."""
+        """Parse RocketMQ's JSON form (lenient about missing fields, strict about names and ranges: ValueError)."""
+        name = d["topicName"]
+        problem = topic_problem(name) if isinstance(name, str) else "the topic name is not a string"
+        if problem is not None:
+            raise IllegalName(problem)
         return cls(
-            topic_name=str(d["topicName"]),
-            read_queue_nums=int(d.get("readQueueNums", 16)),
-            write_queue_nums=int(d.get("writeQueueNums", 16)),
-            perm=int(d.get("perm", 6)),
+            topic_name=name,
+            read_queue_nums=json_int(d, "readQueueNums", 16, 0),
+            write_queue_nums=json_int(d, "writeQueueNums", 16, 0),
+            perm=json_int(d, "perm", 6, 0, PERM_MAX),
             topic_filter_type=str(d.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(d.get("topicSysFlag", d.get("topicSynFlag", 0))),
+            topic_sys_flag=json_int(d, "topicSysFlag", json_int(d, "topicSynFlag", 0)),
             order=bool(d.get("order", False)),
         )
 

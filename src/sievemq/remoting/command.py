@@ -272,6 +272,10 @@ class FrameDecoder:
         """Bytes received that do not yet form a whole frame."""
         return len(self._buf)
 
+    def clear(self) -> None:
+        """Drop the bytes of the unfinished frame (the connection is being closed)."""
+        self._buf = bytearray()
+
     def feed(self, data: bytes) -> list[RemotingCommand]:
         """Add received bytes; return every command completed by them."""
         buf = self._buf

@@ -3,6 +3,11 @@
 The same class serves both ends. Incoming requests are handed to a ``RequestHandler`` as separate tasks, so a
 held (long-polling) pull never blocks a heartbeat on the same connection. Incoming responses complete the
 future of the request with the same opaque. A malformed frame closes only this connection.
+
+A server's connections also have a ``ServerGuard`` (guard.py) and a ``FlowGate`` (limits.py): they stop reading
+while too many requests are in flight or too many answer bytes wait to be sent (back-pressure: the peer's
+requests wait in its socket, none is dropped), count their unfinished frame in the server's budget, and
+rate-limit their warnings per peer IP.
 """
 
 from __future__ import annotations
@@ -11,10 +16,14 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sievemq.errors import ConnectionClosedError, FrameError, RequestTimeoutError
 from sievemq.remoting.command import FrameDecoder, RemotingCommand, encode_frame
+from sievemq.remoting.limits import FlowGate
+
+if TYPE_CHECKING:
+    from sievemq.remoting.guard import ServerGuard
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,8 @@ class Connection(asyncio.Protocol):
         handler: RequestHandler | None = None,
         on_close: Callable[[Connection], None] | None = None,
         max_frame_length: int | None = None,
+        *,
+        guard: ServerGuard | None = None,
     ) -> None:
         self._handler = handler
         self._on_close = on_close
@@ -47,7 +58,19 @@ class Connection(asyncio.Protocol):
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._transport: asyncio.Transport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self._closed = self._loop.create_future()
+        self._guard = guard
+        self._gate: FlowGate[RemotingCommand] | None = None
+        self._writable = asyncio.Event()
+        """Set while the transport's output is below its high-water mark (server side)."""
+        if guard is not None:
+            self._gate = FlowGate(guard.limits.max_requests_in_flight)
+            self._writable.set()
+        self.partial_bytes = 0
+        """Bytes of the unfinished frame counted in the server's budget (server side)."""
+        self.partial_since = 0.0
+        """Loop time of the unfinished frame's first byte; 0 when none or while reading is paused."""
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.local: tuple[str, int] = ("0.0.0.0", 0)
         self.attrs: dict[str, Any] = {}
@@ -62,28 +85,58 @@ class Connection(asyncio.Protocol):
         local = transport.get_extra_info("sockname")
         if local:
             self.local = (str(local[0]), int(local[1]))
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self._loop.time()
+        guard = self._guard
+        if guard is not None:
+            self._transport.set_write_buffer_limits(high=guard.limits.max_unsent_bytes)
+            if not guard.admit(self):
+                transport.close()
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = asyncio.get_running_loop().time()
+        now = self.last_active = self._loop.time()
+        decoder = self._decoder
         try:
-            commands = self._decoder.feed(data)
+            commands = decoder.feed(data)
         except FrameError as e:
-            log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
+            self._warn("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
             self.close()
             return
+        guard = self._guard
+        if guard is not None and (decoder.buffered or self.partial_bytes):
+            within = guard.partial.hold(self, decoder.buffered, bool(commands), now)
+            if not within:
+                guard.over_budget(self)
+                return
+        gate = self._gate
         for cmd in commands:
             if cmd.is_response:
                 fut = self._pending.pop(cmd.opaque, None)
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
-            elif self._handler is not None:
-                task = asyncio.ensure_future(self._serve(cmd))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            elif self._handler is not None and (gate is None or gate.offer(cmd)):
+                self._start(cmd)
+        if gate is not None and commands:
+            change = gate.reading_change()
+            if change is not None:
+                self._set_reading(change)
+
+    def pause_writing(self) -> None:
+        if self._gate is not None:
+            self._gate.pause_writing()
+            self._writable.clear()
+            self._set_reading(self._gate.reading_change())
+
+    def resume_writing(self) -> None:
+        if self._gate is not None:
+            self._writable.set()
+            self._started(self._gate, self._gate.resume_writing())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        if self._guard is not None:
+            self._guard.partial.release(self)
+        if self._gate is not None:
+            self._gate.clear()
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionClosedError(f"connection to {self.peer[0]}:{self.peer[1]} closed"))
@@ -99,17 +152,56 @@ class Connection(asyncio.Protocol):
                 log.exception("on_close callback failed")
 
     # ------------------------------------------------------------------ serving
+    def _start(self, cmd: RemotingCommand) -> None:
+        task = asyncio.ensure_future(self._serve(cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def _serve(self, cmd: RemotingCommand) -> None:
         assert self._handler is not None
         try:
+            if self._gate is not None and self._gate.write_paused:
+                await self._writable.wait()  # started before the output filled up: its answer would wait anyway
             response = await self._handler.handle(self, cmd)
+            if response is not None and not cmd.is_oneway:
+                self.send(response)
         except asyncio.CancelledError:
             return
         except Exception:
             log.exception("handler failed for request code %d", cmd.code)
+        finally:
+            gate = self._gate
+            if gate is not None:
+                started = gate.finished()  # the answer is the transport's now
+                if started is not None:
+                    self._started(gate, started)
+
+    def _started(self, gate: FlowGate[RemotingCommand], started: list[RemotingCommand]) -> None:
+        """Start what the gate let through, and read again if it says so."""
+        if self._transport is None:
             return
-        if response is not None and not cmd.is_oneway:
-            self.send(response)
+        for cmd in started:
+            self._start(cmd)
+        self._set_reading(gate.reading_change())
+
+    def _set_reading(self, change: bool | None) -> None:
+        """Do what the gate decided: pause or resume reading (the frame timer stops while paused)."""
+        transport = self._transport
+        if change is None or transport is None:
+            return
+        if change:
+            transport.resume_reading()
+            if self.partial_bytes:
+                self.partial_since = self._loop.time()
+        else:
+            transport.pause_reading()
+            self.partial_since = 0.0
+
+    def _warn(self, msg: str, *args: object) -> None:
+        if self._guard is not None:
+            self._guard.warn(self, msg, *args)
+        else:
+            log.warning(msg, *args)
 
     # ------------------------------------------------------------------ API
     @property
@@ -163,6 +255,13 @@ class Connection(asyncio.Protocol):
         """Close the connection (pending requests fail with ConnectionClosedError)."""
         if self._transport is not None:
             self._transport.close()
+
+    def shed(self) -> None:
+        """Close the connection and drop what it received but did not decode, at once (an offender)."""
+        self._decoder.clear()
+        if self._gate is not None:
+            self._gate.clear()
+        self.close()
 
     async def wait_closed(self) -> None:
         """Wait until the connection is gone."""

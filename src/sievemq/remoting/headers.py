@@ -21,13 +21,21 @@ def require_str(fields: Mapping[str, str], key: str) -> str:
     return v
 
 
-def get_int(fields: Mapping[str, str], key: str, default: int | None = None) -> int | None:
-    """An integer field (decimal string); ``default`` when absent; HeaderError when not a number."""
-    v = fields.get(key)
-    if v is None or v == "" or v == "null":
-        return default
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+_MAX_DIGITS = 40
+"""Longer numbers are refused unread (``int()`` of a huge digit string costs quadratic time)."""
+
+
+def parse_int(key: str, v: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
+    """``v`` as an integer in ``lo..hi`` (a Java ``long`` by default); HeaderError naming ``key`` otherwise.
+
+    Accepts what clients send for numbers: decimal digits, or an integral float such as ``3.0``.
+    """
+    if len(v) > _MAX_DIGITS:
+        raise HeaderError(f"request header field '{key}' must be an integer in {lo}..{hi}, got {v[:40]!r}...")
     try:
-        return int(v)
+        n = int(v)
     except ValueError:
         try:
             f = float(v)
@@ -35,7 +43,18 @@ def get_int(fields: Mapping[str, str], key: str, default: int | None = None) -> 
             raise HeaderError(f"request header field '{key}' must be an integer, got {v!r}") from None
         if not f.is_integer():
             raise HeaderError(f"request header field '{key}' must be an integer, got {v!r}") from None
-        return int(f)
+        n = int(f)
+    if not lo <= n <= hi:
+        raise HeaderError(f"request header field '{key}' must be an integer in {lo}..{hi}, got {v}")
+    return n
+
+
+def get_int(fields: Mapping[str, str], key: str, default: int | None = None) -> int | None:
+    """An integer field (a Java ``long``); ``default`` when absent; HeaderError when not a number or out of range."""
+    v = fields.get(key)
+    if v is None or v == "" or v == "null":
+        return default
+    return parse_int(key, v)
 
 
 def require_int(fields: Mapping[str, str], key: str) -> int:

@@ -3,31 +3,46 @@
 A processor is ``async def (conn, cmd) -> RemotingCommand | None``. Unknown request codes are answered with
 REQUEST_CODE_NOT_SUPPORTED; a RemotingError becomes a response with its code, remark and ``reason`` field; any
 other exception becomes SYSTEM_ERROR with a remark, and the server keeps serving.
+
+Every server keeps the bounds of its ``ServerLimits`` (limits.py) through one ``ServerGuard`` (guard.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from sievemq.errors import RemotingError
 from sievemq.protocol.reasons import REASON_FIELD
+from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.codes import ResponseCode, request_name
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
+from sievemq.remoting.guard import ServerGuard
+from sievemq.remoting.limits import ServerLimits
 
 log = logging.getLogger(__name__)
 
+FAILURE_LOG_INTERVAL = 10.0
+"""At most one traceback per request code per this many seconds (the rest are counted in the next one)."""
 Processor = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+EdgeCheck = Callable[[int, Mapping[str, str]], None]
+"""``(request code, extFields)``: raises RemotingError for a request no processor may see."""
 
 
 class ProcessorTable:
-    """Request code -> processor; the RequestHandler of every server connection."""
+    """Request code -> processor; the RequestHandler of every server connection.
 
-    def __init__(self, role: str) -> None:
+    ``check`` runs first on every request of a known code (the edge check of names and numbers,
+    ``sievemq.protocol.header_rules.check_request``); its RemotingError is the answer.
+    """
+
+    def __init__(self, role: str, check: EdgeCheck | None = None) -> None:
         self.role = role
         self._table: dict[int, Processor] = {}
+        self._check = check
+        self._failures = RateLimitedLog(FAILURE_LOG_INTERVAL)
 
     def register(self, code: int, processor: Processor) -> None:
         """Route ``code`` to ``processor``."""
@@ -46,13 +61,17 @@ class ProcessorTable:
                 f"the {self.role} does not support request code {cmd.code} ({request_name(cmd.code)})",
             )
         try:
+            if self._check is not None:
+                self._check(cmd.code, cmd.ext_fields)
             return await processor(conn, cmd)
         except RemotingError as e:
             return cmd.response(e.code, e.remark, {REASON_FIELD: e.reason} if e.reason else None)
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.exception("%s: %s failed", self.role, request_name(cmd.code))
+            held_back = self._failures.allow(cmd.code)  # a request that fails on purpose must not flood the log
+            if held_back is not None:
+                log.exception("%s: %s failed%s", self.role, request_name(cmd.code), suppressed_note(held_back))
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
 
 
@@ -65,6 +84,7 @@ class RemotingServer:
         host: str = "127.0.0.1",
         port: int = 0,
         on_close: Callable[[Connection], None] | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.table = table
         self.host = host
@@ -72,9 +92,11 @@ class RemotingServer:
         self._on_close = on_close
         self._server: asyncio.Server | None = None
         self.connections: set[Connection] = set()
+        self.limits = limits or ServerLimits()
+        self.guard = ServerGuard(self.limits, self.connections)
 
     def _make(self) -> Connection:
-        conn = Connection(self.table, self._closed)
+        conn = Connection(self.table, self._closed, guard=self.guard)
         self.connections.add(conn)
         return conn
 
@@ -89,9 +111,11 @@ class RemotingServer:
         self._server = await loop.create_server(self._make, self.host, self.port, reuse_address=True)
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
+        self.guard.start(self._server)
 
     async def stop(self) -> None:
         """Stop listening and close every connection."""
+        self.guard.stop()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -5,7 +5,7 @@ holds whole records (docs/protocol/message-format.md §1 layout, magic ``0xDAA32
 straddles two segments. When the next record (plus 8 spare bytes) does not fit in the rest of a
 segment, a blank end-of-file marker is written there -- TOTALSIZE = bytes remaining, MAGICCODE
 ``0xCBD43194`` -- and writing continues at the start of the next segment. After the last record the
-file is zero (pre-sized sparse file), so end of data is "TOTALSIZE 0 / bad magic".
+file is zero (pre-sized and allocated, see ``mapped_file.py``), so end of data is "TOTALSIZE 0 / bad magic".
 
 A record's physical offset (the 8 bytes at record offset 28) equals its position in the stream;
 recovery uses that, the lengths adding up to TOTALSIZE and (after an unclean stop) the body CRC to
@@ -27,6 +27,10 @@ from sievemq.store.mapped_file_queue import MappedFileQueue
 __all__ = ["END_FILE_MIN_BLANK_LENGTH", "CommitLog"]
 
 END_FILE_MIN_BLANK_LENGTH = 8
+ALLOCATION_CHUNK = 64 * 1024 * 1024
+"""A segment gets blocks this many bytes at a time as it fills (the whole segment when it is smaller), so a store
+takes about the disk space of its data, not of its segments. Larger than a frame: one put never needs two chunks
+of a new segment."""
 """Room always left at a segment's end for the blank marker (TOTALSIZE + MAGICCODE)."""
 
 _SIZE_MAGIC = struct.Struct(">iI")
@@ -49,15 +53,16 @@ def check_record(buf: MappedFile, pos: int, expect_phy: int, check_crc: bool) ->
     """Validate the record at file position ``pos`` of ``buf``.
 
     Returns its total size (> 0), ``-1`` for a blank end-of-file marker, or ``0`` when the bytes
-    there are not a whole valid record (end of data, torn write, CRC mismatch).
+    there are not a whole valid record (end of data, torn write, CRC mismatch). Nothing past the file's
+    ``allocated`` end is read: that is a hole, zeros (see ``mapped_file.py``).
     """
     mm = buf.mm
-    limit = buf.file_size
+    limit = buf.allocated
     if pos + 8 > limit:
         return _END
     total, magic = _SIZE_MAGIC.unpack_from(mm, pos)
     if magic == BLANK_MAGIC:
-        return _BLANK if total == limit - pos else _END
+        return _BLANK if total == buf.file_size - pos else _END
     if magic != MAGIC_V1 or total < _MIN_RECORD or pos + total > limit:
         return _END
     _t, _m, crc, _qid, _flag, _qoff, phy, sys_flag, _born = _HEAD.unpack_from(mm, pos)
@@ -96,7 +101,7 @@ class CommitLog:
 
     def __init__(self, directory: Path, file_size: int) -> None:
         self.file_size = file_size
-        self.mfq = MappedFileQueue(directory, file_size)
+        self.mfq = MappedFileQueue(directory, file_size, ALLOCATION_CHUNK)
 
     def load(self) -> None:
         """Map the segment files (positions are fixed by ``recover``)."""
@@ -122,6 +127,52 @@ class CommitLog:
         return offset + self.file_size - offset % self.file_size if self.file_size else offset
 
     # ------------------------------------------------------------------------------------------ append
+    def new_files_for(self, records: list[bytes], total: int) -> list[int]:
+        """Start offsets of the segments that appending ``records`` (``total`` bytes) would create ([]: they fit)."""
+        mf = self.mfq.last
+        if mf is not None and total + END_FILE_MIN_BLANK_LENGTH <= mf.remaining:
+            return []
+        starts: list[int] = [] if mf is not None else [0]
+        nxt, rem = (mf.end_offset, mf.remaining) if mf is not None else (self.file_size, self.file_size)
+        for rec in records:
+            if len(rec) + END_FILE_MIN_BLANK_LENGTH > rem:
+                starts.append(nxt)
+                nxt += self.file_size
+                rem = self.file_size
+            rem -= len(rec)
+        return starts
+
+    def _allocation_target(self, total: int) -> tuple[int, int]:
+        """``(upto, end)``: the current segment must hold blocks below ``upto`` for ``total`` more bytes (or, when
+        they do not fit it, for the end-of-segment marker); ``end`` is how far to allocate then."""
+        mf = self.mfq.last
+        if mf is None:
+            return 0, 0
+        upto = mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH
+        if upto > mf.file_size:  # a roll: only the marker is written here
+            upto = min(mf.file_size, mf.wrote_position + END_FILE_MIN_BLANK_LENGTH)
+        if upto <= mf.allocated:
+            return upto, mf.allocated
+        return upto, min(mf.file_size, max(upto, mf.allocated + ALLOCATION_CHUNK))
+
+    def allocation_needed(self, total: int) -> int:
+        """Bytes the current segment must still allocate before ``total`` more bytes are appended (0: none)."""
+        mf = self.mfq.last
+        _upto, end = self._allocation_target(total)
+        return 0 if mf is None else max(0, end - mf.allocated)
+
+    def allocate_for(self, total: int) -> None:
+        """Allocate what ``allocation_needed(total)`` counted (``OSError`` ENOSPC, nothing changed, if it cannot)."""
+        mf = self.mfq.last
+        upto, end = self._allocation_target(total)
+        if mf is not None and upto > mf.allocated:
+            mf.ensure_allocated(upto, end - mf.allocated)
+
+    def new_files_for_raw(self, offset: int, n: int) -> list[int]:
+        """Start offsets of the segments that ``append_raw(offset, <n bytes>)`` would create."""
+        mf = self.mfq.last
+        return list(range(mf.end_offset if mf is not None else offset, offset + n, self.file_size))
+
     def reserve(self, size: int) -> int:
         """Where a record of ``size`` bytes will be written; writes a blank marker and rolls if needed.
 
@@ -306,7 +357,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos == 0:
             return True
-        if pos + 8 <= mf.file_size and _SIZE_MAGIC.unpack_from(mf.mm, pos) == (0, 0):
+        if pos + 8 <= mf.file_size and _SIZE_MAGIC.unpack_from(mf.read_at(pos, 8)) == (0, 0):
             return True  # end of data (the checkpoint was written at the end)
         return check_record(mf, pos, offset, False) != _END
 

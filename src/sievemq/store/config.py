@@ -49,6 +49,9 @@ class StoreConfig:
     """Length of the filter bitmaps (the broker's Bloom ``m / 8``; 112 bits by default)."""
     commitlog_prefault_bytes: int = 8 * 1024 * 1024
     """How far ahead of the commit log's write position a helper thread faults pages in (0: off; Linux only)."""
+    disk_full_reserve_bytes: int = 128 * 1024 * 1024
+    """Free bytes the store never allocates into: a put that needs a new file is refused unless this many stay
+    free after it (``disk.py``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
@@ -58,6 +61,8 @@ class StoreConfig:
             raise ValueError("commitlog_file_size must be >= 4096 and cq_entries_per_file >= 1")
         if not 0 <= self.bitmap_length_bytes <= MAX_BITMAP_LENGTH:
             raise ValueError(f"bitmap_length_bytes must be within 0..{MAX_BITMAP_LENGTH}")
+        if self.disk_full_reserve_bytes < 0:
+            raise ValueError("disk_full_reserve_bytes must be >= 0")
         if self.mapped_file_size_cq_ext < 2 * (20 + self.bitmap_length_bytes) + 4:
             raise ValueError("mapped_file_size_cq_ext is too small for two units")
 

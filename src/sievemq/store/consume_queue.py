@@ -141,6 +141,18 @@ class ConsumeQueue:
         return (offset // self.entries_per_file + 1) * self.entries_per_file
 
     # ------------------------------------------------------------------------------------------ write
+    def new_files_for(self, queue_offset: int, n: int) -> list[int]:
+        """Start byte offsets of the files that appending ``n`` entries from ``queue_offset`` on would create."""
+        mf = self.mfq.last
+        end = (queue_offset + n) * CQ_UNIT
+        if mf is not None:
+            if end <= mf.end_offset:
+                return []
+            start = mf.end_offset
+        else:
+            start = queue_offset // self.entries_per_file * self.entries_per_file * CQ_UNIT
+        return list(range(start, end, self.mfq.file_size)) if n > 0 else []
+
     def append(self, queue_offset: int, phy: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``queue_offset``; False (nothing written) if it is already there."""
         cur = self.max_offset
@@ -343,9 +355,10 @@ class ConsumeQueue:
 
 
 def _data_end(mf: MappedFile) -> int:
-    """Byte position of the first entry whose size field is 0 (the file end if none)."""
+    """Byte position of the first entry whose size field is 0 (the file's allocated end if none: holes are zeros)."""
     raw = array("i")
-    raw.frombytes(mf.mm[: mf.file_size - mf.file_size % CQ_UNIT])
+    end = min(mf.file_size, mf.allocated)
+    raw.frombytes(mf.mm[: end - end % CQ_UNIT])
     sizes = raw[2::5]  # the size field of each entry; zero is zero in any byte order
     try:
         return sizes.index(0) * CQ_UNIT

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from sievemq.store.disk import is_no_space
 from sievemq.store.mapped_file import MappedFile
 from sievemq.store.mapped_file_queue import MappedFileQueue
 
@@ -165,23 +166,45 @@ class ConsumeQueueExt:
         return bool(self.mfq.files)
 
     # ------------------------------------------------------------------------------------------ write
+    def new_files_for(self, n: int, unit_size: int) -> list[int]:
+        """Start offsets of the files that ``put``-ting ``n`` units of ``unit_size`` bytes would create."""
+        mfq = self.mfq
+        mf = mfq.last
+        room = unit_size + END_BLANK_LENGTH
+        if n <= 0 or room > mfq.file_size or (mf is not None and mf.remaining >= n * unit_size + END_BLANK_LENGTH):
+            return []
+        starts: list[int] = [] if mf is not None else [self.next_start]
+        nxt, rem = (mf.end_offset, mf.remaining) if mf is not None else (self.next_start + mfq.file_size, mfq.file_size)
+        for _ in range(n):
+            if rem < room:
+                starts.append(nxt)
+                nxt += mfq.file_size
+                rem = mfq.file_size
+            rem -= unit_size
+        return starts
+
     def put(self, tags_code: int, store_time: int, bitmap: bytes) -> int | None:
-        """Append a unit; returns its address, or None when it cannot be stored (too big)."""
+        """Append a unit; returns its address, or None when it cannot be stored (too big, no disk space)."""
         n = len(bitmap)
         size = MIN_UNIT_SIZE + n
         mfq = self.mfq
         if n > MAX_BITMAP_LENGTH or size + END_BLANK_LENGTH > mfq.file_size:
             return None
         mf = mfq.last
-        if mf is None:
-            mf = mfq.create_file(self.next_start)
-        elif mf.remaining < size + END_BLANK_LENGTH:
-            if mf.remaining >= 2:
-                mf.write_at(mf.wrote_position, _ROLL_MARKER)
-            mf.wrote_position = mf.file_size
-            mf = mfq.create_file(mf.end_offset)
-            if mf.remaining < size + END_BLANK_LENGTH:  # a file kept a smaller on-disk size: impossible
-                return None
+        try:
+            if mf is None:
+                mf = mfq.create_file(self.next_start)
+            elif mf.remaining < size + END_BLANK_LENGTH:
+                if mf.remaining >= 2:
+                    mf.write_at(mf.wrote_position, _ROLL_MARKER)
+                mf.wrote_position = mf.file_size
+                mf = mfq.create_file(mf.end_offset)
+                if mf.remaining < size + END_BLANK_LENGTH:  # a file kept a smaller on-disk size: impossible
+                    return None
+        except OSError as e:  # no space for the next file: no unit (the caller writes the plain tag code)
+            if not is_no_space(e):
+                raise
+            return None
         pos = mf.append(EXT_UNIT_HEAD.pack(size, tags_code, store_time, n) + bitmap)
         return mf.file_from_offset + pos + LONG_MIN
 
@@ -280,7 +303,7 @@ class ConsumeQueueExt:
             return self.next_start
         mm = mf.mm
         pos = 0
-        limit = mf.file_size
+        limit = min(mf.file_size, mf.allocated)  # past it: a hole, zeros
         while pos + MIN_UNIT_SIZE <= limit:
             size, _t, _s, n = EXT_UNIT_HEAD.unpack_from(mm, pos)
             if size < MIN_UNIT_SIZE or n != size - MIN_UNIT_SIZE or pos + size > limit:

@@ -12,7 +12,9 @@ delivery time (§7); with a bitmap calculator and the extension on, a message of
 calculator returns a bitmap gets an extension unit and its slot holds the unit's address (§8-§10, and
 docs/protocol/bloom.md §6). Unlike RocketMQ, which writes a unit for every entry once the extension is on,
 sievemq writes none when there is no bitmap (no SQL92 group for the topic): both read the same for filters
-("no unit" and "unit without bitmap" both pass), and the plain slot costs no extra write or read. Keys
+("no unit" and "unit without bitmap" both pass), and the plain slot costs no extra write or read. For the same
+reason a unit is skipped (plain slot) when its extension file cannot be allocated (a full disk, ``disk.py``):
+filters then evaluate that message at pull time, nothing fails. Keys
 (``KEYS``, split on spaces, and ``UNIQ_KEY``) go to the index as ``topic#key``.
 """
 
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from sievemq.filter.tags import tag_code
 from sievemq.protocol.message import MessageExt, RecordSummary
 from sievemq.store.consume_queue import ConsumeQueue
+from sievemq.store.consume_queue_ext import MIN_UNIT_SIZE
 from sievemq.store.delay_levels import SCHEDULE_TOPIC, delay_ms_for_level
 from sievemq.store.index_file import IndexService
 from sievemq.store.queues import QueueTable
@@ -68,6 +71,9 @@ class Dispatcher:
         self._bad_bitmap_logged = False
         self._listeners: list[DispatchListener] = []
         self._tag_codes: dict[str, int] = {}
+        self.room: Callable[[int], bool] | None = None
+        """``room(n)``: may ``n`` new bytes be allocated now (``DiskGuard.fits``)? Asked before a unit needs a new
+        extension file; without room the entry gets its plain tag code (units are best-effort on a full disk)."""
 
     # ------------------------------------------------------------------------------------------ settings
     def set_bitmap_calculator(self, fn: BitmapCalculator | None) -> None:
@@ -113,11 +119,17 @@ class Dispatcher:
         calc = self._calc
         topic = cq.topic
         bm = self._bitmap(calc, topic, props, tags) if calc is not None and topic != SCHEDULE_TOPIC else None
-        if bm is None:
+        if bm is None or not self._ext_room(cq, len(bm)):
             cq.append(qoff, phy, size, tags_code)
         else:
             cq.append_ext(qoff, phy, size, tags_code, store_ts, bm)
         self._on_written(cq)
+
+    def _ext_room(self, cq: ConsumeQueue, bitmap_length: int) -> bool:
+        ext, room = cq.ext, self.room
+        if ext is None or room is None or not ext.new_files_for(1, MIN_UNIT_SIZE + bitmap_length):
+            return True
+        return room(ext.mfq.file_size)
 
     def _index(self, topic: str, keys: list[str], uniq: str | None, phy: int, ts: int) -> None:
         put = self.index.put

@@ -13,6 +13,14 @@ covered by the commit log's new flushed offset are answered.
 * In both modes a task flushes everything every ``flush_interval_ms``: commit log, consume queues
   with their extensions, the index, then the checkpoint (file layout in ``checkpoint.py``), which
   records the commit-log offset the round covered for all three.
+
+A round whose sync fails (``OSError``: EIO, ENOSPC) marks nothing durable, and is logged (at most every
+``FAIL_LOG_S``). SYNC_FLUSH waiters it covered are answered "not flushed" at once (the put is answered
+FLUSH_DISK_TIMEOUT): after a failed fsync the kernel may have dropped the error with the pages' dirty state, so a
+later fsync that succeeds proves nothing about them. For the same reason the commit-log range of the round is
+written again (``MappedFile.redirty``) before the next round, and from then on every checkpoint keeps the
+consume-queue and index offsets of the last good one (``CheckpointCaps``): the next start rebuilds both from there.
+The same kind of cap holds while start-up's rebuild is pending (``readonly.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sievemq.ratelimit import RateLimitedLog
 from sievemq.store.checkpoint import Checkpoint, CheckpointFile
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.consume_queue import ConsumeQueue
@@ -36,11 +45,14 @@ from sievemq.store.index_file import IndexService
 from sievemq.store.mapped_file import MappedFile, fsync_dir, sync_fd
 from sievemq.store.mapped_file_queue import SyncSlice
 
-__all__ = ["FlushPlan", "FlushService", "sync_job"]
+__all__ = ["CheckpointCaps", "FlushPlan", "FlushService", "sync_job"]
 
 log = logging.getLogger("sievemq.store")
 
 T = TypeVar("T")
+
+FAIL_LOG_S = 10.0
+"""At most one log line per this many seconds about failing flushes."""
 
 
 def _now_ms() -> int:
@@ -52,9 +64,30 @@ def sync_job(fds: list[int], dirs: list[Path], cp_file: CheckpointFile | None, c
     for fd in fds:
         sync_fd(fd)
     for d in dirs:
-        fsync_dir(d)
+        fsync_dir(d, strict=True)
     if cp_file is not None and cp is not None:
         cp_file.write(cp)
+
+
+class CheckpointCaps:
+    """Ceilings on the queue and index offsets a checkpoint names, each set for a reason until lifted."""
+
+    def __init__(self) -> None:
+        self._caps: dict[str, tuple[int, int]] = {}
+
+    def cap(self, why: str, logics: int, index: int) -> None:
+        """Until ``uncap(why)``, no queue offset above ``logics`` and no index offset above ``index``."""
+        old = self._caps.get(why)
+        self._caps[why] = (logics, index) if old is None else (min(old[0], logics), min(old[1], index))
+
+    def uncap(self, why: str) -> None:
+        """Lift the cap set for ``why``."""
+        self._caps.pop(why, None)
+
+    def apply(self, at: int) -> tuple[int, int]:
+        """The (queue, index) offsets a checkpoint taken at commit-log offset ``at`` may name."""
+        caps = self._caps.values()
+        return min([at, *(c[0] for c in caps)]), min([at, *(c[1] for c in caps)])
 
 
 @dataclass(slots=True)
@@ -123,12 +156,16 @@ class FlushService:
         self._syncing = 0
         self.pending_close: list[MappedFile] = []
         """Files that left the store during a sync round; closed when no round runs."""
+        self._last_cp = Checkpoint()
+        self.caps = CheckpointCaps()
+        self._fail_log = RateLimitedLog(FAIL_LOG_S)
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def open_checkpoint(self, path: Path) -> Checkpoint:
         """Open the checkpoint file and return what it holds (zeros when new or torn)."""
         self._checkpoint = CheckpointFile(path)
-        return self._checkpoint.read()
+        self._last_cp = self._checkpoint.read()
+        return self._last_cp
 
     def write_checkpoint(self, cp: Checkpoint) -> None:
         """Write (and fsync) the checkpoint now, blocking (recovery's redo points)."""
@@ -246,7 +283,7 @@ class FlushService:
                 dirs.append(self.index.directory)
             now = _now_ms()
             at = target if self._record_end is None else min(target, self._record_end())
-            cp = Checkpoint(now, now, now, at, at, at)
+            cp = Checkpoint(now, now, now, at, *self.caps.apply(at))
         return FlushPlan(cl_slice, slices, queues, index_files, list(dict.fromkeys(dirs)), cp)
 
     def _finish(self, plan: FlushPlan) -> None:
@@ -255,7 +292,25 @@ class FlushService:
         for s in plan.slices:
             s.done()
         self.index.mark_flushed(plan.index_files)
+        if plan.checkpoint is not None:
+            self._last_cp = plan.checkpoint
         self._resolve_waiters()
+
+    def _failed(self, plan: FlushPlan, err: BaseException) -> None:
+        """A round did not complete: nothing of it counts as on disk; its queues and index files go back for the
+        next round, and after a failed sync (``OSError``) see the module docstring (loop thread)."""
+        self._dirty.update(cq for cq in plan.queues if self._is_live(cq))
+        self.index.restore_dirty(plan.index_files)
+        if not isinstance(err, OSError):
+            return
+        plan.commitlog.redirty()
+        self.caps.cap("failed flush", self._last_cp.logics_offset, self._last_cp.index_offset)
+        self.fail_waiters(plan.commitlog.upto)
+        held = self._fail_log.allow("flush")
+        if held is not None:
+            log.error("store flush failed (%s; %d more failures since the last message): nothing of the round counts "
+                      "as on disk, SYNC_FLUSH puts it covered are answered FLUSH_DISK_TIMEOUT; retrying",
+                      err, held)  # fmt: skip
 
     async def _run(self, plan: FlushPlan) -> None:
         if plan.empty:
@@ -268,10 +323,8 @@ class FlushService:
             await asyncio.get_running_loop().run_in_executor(
                 executor, sync_job, plan.fds, plan.dirs, cp_file, plan.checkpoint
             )
-        except BaseException:
-            # Nothing is marked durable; the queues and index files go back for the next round.
-            self._dirty.update(cq for cq in plan.queues if self._is_live(cq))
-            self.index.restore_dirty(plan.index_files)
+        except BaseException as e:
+            self._failed(plan, e)
             raise
         finally:
             self._syncing -= 1
@@ -282,23 +335,27 @@ class FlushService:
         self._finish(plan)
 
     async def flush_commitlog(self) -> None:
-        """One round of the commit log alone (group commit)."""
+        """One round of the commit log alone (group commit); ``OSError`` when its sync failed (logged)."""
         async with self.lock:
             if self._open:
                 await self._run(self.plan(everything=False))
 
     async def flush_all(self) -> None:
-        """One round of everything."""
+        """One round of everything; ``OSError`` when its sync failed (logged)."""
         async with self.lock:
             if self._open:
                 await self._run(self.plan(everything=True))
 
     def flush_now(self) -> None:
-        """Force everything to disk, blocking the caller (start-up, tools)."""
+        """Force everything to disk, blocking the caller (start-up, tools); ``OSError`` when a sync fails."""
         if not self._open:
             return
         plan = self.plan(everything=True)
-        sync_job(plan.fds, plan.dirs, self._checkpoint, plan.checkpoint)
+        try:
+            sync_job(plan.fds, plan.dirs, self._checkpoint, plan.checkpoint)
+        except OSError as e:
+            self._failed(plan, e)
+            raise
         self._finish(plan)
 
     async def _periodic_loop(self) -> None:
@@ -306,6 +363,8 @@ class FlushService:
             await asyncio.sleep(self._interval)
             try:
                 await self.flush_all()
+            except OSError:
+                pass  # logged by _failed, rate-limited
             except Exception:
                 log.exception("periodic flush failed")
 
@@ -337,12 +396,13 @@ class FlushService:
             if not fut.done():
                 fut.set_result(True)
 
-    def fail_waiters(self) -> None:
-        """Answer every waiter "not flushed" (the store is closing)."""
-        for _o, _s, fut in self._waiters:
+    def fail_waiters(self, upto: int | None = None) -> None:
+        """Answer waiters "not flushed": every one (the store is closing), or those up to ``upto`` (a failed sync)."""
+        w = self._waiters
+        while w and (upto is None or w[0][0] <= upto):
+            fut = heapq.heappop(w)[2]
             if not fut.done():
                 fut.set_result(False)
-        self._waiters.clear()
 
     async def _group_commit_loop(self) -> None:
         assert self._event is not None
@@ -352,7 +412,9 @@ class FlushService:
             ev.clear()
             try:
                 await self.flush_commitlog()
-            except Exception:
-                log.exception("commit log flush failed")
+            except Exception as e:
+                if not isinstance(e, OSError):  # an OSError is logged by _failed, rate-limited
+                    log.exception("commit log flush failed")
                 await asyncio.sleep(0.1)
-                ev.set()
+                if self._waiters:
+                    ev.set()

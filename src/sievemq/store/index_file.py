@@ -1,7 +1,7 @@
 """The key index: ``topic#key`` -> commit-log offsets, as on-disk hash files (after RocketMQ ``IndexFile``).
 
 On disk: ``<root>/index/<20-digit phy offset of the first record indexed in it>``, each file a
-pre-sized sparse mapping of ``48 + slots*4 + max_entries*24`` bytes (big-endian)::
+pre-sized mapping of ``48 + slots*4 + max_entries*24`` bytes (big-endian)::
 
     header  magic u32 "SIX1" | reserved u32 | beginTimestamp i64 | endTimestamp i64 |
             beginPhyOffset i64 | endPhyOffset i64 | slotCount i32 | entryCount i32
@@ -14,6 +14,13 @@ hash chain (slot -> entry -> prevEntry ...) lists a key's entries newest first. 
 other keys with the same hash: callers re-check the record. Writes go entry, slot, then header;
 recovery drops entries beyond the header count and anything at or after a commit-log offset that
 must be rebuilt (``truncate_from_phy``), after which the store re-indexes from the commit log.
+
+Allocation (why: ``disk.py``): a file is ~500 MB with the default geometry, almost all of it entries, and most
+files never fill up. The header and slots get their blocks when the file is created, the entry area in chunks
+of ``ENTRY_CHUNK`` bytes when the next entry reaches the allocated end (``IndexFile.put`` allocates before it
+writes, so a full disk raises ``OSError`` there instead of faulting); a put decides and allocates what its keys
+need beforehand (``bytes_needed`` / ``prepare``), the next file included, as a spare (``next-<n>.spare``) that
+takes its name when the first key goes to it.
 """
 
 from __future__ import annotations
@@ -26,8 +33,12 @@ from array import array
 from pathlib import Path
 
 from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
+from sievemq.store.mapped_file_queue import SPARE_SUFFIX
 
-__all__ = ["IndexFile", "IndexService", "key_hash"]
+__all__ = ["ENTRY_CHUNK", "IndexFile", "IndexService", "key_hash"]
+
+ENTRY_CHUNK = 4 << 20
+"""Bytes of entry area allocated at a time (174762 entries): one ``fallocate`` every ~87k messages with two keys."""
 
 _HEADER = struct.Struct(">IIqqqqii")
 _HEADER_SIZE = 48
@@ -47,7 +58,7 @@ def key_hash(key: str) -> int:
 class IndexFile:
     """One hash index file."""
 
-    __slots__ = ("begin_phy", "begin_ts", "count", "end_phy", "end_ts", "max_entries", "mf", "slots")
+    __slots__ = ("begin_phy", "begin_ts", "count", "end_phy", "end_ts", "limit", "max_entries", "mf", "slots")
 
     def __init__(self, mf: MappedFile, slots: int, max_entries: int, *, fresh: bool) -> None:
         self.mf = mf
@@ -59,7 +70,7 @@ class IndexFile:
             self.count = 0
             self._write_header()
         else:
-            magic, _r, bts, ets, bphy, ephy, nslots, count = _HEADER.unpack_from(mf.mm, 0)
+            magic, _r, bts, ets, bphy, ephy, nslots, count = _HEADER.unpack(mf.read_at(0, _HEADER_SIZE))
             if magic != _MAGIC or nslots <= 0:
                 raise ValueError(f"index file {mf.path.name}: bad header")
             self.slots = nslots
@@ -67,11 +78,35 @@ class IndexFile:
             self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = bts, ets, bphy, ephy
             self.count = max(0, min(count, self.max_entries))
         mf.wrote_position = mf.file_size
+        self.limit = 0
+        """Entries that fit in the allocated blocks (at most ``max_entries``)."""
+        self._allocated()
+
+    def _allocated(self) -> None:
+        fit = (self.mf.allocated - _HEADER_SIZE - self.slots * 4) // _ENTRY_SIZE
+        self.limit = max(0, min(fit, self.max_entries))
 
     @staticmethod
     def file_size(slots: int, max_entries: int) -> int:
         """Bytes of an index file with that geometry."""
         return _HEADER_SIZE + slots * 4 + max_entries * _ENTRY_SIZE
+
+    @staticmethod
+    def first_allocation(slots: int, max_entries: int, entries: int) -> int:
+        """Bytes a new file gets blocks for: header, slots and a chunk of entries (at least ``entries`` of them)."""
+        size = IndexFile.file_size(slots, max_entries)
+        return min(size, _HEADER_SIZE + slots * 4 + max(ENTRY_CHUNK, entries * _ENTRY_SIZE))
+
+    def growth_for(self, n: int) -> int:
+        """New bytes of blocks the next ``n`` entries need (0: already there)."""
+        end = self._entry_pos(self.count + n + 1)
+        have = self.mf.allocated
+        return 0 if end <= have else min(self.mf.file_size, max(end, have + ENTRY_CHUNK)) - have
+
+    def allocate_for(self, n: int) -> None:
+        """Allocate what the next ``n`` entries need (``OSError`` ENOSPC, nothing changed, when it cannot)."""
+        self.mf.ensure_allocated(self._entry_pos(self.count + n + 1), ENTRY_CHUNK)
+        self._allocated()
 
     @property
     def is_full(self) -> bool:
@@ -91,14 +126,18 @@ class IndexFile:
         return h, phy, ts, prev
 
     def put(self, h: int, phy: int, ts: int) -> None:
-        """Add an entry (caller checked ``is_full``)."""
+        """Add an entry (caller checked ``is_full``); ``OSError`` (ENOSPC) before writing when it has no blocks."""
         mm = self.mf.mm
+        k = self.count + 1
+        pos = self._entry_pos(k)
+        if pos + _ENTRY_SIZE > self.mf.allocated:
+            self.mf.ensure_allocated(pos + _ENTRY_SIZE, ENTRY_CHUNK)
+            self._allocated()
         slot_pos = _HEADER_SIZE + (h % self.slots) * 4
         prev = _SLOT.unpack_from(mm, slot_pos)[0]
         if prev < 0 or prev > self.count:
             prev = 0
-        k = self.count + 1
-        _ENTRY.pack_into(mm, self._entry_pos(k), h, phy, ts, prev)
+        _ENTRY.pack_into(mm, pos, h, phy, ts, prev)
         _SLOT.pack_into(mm, slot_pos, k)
         if self.count == 0:
             self.begin_ts = ts
@@ -111,7 +150,7 @@ class IndexFile:
     def lookup(self, h: int, begin_ts: int, end_ts: int, limit: int, out: list[int]) -> None:
         """Append to ``out`` the phy offsets of entries with hash ``h`` stored in ``[begin_ts, end_ts]``."""
         mm = self.mf.mm
-        k = _SLOT.unpack_from(mm, _HEADER_SIZE + (h % self.slots) * 4)[0]
+        k = _SLOT.unpack(self.mf.read_at(_HEADER_SIZE + (h % self.slots) * 4, 4))[0]  # files of older versions: holes
         guard = self.count
         while 0 < k <= self.count and guard > 0 and len(out) < limit:
             eh, phy, ts, prev = _ENTRY.unpack_from(mm, self._entry_pos(k))
@@ -157,7 +196,7 @@ class IndexFile:
     def _fix_all_slots(self, keep: int) -> None:
         """Repair slots that still point past ``keep`` (e.g. a header count that lagged a crash)."""
         raw = array("i")
-        raw.frombytes(self.mf.mm[_HEADER_SIZE : _HEADER_SIZE + self.slots * 4])
+        raw.frombytes(self.mf.read_at(_HEADER_SIZE, self.slots * 4))
         if sys.byteorder == "little":
             raw.byteswap()
         if not raw or (max(raw) <= keep and min(raw) >= 0):
@@ -182,7 +221,7 @@ class IndexFile:
 class IndexService:
     """All index files of a store, newest last."""
 
-    __slots__ = ("_dirty", "directory", "files", "max_entries", "slots")
+    __slots__ = ("_dirty", "_spare_seq", "_spares", "directory", "files", "max_entries", "slots")
 
     def __init__(self, directory: Path, slots: int, max_entries: int) -> None:
         self.directory = directory
@@ -191,13 +230,20 @@ class IndexService:
         self.files: list[IndexFile] = []
         self._dirty: dict[int, MappedFile] = {}
         """Files written since the flusher last took them (keyed by start offset)."""
+        self._spares: list[MappedFile] = []
+        """The next files, allocated ahead by ``prepare``; named when their first key comes."""
+        self._spare_seq = 0
 
     def load(self) -> None:
         """Map the index files; unreadable ones are deleted (their keys get re-indexed by recovery)."""
         if not self.directory.is_dir():
             return
         size = IndexFile.file_size(self.slots, self.max_entries)
-        for name in sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit()):
+        listing = os.listdir(self.directory)
+        for name in listing:
+            if name.endswith(SPARE_SUFFIX):  # left by a crash; holds nothing
+                (self.directory / name).unlink(missing_ok=True)
+        for name in sorted(n for n in listing if len(n) == 20 and n.isdigit()):
             mf = MappedFile(self.directory / name, size)
             try:
                 f = IndexFile(mf, self.slots, self.max_entries, fresh=mf.new_file)
@@ -221,15 +267,82 @@ class IndexService:
         return self.files[0].begin_phy if self.files else 0
 
     def put(self, key: str, phy: int, ts: int) -> None:
-        """Index ``key`` (already ``topic#key``) for the record at ``phy``."""
+        """Index ``key`` (already ``topic#key``) for the record at ``phy``; ``OSError`` (ENOSPC) before writing."""
         f = self.files[-1] if self.files else None
         if f is None or f.is_full:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            mf = MappedFile(self.directory / file_name(phy), IndexFile.file_size(self.slots, self.max_entries))
-            f = IndexFile(mf, self.slots, self.max_entries, fresh=True)
-            self.files.append(f)
+            f = self._new_file(phy)
         f.put(key_hash(key), phy, ts)
         self._dirty[f.mf.file_from_offset] = f.mf
+
+    def _new_file(self, phy: int) -> IndexFile:
+        path = self.directory / file_name(phy)
+        if self._spares:
+            mf = self._spares.pop(0)
+            mf.rename(path, phy)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            size = IndexFile.file_size(self.slots, self.max_entries)
+            mf = MappedFile(path, size, allocate=IndexFile.first_allocation(self.slots, self.max_entries, 1))
+        f = IndexFile(mf, self.slots, self.max_entries, fresh=True)
+        self.files.append(f)
+        return f
+
+    # ------------------------------------------------------------------------------------------ space
+    def _plan(self, n: int) -> list[tuple[MappedFile | None, int]]:
+        """Where ``n`` more keys go: (spare or None for a file still to create, keys in it), after the last file."""
+        f = self.files[-1] if self.files else None
+        if f is not None and not f.is_full:
+            n -= min(n, f.max_entries - f.count)
+        out: list[tuple[MappedFile | None, int]] = []
+        i = 0
+        while n > 0:
+            k = min(n, self.max_entries)
+            out.append((self._spares[i] if i < len(self._spares) else None, k))
+            n -= k
+            i += 1
+        return out
+
+    def room(self) -> int:
+        """Keys that can be indexed now without allocating anything (0 when the last file is full or missing)."""
+        if not self.files:
+            return 0
+        f = self.files[-1]
+        return f.limit - f.count
+
+    def bytes_needed(self, n: int) -> int:
+        """New bytes of blocks indexing ``n`` more keys needs: a chunk of the last file, new files (0: none)."""
+        if n <= 0:
+            return 0
+        f = self.files[-1] if self.files else None
+        need = f.growth_for(min(n, f.max_entries - f.count)) if f is not None and not f.is_full else 0
+        for spare, k in self._plan(n):
+            first = IndexFile.first_allocation(self.slots, self.max_entries, k)
+            need += first if spare is None else max(0, first - spare.allocated)
+        return need
+
+    def prepare(self, n: int) -> None:
+        """Allocate what ``bytes_needed(n)`` counted (``OSError`` ENOSPC when it cannot; spares made so far stay)."""
+        if n <= 0:
+            return
+        f = self.files[-1] if self.files else None
+        if f is not None and not f.is_full:
+            f.allocate_for(min(n, f.max_entries - f.count))
+        for spare, k in self._plan(n):
+            first = IndexFile.first_allocation(self.slots, self.max_entries, k)
+            if spare is not None:
+                spare.ensure_allocated(first, 0)
+                continue
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._spare_seq += 1
+            path = self.directory / f"next-{self._spare_seq}{SPARE_SUFFIX}"
+            size = IndexFile.file_size(self.slots, self.max_entries)
+            self._spares.append(MappedFile(path, size, start=0, allocate=first))
+
+    def allocate_last(self) -> None:
+        """Blocks for the last file up to its next entry (start-up: a file of an older version is sparse)."""
+        f = self.files[-1] if self.files else None
+        if f is not None and not f.is_full:
+            f.allocate_for(1)
 
     def lookup(self, key: str, limit: int, begin_ts: int, end_ts: int) -> list[int]:
         """Phy offsets of records indexed under ``key`` (newest first, possibly with hash collisions)."""
@@ -296,7 +409,10 @@ class IndexService:
         return [f.mf for f in self.files]
 
     def close(self) -> None:
-        """Unmap everything."""
+        """Unmap everything (spare files are deleted)."""
         for f in self.files:
             f.mf.close()
+        for mf in self._spares:
+            mf.destroy()
         self.files = []
+        self._spares = []

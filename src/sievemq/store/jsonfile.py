@@ -39,8 +39,11 @@ def atomic_write_json(path: Path | str, obj: Any) -> None:
             n = os.write(fd, view)
             view = view[n:]
         os.fsync(fd)
-    finally:
+    except BaseException:  # a full disk: the partial .tmp would only take space (the document is unchanged)
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     if path.exists():
         os.replace(path, _bak(path))
     os.replace(tmp, path)

@@ -2,9 +2,16 @@
 
 On disk: a regular file named by the 20-digit decimal offset of its first byte in the logical stream
 it belongs to (commit log bytes, consume-queue bytes). It is created at its full size with
-``ftruncate`` (sparse, so creation is instant) and mapped ``MAP_SHARED`` read/write. Data is written
-strictly sequentially from position 0; everything after the written position is zero, which is how
-readers detect the end of data after a restart (size 0 / bad magic).
+``ftruncate`` and mapped ``MAP_SHARED`` read/write; then ``allocate`` bytes from its start get real
+blocks (``disk.allocate``: the whole file unless told otherwise), so that writing them through the
+mapping can never fault for lack of space (SIGBUS). ``allocated`` is how far the file is known to hold
+blocks; a write past it allocates first (``ensure_allocated``) and fails with ``OSError`` (ENOSPC) rather
+than fault. For a file found on disk (an older sievemq created them sparse) it is the start of the first hole
+(``SEEK_HOLE``). Reads must not fault either: on tmpfs even a read fault on a hole allocates a page, so scans
+that may run past the data (recovery's) stop at ``allocated`` -- what lies beyond it is a hole, i.e. zeros --
+and ``read_at`` reads beyond it with ``pread``. Data is written strictly sequentially from position 0;
+everything after the written position is zero, which is how readers detect the end of data after a restart
+(size 0 / bad magic).
 
 Threading: the mapping is only written on the event-loop thread. ``sync_fd`` (``fdatasync``; on Linux
 this also writes back pages dirtied through the mapping, exactly like ``msync(MS_SYNC)``) releases the
@@ -27,6 +34,9 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from sievemq.store.disk import allocate as allocate_blocks
+from sievemq.store.disk import is_allocated
 
 __all__ = ["MappedFile", "file_name", "fsync_dir", "prefault_supported", "sync_fd"]
 
@@ -64,30 +74,43 @@ def sync_fd(fd: int) -> None:
             raise
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so that file creations/renames/unlinks in it are durable."""
+def fsync_dir(path: Path, *, strict: bool = False) -> None:
+    """fsync a directory so that file creations/renames/unlinks in it are durable (``strict``: raise on EIO)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except FileNotFoundError:
         return
     try:
         os.fsync(fd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
-        pass
+    except OSError as e:  # some filesystems refuse fsync on directories; a real failure (EIO) counts if strict
+        if strict and e.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+            raise
     finally:
         os.close(fd)
+
+
+def _first_hole(fd: int, size: int) -> int:
+    """Offset of the first hole (page-aligned, at most ``size``); 0 when the system cannot say."""
+    try:
+        return min(size, os.lseek(fd, 0, os.SEEK_HOLE) // mmap.PAGESIZE * mmap.PAGESIZE)
+    except (OSError, AttributeError):
+        return 0
 
 
 class MappedFile:
     """A fixed-size file mapped in memory; ``wrote_position`` is the end of valid data in it."""
 
-    __slots__ = ("_addr", "_closed", "fd", "file_from_offset", "file_size", "flushed_position", "mm", "new_file",
-                 "path", "wrote_position")  # fmt: skip
+    __slots__ = ("_addr", "_closed", "allocated", "fd", "file_from_offset", "file_size", "flushed_position",
+                 "grow_chunk", "mm", "new_file", "path", "wrote_position")  # fmt: skip
 
-    def __init__(self, path: Path, file_size: int) -> None:
-        """Open (creating and pre-sizing if needed) ``path``; its name must be the start offset."""
+    def __init__(self, path: Path, file_size: int, *, start: int | None = None, allocate: int | None = None) -> None:
+        """Open (creating and pre-sizing if needed) ``path``; its name is the start offset unless ``start`` is given.
+
+        A file created here gets blocks for its first ``allocate`` bytes (None: all of them); when that fails
+        (``OSError``, ENOSPC) nothing is left on disk.
+        """
         self.path = path
-        self.file_from_offset = int(path.name)
+        self.file_from_offset = int(path.name) if start is None else start
         existed = path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -97,11 +120,21 @@ class MappedFile:
                 # tail reads as zeros, i.e. as "no data yet". A bigger file keeps its size.
                 os.ftruncate(fd, file_size)
                 size = file_size
+            if existed:
+                self.allocated = size if is_allocated(fd, size) else _first_hole(fd, size)
+            else:
+                self.allocated = size if allocate is None else min(size, allocate)
+                allocate_blocks(fd, 0, self.allocated)
             self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
+            if not existed:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
             raise
         self.fd = fd
+        self.grow_chunk = allocate
+        """How much more a write past ``allocated`` allocates at once (None: up to the file's end)."""
         self.file_size = size
         self.wrote_position = 0
         self.flushed_position = 0
@@ -155,8 +188,22 @@ class MappedFile:
         return self._closed
 
     # ------------------------------------------------------------------------------------------ I/O
+    def ensure_allocated(self, upto: int, chunk: int | None = None) -> None:
+        """Blocks for every byte below ``upto``: when some are missing, up to the file's end (``chunk`` None) or
+        up to ``max(upto, allocated + chunk)``.
+
+        Raises ``OSError`` (ENOSPC) with nothing changed when the filesystem cannot give them.
+        """
+        if upto <= self.allocated:
+            return
+        end = self.file_size if chunk is None else min(self.file_size, max(upto, self.allocated + chunk))
+        allocate_blocks(self.fd, self.allocated, end - self.allocated)
+        self.allocated = end
+
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` into the mapping at file position ``pos`` (does not move ``wrote_position``)."""
+        if pos + len(data) > self.allocated:
+            self.ensure_allocated(pos + len(data), self.grow_chunk)
         self.mm[pos : pos + len(data)] = data
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -165,6 +212,8 @@ class MappedFile:
         n = len(data)
         if pos + n > self.file_size:
             raise ValueError(f"{self.path.name}: append of {n} bytes at {pos} exceeds {self.file_size}")
+        if pos + n > self.allocated:  # allocate (a chunk more, or to the end) or raise, never fault
+            self.ensure_allocated(pos + n, self.grow_chunk)
         self.mm[pos : pos + n] = data
         self.wrote_position = pos + n
         return pos
@@ -173,10 +222,30 @@ class MappedFile:
         """A copy of ``size`` bytes at file position ``pos``."""
         return self.mm[pos : pos + size]
 
+    def read_at(self, pos: int, size: int) -> bytes:
+        """``read``, but past ``allocated`` (where there may be holes) with ``pread``, which never faults."""
+        return self.mm[pos : pos + size] if pos + size <= self.allocated else os.pread(self.fd, size, pos)
+
     def sync(self) -> None:
         """Force the file's data to disk (blocking; call from an executor on hot paths)."""
         if not self._closed:
             sync_fd(self.fd)
+
+    def redirty(self, pos: int, end: int) -> None:
+        """Write ``[pos, end)`` again with the same bytes (loop thread), so that the next sync writes it out again.
+
+        After a failed sync the kernel may have marked those pages clean although they are not on disk; a later
+        sync that succeeds would then prove nothing about them.
+        """
+        pos, end = max(0, pos), min(end, self.wrote_position, self.allocated)
+        if end > pos and not self._closed:
+            self.mm[pos:end] = self.mm[pos:end]
+
+    def rename(self, path: Path, start: int) -> None:
+        """Give the file its final name (a spare file joining its stream); the mapping stays as it is."""
+        os.rename(self.path, path)
+        self.path = path
+        self.file_from_offset = start
 
     def zero_from(self, pos: int) -> None:
         """Zero everything from ``pos`` to the end of the file, skipping holes (used by truncation)."""

@@ -4,11 +4,16 @@ On disk: one directory holding files named by the 20-digit offset of their first
 ``file_size`` bytes (files keep their on-disk size if the configuration changed since they were
 created). File ``k+1`` starts where file ``k`` ends; only the last file is partially written.
 Files other than 20-digit names (temporary files, ``.bak``...) are ignored.
+
+*Spare* files (``<20 digits>.spare``): the next files of the stream, created and allocated before a put writes
+its first byte (``spare``, see ``put_space.py``), renamed to their 20-digit name when the stream reaches them
+(``create_file``). They hold no data; start-up deletes any left by a crash, a clean stop deletes them.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +21,9 @@ from pathlib import Path
 
 from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
 
-__all__ = ["MappedFileQueue", "SyncSlice"]
+__all__ = ["SPARE_SUFFIX", "MappedFileQueue", "SyncSlice"]
+
+SPARE_SUFFIX = ".spare"
 
 
 @dataclass(slots=True)
@@ -45,17 +52,26 @@ class SyncSlice:
         """The slice's bytes are on disk: the queue records it."""
         self.queue.mark_flushed(self.upto, self.files)
 
+    def redirty(self) -> None:
+        """Its sync failed: write the slice's bytes again (``MappedFile.redirty``) so that a later sync covers them."""
+        for f in self.files:
+            f.redirty(self.queue.flushed_offset - f.file_from_offset, self.upto - f.file_from_offset)
+
 
 class MappedFileQueue:
     """Mapped files of one stream, ordered by start offset."""
 
-    __slots__ = ("_starts", "directory", "file_size", "files", "flushed_offset")
+    __slots__ = ("_spares", "_starts", "alloc_chunk", "directory", "file_size", "files", "flushed_offset")
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, alloc_chunk: int | None = None) -> None:
+        """``alloc_chunk``: a new file gets blocks for its first ``alloc_chunk`` bytes only, and more as it fills
+        (``MappedFile.ensure_allocated``); None: the whole file at creation."""
         self.directory = directory
         self.file_size = file_size
+        self.alloc_chunk = alloc_chunk
         self.files: list[MappedFile] = []
         self._starts: list[int] = []
+        self._spares: dict[int, MappedFile] = {}
         self.flushed_offset = 0
         """Offset below which all data is known to be on disk."""
 
@@ -63,10 +79,16 @@ class MappedFileQueue:
         """Map every data file of the directory (written positions are set by the owner's recovery)."""
         if not self.directory.is_dir():
             return
-        names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
+        listing = os.listdir(self.directory)
+        for n in listing:
+            if n.endswith(SPARE_SUFFIX):  # a crash left it: it holds no data
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.directory / n)
+        names = sorted(n for n in listing if len(n) == 20 and n.isdigit())
         for name in names:
             mf = MappedFile(self.directory / name, self.file_size)
             mf.new_file = False
+            mf.grow_chunk = self.alloc_chunk
             if self.files and self.files[-1].end_offset != mf.file_from_offset:
                 # A gap (a file lost by hand?) breaks offset arithmetic: drop what came before it.
                 for old in self.files:
@@ -124,14 +146,44 @@ class MappedFileQueue:
         return max(0, min(i, len(self.files) - 1))
 
     def create_file(self, start: int) -> MappedFile:
-        """Create (and map) the next file starting at ``start``; it must continue the stream."""
+        """Create (and map) the next file starting at ``start``, or take its spare; it must continue the stream.
+
+        A new file is allocated whole, or its first ``alloc_chunk`` bytes (``OSError`` ENOSPC, and nothing
+        changed, when that cannot be).
+        """
         if self.files and self.files[-1].end_offset != start:
             raise ValueError(f"{self.directory}: new file {start} does not follow {self.files[-1]}")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / file_name(start), self.file_size)
+        mf = self._spares.pop(start, None)
+        if mf is not None:
+            mf.rename(self.directory / file_name(start), start)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            mf = MappedFile(self.directory / file_name(start), self.file_size, allocate=self.alloc_chunk)
         self.files.append(mf)
         self._starts.append(start)
         return mf
+
+    def spare(self, start: int) -> MappedFile:
+        """Create and allocate now the file that will start at ``start`` (``create_file`` takes it then).
+
+        Raises ``OSError`` (ENOSPC) when the filesystem cannot hold it; nothing is left on disk then.
+        """
+        mf = self._spares.get(start)
+        if mf is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            path = self.directory / (file_name(start) + SPARE_SUFFIX)
+            mf = MappedFile(path, self.file_size, start=start, allocate=self.alloc_chunk)
+            self._spares[start] = mf
+        return mf
+
+    def has_spare(self, start: int) -> bool:
+        """True when the file starting at ``start`` is ready as a spare."""
+        return start in self._spares
+
+    def drop_spares(self) -> list[MappedFile]:
+        """Forget the spare files (returned, still open: the caller destroys them)."""
+        spares, self._spares = list(self._spares.values()), {}
+        return spares
 
     def last_or_create(self, start_if_empty: int = 0) -> MappedFile:
         """The last file if it has room, else a new file after it (or at ``start_if_empty``)."""
@@ -163,6 +215,8 @@ class MappedFileQueue:
             else:
                 f.destroy()
         removed = len(self.files) != len(keep)
+        for spare in self.drop_spares():  # they were for a stream end that is gone
+            spare.destroy()
         self.files = keep
         self._starts = [f.file_from_offset for f in keep]
         self.flushed_offset = min(self.flushed_offset, self.max_offset)
@@ -203,13 +257,15 @@ class MappedFileQueue:
         self.flushed_offset = min(self.flushed_offset, offset)
 
     def detach(self) -> list[MappedFile]:
-        """Forget every file without closing it (a sync job may still use the descriptors); returns them."""
+        """Forget every file and spare without closing it (a sync job may still use the descriptors); returns them."""
         files, self.files, self._starts = self.files, [], []
-        return files
+        return files + self.drop_spares()
 
     def close(self) -> None:
-        """Unmap every file."""
+        """Unmap every file (spare files are deleted)."""
         for f in self.files:
             f.close()
+        for spare in self.drop_spares():
+            spare.destroy()
         self.files = []
         self._starts = []

@@ -17,7 +17,9 @@ adds: entry, extension unit, index keys), ``queues.py`` (the consume queues by t
 (reads), ``flush.py (when bytes reach the disk: group commit,
 periodic flush, checkpoint), ``scan.py`` (the pull scan), ``retention.py`` (deleting expired segments,
 as ``cleanup.py`` decides), ``recovery.py`` (start-up repair), ``prefault.py`` (page faults ahead of the
-writer). This class wires them and keeps the lifecycle.
+writer), ``disk.py`` / ``put_space.py`` / ``readonly.py`` (disk space: files allocated before they are written,
+puts refused before they write when the disk is full, a read-only start when start-up cannot write). This class
+wires them and keeps the lifecycle.
 
 Threading: every method runs on the event-loop thread, and the mappings are written only there; syncs
 and unlinks run in the flusher's thread (see ``flush.py``).
@@ -43,6 +45,7 @@ from sievemq.store.config import StoreConfig
 from sievemq.store.consume_queue import BLANK_SIZE
 from sievemq.store.consume_queue_ext import CqExtUnit
 from sievemq.store.delay_levels import parse_levels
+from sievemq.store.disk import DiskGuard
 from sievemq.store.dispatch import BitmapCalculator, Dispatcher, DispatchListener
 from sievemq.store.filtering import MessageFilter
 from sievemq.store.flush import FlushService
@@ -50,9 +53,11 @@ from sievemq.store.index_file import IndexService
 from sievemq.store.lookup import Reader
 from sievemq.store.mapped_file import fsync_dir
 from sievemq.store.prefault import Prefaulter
+from sievemq.store.put_space import PutSpace
 from sievemq.store.queues import QueueTable
+from sievemq.store.readonly import StartupWrites
 from sievemq.store.recovery import RecoveryReport, recover
-from sievemq.store.results import GetResult, PutResult, PutStatus, StoreError
+from sievemq.store.results import DiskFullError, GetResult, PutResult, PutStatus, StoreError
 from sievemq.store.retention import Retention
 from sievemq.store.writer import Writer
 
@@ -89,7 +94,10 @@ class MessageStore:
             on_queue_written=self.flusher.mark_dirty,
         )
         self.prefaulter = Prefaulter(self.commitlog.mfq, config.commitlog_prefault_bytes)
-        self.writer = Writer(config, store_host, self.commitlog, self.queues, self.dispatcher, self.prefaulter)
+        self.disk = DiskGuard(root, config.disk_full_reserve_bytes)
+        self.dispatcher.room = self.disk.fits
+        space = PutSpace(self.commitlog, self.index, self.disk)
+        self.writer = Writer(config, store_host, self.commitlog, self.queues, self.dispatcher, self.prefaulter, space)
         self.reader = Reader(config, self.commitlog, self.queues, self.index)
         self.retention = Retention(config, self.commitlog, self.queues, self.index, self.flusher, self.prefaulter)
         self._lock_fd = -1
@@ -97,6 +105,7 @@ class MessageStore:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self.recovery_report: RecoveryReport | None = None
+        self.startup: StartupWrites | None = None
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @property
@@ -139,8 +148,6 @@ class MessageStore:
             cq_folder_missing=cq_folder_missing,
             index_folder_missing=index_folder_missing,
             tags_fn=self.dispatcher.tags_code,
-            redo=self.dispatcher.redo,
-            save_checkpoint=self.flusher.write_checkpoint,
         )
         phy_min = self.commitlog.min_offset
         for cq in self.queues.all():
@@ -151,10 +158,13 @@ class MessageStore:
         if report.abnormal:
             self.index.mark_all_dirty()
         self.writer.reset(self._last_store_timestamp())
-        # Whatever recovery kept or rebuilt goes to disk before new writes are acknowledged.
         self._available = True
         self.flusher.activate()
-        self.flusher.flush_now()
+        # Allocate, rebuild, flush (before new writes are acknowledged); read-only until that is done.
+        self.startup = StartupWrites(commitlog=self.commitlog, queues=self.queues, index=self.index,
+                                     flusher=self.flusher, guard=self.disk, report=report, redo=self.dispatcher.redo,
+                                     on_done=lambda: self.writer.reset(self._last_store_timestamp()))  # fmt: skip
+        self.startup.run()
 
     def _last_store_timestamp(self) -> int:
         end = self.commitlog.max_offset
@@ -172,6 +182,8 @@ class MessageStore:
             raise StoreError("MessageStore.start() before load()")
         self.flusher.start()
         self._tasks.append(asyncio.create_task(self.retention.run_forever(), name="sievemq-store-cleanup"))
+        if self.startup is not None and self.startup.pending:
+            self._tasks.append(asyncio.create_task(self.startup.watch(), name="sievemq-store-startup-writes"))
         self.prefaulter.start()
 
     async def shutdown(self) -> None:
@@ -186,11 +198,15 @@ class MessageStore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.flusher.stop_tasks()
-        await self.flusher.flush_all()
+        try:
+            await self.flusher.flush_all()
+        except OSError:  # logged by the flusher; ``abort`` stays: the next start verifies what the store holds
+            pass
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.root / "abort")
         self.flusher.fail_waiters()
         self._available = False
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.root / "abort")
         fsync_dir(self.root)
         self._close()
 
@@ -237,6 +253,8 @@ class MessageStore:
             return PutResult(status, msgs)
         try:
             end = self.writer.append(msgs)
+        except DiskFullError as e:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, msgs, disk_full=e.info)
         except PropertiesSizeExceeded:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, msgs)
         except (ValueError, struct.error) as e:  # bad topic/host/separators, or an int out of its field's range

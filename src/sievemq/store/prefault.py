@@ -52,10 +52,13 @@ class Prefaulter:
         if mf is not self._file:
             self._file, self._front = mf, mf.wrote_position
         ahead = self.ahead
-        if self._front >= mf.file_size or mf.wrote_position + ahead <= self._front:
+        end = mf.allocated  # never past the allocated blocks: faulting a hole in would allocate (or fail) there
+        if self._front >= end or mf.wrote_position + ahead <= self._front:
             return
         start = max(self._front, mf.wrote_position)
-        n = min(max(ahead // 2, 1 << 16), mf.file_size - start)
+        n = min(max(ahead // 2, 1 << 16), end - start)
+        if n <= 0:
+            return
         self._job = self._executor.submit(mf.prefault, start, n)
         self._front = start + n
 

@@ -20,6 +20,11 @@ and a queue whose units are gone (``consumequeue_ext`` deleted) is cut at its fi
 rebuilt; re-dispatch goes through ``Dispatcher.redo`` (dispatch.py), which asks the bitmap calculator
 again. (A folder that exists but is empty is trusted: topics may all have been deleted, messages may
 have had no keys.)
+
+Disk space: ``recover`` (finding ends, truncating) only rewrites bytes that are already on disk, so it works on
+a full disk; ``rebuild`` (the re-dispatch) writes new entries and may need new files. It raises ``OSError``
+(ENOSPC) before writing what it cannot allocate, and can then run again later (``again=True``): queue entries
+already rebuilt are kept, the index is cut back to its redo point first (``readonly.py`` retries it).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from sievemq.store.commitlog import CommitLog
 from sievemq.store.consume_queue import ConsumeQueue
 from sievemq.store.index_file import IndexService
 
-__all__ = ["RecoveryReport", "recover"]
+__all__ = ["RecoveryReport", "rebuild", "recover"]
 
 log = logging.getLogger("sievemq.store.recovery")
 
@@ -56,6 +61,13 @@ class RecoveryReport:
     records_redone: int = 0
     touched_queues: list[ConsumeQueue] = field(default_factory=list)
     """Queues whose files recovery changed (truncated or rebuilt); they must be flushed."""
+    checkpoint: Checkpoint = field(default_factory=Checkpoint)
+    """The checkpoint recovery started from."""
+
+    @property
+    def redo_from(self) -> int:
+        """Commit-log offset from which ``rebuild`` re-dispatches (``commitlog_end``: nothing to rebuild)."""
+        return min(self.cq_redo_from, self.index_redo_from, self.commitlog_end)
 
 
 def _make_validator(cl: CommitLog, end: int, cq: ConsumeQueue, tags_fn: TagsFn) -> Callable[[int, int, int, int], bool]:
@@ -93,11 +105,12 @@ def recover(
     cq_folder_missing: bool,
     index_folder_missing: bool,
     tags_fn: TagsFn,
-    redo: RedoFn,
-    save_checkpoint: Callable[[Checkpoint], None],
 ) -> RecoveryReport:
-    """Recover the commit log, consume queues and index in place; returns a report."""
-    report = RecoveryReport(abnormal=abnormal)
+    """Recover the commit log, consume queues and index in place (no new space needed); returns a report.
+
+    What must then be re-dispatched (``report.redo_from``) is done by ``rebuild``.
+    """
+    report = RecoveryReport(abnormal=abnormal, checkpoint=cp)
     cqs = list(cqs)
     # 1. Commit log end.
     start: int | None = None
@@ -127,22 +140,42 @@ def recover(
     r_idx = phy_min if index_folder_missing else max(phy_min, min(cp.index_offset, end))
     index.truncate_from_phy(r_idx)
     report.index_redo_from = r_idx
-
-    # 4. Rebuild from the commit log.
-    redo_from = min(r_cq, r_idx)
-    n = 0
-    if redo_from < end:
-        # Persist the redo points first: if we crash half way, the next start redoes from there again.
-        save_checkpoint(
-            Checkpoint(cp.physic_timestamp, cp.logics_timestamp, cp.index_timestamp, min(cp.physic_offset, end),
-                       min(cp.logics_offset, r_cq), min(cp.index_offset, r_idx))
-        )  # fmt: skip
-        for s in cl.iter_summaries(redo_from, end):
-            phy = s.commit_log_offset
-            redo(s, phy >= r_cq and dispatchable(s.sys_flag), phy >= r_idx)
-            n += 1
-    report.records_redone = n
-    if abnormal or n:
-        log.warning("store recovery (%s stop): commit log end %d, %d records re-dispatched (cq from %d, index from %d)",
-                    "unclean" if abnormal else "clean", end, n, r_cq, r_idx)  # fmt: skip
     return report
+
+
+def rebuild(
+    cl: CommitLog,
+    index: IndexService,
+    report: RecoveryReport,
+    *,
+    redo: RedoFn,
+    save_checkpoint: Callable[[Checkpoint], None],
+    again: bool = False,
+) -> int:
+    """4. Re-dispatch the records after the redo points; returns how many (``OSError`` ENOSPC: run it again later).
+
+    ``again``: an earlier run stopped half way; the index is cut back to its redo point first.
+    """
+    cp, end = report.checkpoint, report.commitlog_end
+    r_cq, r_idx = report.cq_redo_from, report.index_redo_from
+    redo_from = report.redo_from
+    if redo_from >= end:
+        if report.abnormal:
+            log.warning("store recovery (unclean stop): commit log end %d, nothing to re-dispatch", end)
+        return 0
+    if again:
+        index.truncate_from_phy(r_idx)
+    # Persist the redo points first: if we crash half way, the next start redoes from there again.
+    save_checkpoint(
+        Checkpoint(cp.physic_timestamp, cp.logics_timestamp, cp.index_timestamp, min(cp.physic_offset, end),
+                   min(cp.logics_offset, r_cq), min(cp.index_offset, r_idx))
+    )  # fmt: skip
+    n = 0
+    for s in cl.iter_summaries(max(redo_from, cl.min_offset), end):
+        phy = s.commit_log_offset
+        redo(s, phy >= r_cq and dispatchable(s.sys_flag), phy >= r_idx)
+        n += 1
+    report.records_redone = n
+    log.warning("store recovery (%s stop): commit log end %d, %d records re-dispatched (cq from %d, index from %d)",
+                "unclean" if report.abnormal else "clean", end, n, r_cq, r_idx)  # fmt: skip
+    return n

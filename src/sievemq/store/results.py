@@ -8,11 +8,46 @@ from enum import Enum
 from sievemq.errors import SieveError
 from sievemq.protocol.message import MessageExt
 
-__all__ = ["GetResult", "GetStatus", "PutResult", "PutStatus", "StoreError"]
+__all__ = ["DiskFull", "DiskFullError", "GetResult", "GetStatus", "PutResult", "PutStatus", "StoreError"]
 
 
 class StoreError(SieveError):
     """The store folder cannot be used (locked by another process, unreadable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiskFull:
+    """Why the store refused to write for lack of disk space (``PutResult.disk_full``; see ``store/disk.py``)."""
+
+    folder: str
+    """The store folder (its filesystem is the one that is full)."""
+    free_bytes: int
+    need_bytes: int
+    """New bytes the refused write needed on disk (files to create or extend)."""
+    reserve_bytes: int
+    """Bytes the store leaves free (``disk_full_reserve_bytes``)."""
+    read_only: bool = False
+    """True when start-up could not finish its own writes: every put is refused until it can."""
+    detail: str = ""
+
+    def remark(self) -> str:
+        """The refusal in words an operator can act on."""
+        what = f"a put needs {self.need_bytes} new bytes"
+        if self.read_only:
+            what = f"the store is read-only ({self.detail})"
+        return (
+            f"disk full: {self.folder} has {self.free_bytes} bytes free; {what} and {self.reserve_bytes} bytes are "
+            "kept in reserve. Free space on that filesystem (delete files there, let retention delete old commit-log "
+            "segments, or grow the volume): sends work again within a second, without a restart; pulls keep working."
+        )
+
+
+class DiskFullError(StoreError):
+    """A write was refused before any byte of it was written: not enough disk space (``info`` says how much)."""
+
+    def __init__(self, info: DiskFull) -> None:
+        super().__init__(info.remark())
+        self.info = info
 
 
 class PutStatus(Enum):
@@ -34,6 +69,8 @@ class PutResult:
     msgs: list[MessageExt]
     message_ids: list[str] = field(default_factory=list)
     """offsetMsgIds of the stored records (empty unless stored)."""
+    disk_full: DiskFull | None = None
+    """Set with ``SERVICE_NOT_AVAILABLE`` when the cause is the disk: nothing of the put was written."""
 
     @property
     def ok(self) -> bool:

@@ -4,6 +4,9 @@ Both paths leave the store in the same state: records at their physical offsets,
 dispatched once (``dispatch.py``). ``dispatched_to`` is the offset after the last whole record
 dispatched; it trails the log's end only while a copied record is still partial, and puts are refused
 then (a put would land after half a record).
+
+Disk space: between encoding and the first write, ``PutSpace.prepare`` (``put_space.py``) makes sure every file
+the put will write is there and allocated, or refuses the put (``DiskFullError``) with nothing written.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from sievemq.store.config import StoreConfig
 from sievemq.store.dispatch import Dispatcher
 from sievemq.store.prefault import Prefaulter
+from sievemq.store.put_space import PutSpace
 from sievemq.store.queues import QueueTable, is_safe_folder_name
 from sievemq.store.recovery import dispatchable
 from sievemq.store.results import PutStatus, StoreError
@@ -33,12 +37,13 @@ class Writer:
     """Appends to the commit log and dispatches what it appended."""
 
     def __init__(self, config: StoreConfig, store_host: tuple[str, int], commitlog: CommitLog, queues: QueueTable,
-                 dispatcher: Dispatcher, prefaulter: Prefaulter) -> None:  # fmt: skip
+                 dispatcher: Dispatcher, prefaulter: Prefaulter, space: PutSpace) -> None:  # fmt: skip
         self.store_host = store_host
         self.commitlog = commitlog
         self.queues = queues
         self.dispatcher = dispatcher
         self.prefaulter = prefaulter
+        self.space = space
         self._max_body = config.max_message_size
         self._seg_limit = config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH
         self.last_store_ts = 0
@@ -70,12 +75,14 @@ class Writer:
         """Encode, append and dispatch a checked batch (no await inside: atomic w.r.t. other coroutines).
 
         Fills in each message's queue offset, store time and host, commit-log offset; returns the log's new
-        end. Raises ``ValueError`` / ``struct.error`` / ``PropertiesSizeExceeded`` before writing anything.
+        end. Raises ``ValueError`` / ``struct.error`` / ``PropertiesSizeExceeded`` / ``DiskFullError`` before
+        writing anything.
         """
+        self.space.refuse_if_read_only()
         cl = self.commitlog
         first = msgs[0]
         cq = self.queues.find(first.topic, first.queue_id)
-        qoff = cq.max_offset if cq is not None else 0
+        qoff = qoff0 = cq.max_offset if cq is not None else 0
         now = _now_ms()
         if now < self.last_store_ts:
             now = self.last_store_ts
@@ -96,6 +103,9 @@ class Writer:
                 raise ValueError(f"record of {len(rec)} bytes does not fit a commit-log segment")
             records.append(rec)
             guess += len(rec)
+        if cq is None and qoff > qoff0:
+            cq = self.queues.get_or_create(first.topic, first.queue_id)
+        self.space.prepare(records, guess - cl.max_offset, msgs, cq, qoff0, qoff - qoff0)
         dispatch = self.dispatcher.dispatch
         for m, rec in zip(msgs, records, strict=True):
             phy = cl.reserve(len(rec))
@@ -116,6 +126,7 @@ class Writer:
         nothing of them is kept.
         """
         cl = self.commitlog
+        self.space.prepare_copy(offset, len(data))
         try:
             end = cl.append_raw(offset, data)
         except ValueError as e:

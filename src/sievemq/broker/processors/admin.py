@@ -17,7 +17,8 @@ from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.errors import RemotingError
-from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, IllegalName
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -122,8 +123,12 @@ class AdminProcessor:
         try:
             cfg = orjson.loads(cmd.body)
             self.groups.update(cfg)
-        except (orjson.JSONDecodeError, TypeError, AttributeError) as e:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupConfig: {e}") from None
+        except IllegalName as e:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, str(e), Reason.INVALID_NAME) from None
+        except (orjson.JSONDecodeError, TypeError, AttributeError, ValueError) as e:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupConfig: {e}", Reason.INVALID_HEADER
+            ) from None
         await self.writer.flush()
         return cmd.response(ResponseCode.SUCCESS)
 

@@ -13,9 +13,10 @@ from sievemq.broker.clients import ClientChannel, ConsumerManager, ProducerManag
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.filters import build_filter
 from sievemq.broker.groups import SubscriptionGroupManager
-from sievemq.broker.locks import Queue, QueueLocks
+from sievemq.broker.locks import QueueLocks, lock_request
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.errors import RemotingError
+from sievemq.protocol.header_rules import check_name
 from sievemq.protocol.heartbeat import HeartbeatData, Subscription
 from sievemq.protocol.names import retry_topic
 from sievemq.protocol.reasons import (
@@ -68,7 +69,9 @@ class ClientProcessor:
         try:
             hb = HeartbeatData.from_json(_json_body(cmd, "heartbeat"))
         except (AttributeError, TypeError, ValueError) as e:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed heartbeat: {e}") from None
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed heartbeat: {e}", Reason.INVALID_HEADER) from None
+        if problem := hb.problem():
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"heartbeat refused: {problem}", Reason.INVALID_NAME)
         now = time.monotonic()
         channel = ClientChannel(hb.client_id, conn, cmd.language, cmd.version, now)
         conn.attrs["client_id"] = hb.client_id
@@ -139,7 +142,13 @@ class ClientProcessor:
     async def check_client_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """46 CHECK_CLIENT_CONFIG: can this subscription be served?"""
         body = _json_body(cmd, "CheckClientRequestBody")
-        sub = Subscription.from_json(body.get("subscriptionData") or {})
+        data = body.get("subscriptionData") or {}
+        if not isinstance(data, dict):
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, "subscriptionData must be a JSON object", Reason.INVALID_HEADER
+            )
+        sub = Subscription.from_json(data)
+        check_name("topic", sub.topic)
         if sub.is_tag:
             return cmd.response(ResponseCode.SUCCESS)
         if not self.property_filter:
@@ -149,24 +158,19 @@ class ClientProcessor:
                 Reason.SQL92_DISABLED,
             )
         group = str(body.get("group") or "")
+        check_name("group", group)
         build_filter(sub, group, self.filters, True)  # raises SUBSCRIPTION_PARSE_FAILED with the reason
         return cmd.response(ResponseCode.SUCCESS)
 
-    @staticmethod
-    def _mq_set(body: dict[str, Any]) -> list[Queue]:
-        return [(str(m["topic"]), str(m["brokerName"]), int(m["queueId"])) for m in body.get("mqSet") or []]
-
     async def lock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """41 LOCK_BATCH_MQ: lock queues for an orderly consumer; answers the queues it now holds."""
-        body = _json_body(cmd, "LockBatchRequestBody")
-        group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
-        held = self.locks.lock(group, client, self._mq_set(body), time.monotonic())
+        group, client, queues = lock_request(_json_body(cmd, "LockBatchRequestBody"))
+        held = self.locks.lock(group, client, queues, time.monotonic())
         ok = [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in held]
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": ok}))
 
     async def unlock_batch(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """42 UNLOCK_BATCH_MQ."""
-        body = _json_body(cmd, "UnlockBatchRequestBody")
-        group, client = str(body.get("consumerGroup", "")), str(body.get("clientId", ""))
-        self.locks.unlock(group, client, self._mq_set(body))
+        group, client, queues = lock_request(_json_body(cmd, "UnlockBatchRequestBody"))
+        self.locks.unlock(group, client, queues)
         return cmd.response(ResponseCode.SUCCESS)

@@ -13,6 +13,7 @@ from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.errors import RemotingError
 from sievemq.protocol.batch import decode_batch
+from sievemq.protocol.compression import CompressionError, decompress, is_compressed
 from sievemq.protocol.message import MessageExt, PropertyKey, string_to_properties
 from sievemq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
@@ -21,11 +22,12 @@ from sievemq.protocol.names import (
     group_of_retry_topic,
     is_retry_topic,
 )
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 from sievemq.protocol.send_header import SendMessageHeader
-from sievemq.protocol.sysflag import MULTI_TAGS_FLAG
+from sievemq.protocol.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, MULTI_TAGS_FLAG
 from sievemq.remoting.codes import RequestCode, ResponseCode
-from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.command import MAX_FRAME_LENGTH, RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore, PutResult, PutStatus
@@ -41,9 +43,15 @@ _PUT_CODES = {
 
 
 def stored_code(result: PutResult, what: str = "message") -> ResponseCode:
-    """SUCCESS or FLUSH_DISK_TIMEOUT for a stored put; RemotingError with the store's status otherwise."""
+    """SUCCESS or FLUSH_DISK_TIMEOUT for a stored put; RemotingError with the store's status otherwise.
+
+    A put refused for lack of disk space is SERVICE_NOT_AVAILABLE with reason DISK_FULL and a remark naming the
+    store folder, its free bytes and what to do.
+    """
     code = _PUT_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
     if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+        if result.disk_full is not None:
+            raise RemotingError(code, f"store refused the {what}: {result.disk_full.remark()}", Reason.DISK_FULL)
         raise RemotingError(code, f"store refused the {what}: {result.status.name}")
     return code
 
@@ -159,6 +167,19 @@ class SendProcessor:
         park_for_delay(msg, self.settings.max_delay_level)
 
     # ----------------------------------------------------------------------------------------- send
+    def _batch_body(self, body: bytes, sys_flag: int) -> bytes:
+        """The batch body, inflated when the client compressed the whole batch (the C++ core does past 4 KiB).
+
+        RocketMQ's broker cannot read such a batch; sievemq inflates it, to at most a frame's worth of bytes.
+        """
+        if not is_compressed(sys_flag):
+            return body
+        try:
+            return decompress(body, sys_flag, MAX_FRAME_LENGTH)
+        except CompressionError as e:
+            why = f"compressed batch body cannot be inflated: {e}"
+            raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, why) from None
+
     async def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """10 / 310 / 320: store one message or a batch."""
         h = SendMessageHeader.parse(cmd.ext_fields, v2=cmd.code != RequestCode.SEND_MESSAGE)
@@ -188,9 +209,10 @@ class SendProcessor:
             if is_retry_topic(h.topic):
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
             try:
-                entries = decode_batch(cmd.body)
+                entries = decode_batch(self._batch_body(cmd.body, h.sys_flag))
             except ValueError as err:
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {err}") from None
+            sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)  # the entries are stored as sent, inflated
             if not entries:
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
             msgs = []
