@@ -206,6 +206,9 @@ async def run_fuzz(cluster: Cluster, open_conn: OpenConn, frames: int) -> None:
     assert [m.body for m in got][-1:] == [b"after the fuzz"]
     resp = await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 3.0)
     assert resp.code == ResponseCode.SUCCESS
+    lines = len(broker.log().splitlines()) + len(ns.log().splitlines())
+    print(f"fuzz: {lines} log lines from the name server and the broker")
+    assert lines < 2_000 + frames // 1000, f"{lines} log lines for {frames} frames: logging is not rate-limited"
 
 
 async def test_fuzzed_frames_leave_the_broker_serving(cluster: Cluster, open_conn: OpenConn) -> None:
