@@ -67,6 +67,38 @@ def main() -> None:
     for i in range(2000):
         compile_selector(f"{TYPICAL} AND n <> '{i}'")
     print(f"compile (parse + codegen, uncached): {(time.perf_counter() - start) / 2000 * 1e6:,.0f} us per expression")
+    scaling(args.seconds)
+
+
+def _chain(n: int) -> str:
+    return " OR ".join(f"p{i} = '{i}'" for i in range(n))
+
+
+def _nested(n: int) -> str:
+    """AND inside OR inside AND...: n levels of tree; with ``a = '-1'`` every term is evaluated."""
+    text = "a = '0'"
+    for i in range(1, n):
+        text = f"a <> '{i}' AND ({text})" if i % 2 else f"a = '{i}' OR ({text})"
+    return text
+
+
+def scaling(seconds: float) -> None:
+    """Evaluation time against size: per term it must stay flat (linear evaluation), chains and nesting alike."""
+    print(f"\n{'size (no term matches: all evaluated)':40s} {'compile s':>10s} {'eval us':>10s} {'ns/term':>9s}")
+    rows: dict[str, list[float]] = {}
+    for kind, build, sizes in (("OR chain", _chain, (100, 1_000, 10_000)), ("nested AND/OR", _nested, (100, 1_000))):
+        for n in sizes:
+            start = time.perf_counter()
+            selector = compile_selector(build(n))
+            took = time.perf_counter() - start
+            props = {**BASE, "a": "-1", "p0": "x"}
+            per_eval = 1.0 / rate(selector.matcher, props, seconds / 2)
+            per_term = per_eval / n * 1e9
+            rows.setdefault(kind, []).append(per_term)
+            print(f"{kind + f', {n:,} terms':40s} {took:10.3f} {per_eval * 1e6:10.1f} {per_term:9.1f}")
+    for kind, per_term in rows.items():
+        print(f"{kind}: ns per term at the largest size / at the smallest: {per_term[-1] / per_term[0]:.2f}x "
+              "(about 1.0 = linear)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -70,6 +70,32 @@ async def test_pull_with_sql_expression_delivers_only_matches(cluster: Cluster, 
     assert got == [f"m{i}" for i in range(40) if matches(i)]
 
 
+async def test_deeply_nested_and_long_machine_built_selectors_filter_on_the_broker(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    """1,000 levels of parentheses, 1,000 of NOT, and a 5,000-term right-nested OR: accepted by a heartbeat and a
+    pull, and filtering exactly like their short forms (RocketMQ's parser accepts them too)."""
+    ns = cluster.namesrv()
+    b = cluster.broker(ns.addr)
+    conn = await open_conn(b)
+    await create_topic(conn, "Deep", 1)
+    await fill(conn, "Deep")
+    want = [f"m{i}" for i in range(40) if matches(i)]
+    parens = "(" * 1000 + EXPR + ")" * 1000
+    nots = "NOT " * 1000 + f"({EXPR})"
+    ors = "region = 'nowhere'"
+    for i in range(5000):
+        ors = f"amount = '{100000 + i}' OR ({ors})"
+    ors = f"({EXPR}) OR ({ors})"
+    for n, expr in enumerate((parens, nots, ors)):
+        got, last = await pull_bodies(conn, f"g-deep{n}", "Deep", expr)
+        assert got == want, (n, last.remark if last else None)
+    resp = await call(conn, RequestCode.HEART_BEAT, body=orjson.dumps(hb("c-deep", "g-deep-hb", "Deep", ors).to_json()))
+    assert resp.code == ResponseCode.SUCCESS and not resp.remark, resp.remark
+    got, _ = await pull_bodies(conn, "g-deep-hb", "Deep", None)
+    assert got == want
+
+
 async def test_bad_expressions_get_subscription_parse_failed_with_position(
     cluster: Cluster, open_conn: OpenConn
 ) -> None:

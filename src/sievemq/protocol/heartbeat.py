@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sievemq.filter.sql92.limits import MAX_LENGTH as SQL_MAX_LENGTH
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.names import group_problem, topic_problem
 
@@ -27,8 +28,8 @@ MAX_GROUPS = 1024
 """Producer or consumer groups one heartbeat may carry (RocketMQ sets no limit; a client has a handful)."""
 MAX_SUBSCRIPTIONS = 4096
 """Subscriptions of one consumer group in a heartbeat."""
-MAX_EXPRESSION = 65536
-"""Characters of one subscription expression (a SQL92 selector is refused past 4096 anyway)."""
+MAX_EXPRESSION = SQL_MAX_LENGTH
+"""Characters of one subscription expression (the longest SQL92 selector the broker accepts)."""
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 

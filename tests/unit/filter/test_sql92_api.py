@@ -11,6 +11,7 @@ from sievemq.filter.sql92 import (
     MAX_DEPTH,
     MAX_IN_LIST,
     MAX_LENGTH,
+    MAX_NESTING,
     Selector,
     SqlError,
     SqlEvaluationError,
@@ -19,7 +20,7 @@ from sievemq.filter.sql92 import (
     parse,
     reference_evaluate,
 )
-from sievemq.filter.sql92.ast import Compare, StringLiteral
+from sievemq.filter.sql92.ast import Compare, Or, StringLiteral, depth
 from sievemq.filter.sql92.compiler import _cache
 from tests.unit.filter.helpers import check, rejects
 
@@ -67,31 +68,87 @@ def test_length_limit() -> None:
     compile_selector(ok)
     err = rejects(ok + " ")
     assert err.position == MAX_LENGTH + 1
-    assert "4097 characters long; the limit is 4096" in err.message
+    assert f"{MAX_LENGTH + 1} characters long; the limit is {MAX_LENGTH}" in err.message
 
 
-def test_parenthesis_depth_limit() -> None:
-    compile_selector("(" * MAX_DEPTH + "a = 1" + ")" * MAX_DEPTH)
-    err = rejects("(" * (MAX_DEPTH + 1) + "a = 1" + ")" * (MAX_DEPTH + 1))
-    assert err.position == MAX_DEPTH + 1
-    assert "nested more than 64 levels" in err.message
+@pytest.mark.parametrize("levels", [100, 500, 1000, MAX_DEPTH, MAX_NESTING])
+def test_deep_parentheses_match_like_rocketmq(levels: int) -> None:
+    """RocketMQ's parser accepts any nesting its stack allows; parentheses leave no node, so the tree is flat."""
+    text = "(" * levels + "a = '1'" + ")" * levels
+    sel = compile_selector(text)
+    assert sel.evaluate({"a": "1"}) and not sel.evaluate({"a": "2"}) and not sel.evaluate({})
+    assert reference_evaluate(sel.ast, {"a": "1"}) is True
+
+
+def test_parenthesis_nesting_limit() -> None:
+    compile_selector("(" * MAX_NESTING + "a = 1" + ")" * MAX_NESTING)
+    err = rejects("(" * (MAX_NESTING + 1) + "a = 1" + ")" * (MAX_NESTING + 1))
+    assert err.position == MAX_NESTING + 1
+    assert f"more than {MAX_NESTING} parentheses" in err.message
+
+
+@pytest.mark.parametrize("levels", [100, 999, 1000])
+def test_deep_not_and_unary_minus(levels: int) -> None:
+    sel = compile_selector("NOT " * levels + "(a = '1')")
+    want = levels % 2 == 0
+    assert sel.evaluate({"a": "1"}) is want and sel.evaluate({"a": "2"}) is not want
+    assert sel.evaluate_tristate({}) is None
+    assert reference_evaluate(sel.ast, {"a": "1"}) is want
+    neg = compile_selector("a > " + "- " * levels + "5")  # -(-(...5)): +5 or -5
+    assert neg.evaluate({"a": "0"}) is (levels % 2 == 1)
+    assert neg.evaluate({"a": "6"})
 
 
 def test_unary_depth_limit() -> None:
-    compile_selector("NOT " * (MAX_DEPTH - 2) + "a")  # Not^62(BoolCast(Property)) is 64 levels
-    assert "nested more than" in rejects("NOT " * MAX_DEPTH + "a").message
-    assert "nested more than" in rejects("a > " + "- " * (MAX_DEPTH + 1) + "5").message
+    """NOT and unary minus add a tree level each: past MAX_DEPTH the tree is too high (unary plus adds none)."""
+    compile_selector("NOT " * (MAX_DEPTH - 2) + "a")  # Not^(MAX_DEPTH-2)(BoolCast(Property)): MAX_DEPTH levels
+    err = rejects("NOT " * MAX_DEPTH + "a")
+    assert f"nested more than {MAX_DEPTH} levels" in err.message and err.position == 4 * MAX_DEPTH + 1  # at `a`
+    err = rejects("a > " + "- " * (MAX_DEPTH + 1) + "5")
+    assert "nested more than" in err.message and err.position == 5 + 2 * (MAX_DEPTH - 1)
+    check("a > " + "+ " * (MAX_NESTING - 1) + "5", {"a": "6"}, True)
+    assert f"more than {MAX_NESTING} parentheses" in rejects("+ " * (MAX_NESTING + 1) + "a").message
 
 
 def test_tree_height_limit() -> None:
     # A left-nested comparison chain builds a tall tree without any parentheses.
     compile_selector("a = 1" + " = TRUE" * (MAX_DEPTH - 2))
     err = rejects("a = 1" + " = TRUE" * MAX_DEPTH)
-    assert "nested more than 64 levels" in err.message
+    assert f"nested more than {MAX_DEPTH} levels" in err.message
+
+
+def test_ten_thousand_term_chains_compile_and_evaluate() -> None:
+    ors = " OR ".join(f"p{i} = '{i}'" for i in range(10_000))
+    sel = compile_selector(ors)
+    assert isinstance(sel.ast, Or) and len(sel.ast.operands) == 10_000
+    for props in ({"p9999": "9999"}, {"p0": "0"}, {"p5": "x"}, {}):
+        assert sel.evaluate_tristate(props) == reference_evaluate(sel.ast, props)
+    assert sel.evaluate({"p9999": "9999"}) and not sel.evaluate({"p1": "x"})
+    ands = " AND ".join(f"a > {i}" for i in range(10_000))
+    sel = compile_selector(ands)
+    assert sel.evaluate({"a": "10000"}) and not sel.evaluate({"a": "9999"})
+    check(ands, {"a": "x"}, "ERROR")
+
+
+def test_right_nested_chains_are_flattened() -> None:
+    """Machine-built ``(... OR (... OR (...)))`` is one n-ary OR: its height does not grow with its length."""
+    text = "a = '0'"
+    for i in range(1, 1500):
+        text = f"a = '{i}' OR ({text})"
+    sel = compile_selector(text)
+    assert isinstance(sel.ast, Or) and len(sel.ast.operands) == 1500 and depth(sel.ast) == 3
+    assert sel.evaluate({"a": "0"}) and sel.evaluate({"a": "1499"}) and not sel.evaluate({"a": "1500"})
+    mixed = "a = '0'"
+    for i in range(1, 600):  # alternating AND / OR cannot be merged: 600 levels of tree, still fine
+        mixed = f"a <> '{i}' {'AND' if i % 2 else 'OR'} ({mixed})"
+    sel = compile_selector(mixed)
+    for props in ({"a": "0"}, {"a": "5"}, {}, {"a": "599"}):
+        assert sel.evaluate_tristate(props) == reference_evaluate(sel.ast, props)
 
 
 def test_deep_inputs_never_hit_python_recursion() -> None:
-    for text in ["(" * 4000, "NOT " * 1000 + "a", "-" * 4000 + "1", "a" + " = a" * 1000, "((((" * 900]:
+    for text in ["(" * (2 * MAX_NESTING), "NOT " * (MAX_DEPTH + 5) + "a", "-" * (2 * MAX_DEPTH) + "1",
+                 "a" + " = a" * (MAX_DEPTH + 5), "((((" * MAX_NESTING, "NOT (" * MAX_NESTING]:  # fmt: skip
         with pytest.raises(SqlError):
             compile_selector(text)
 
@@ -175,7 +232,7 @@ def test_differences_are_documented_and_exported() -> None:
     for entry in DIFFERENCES_FROM_ROCKETMQ:
         assert entry in doc
     joined = " ".join(DIFFERENCES_FROM_ROCKETMQ)
-    for topic in ("left over", "LIKE", "EXISTS", "4096", "64", "1000"):
+    for topic in ("left over", "LIKE", "EXISTS", f"{MAX_LENGTH:,}", f"{MAX_NESTING:,}", f"{MAX_DEPTH:,}", "1,000"):
         assert topic in joined
 
 

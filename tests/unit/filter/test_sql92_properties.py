@@ -35,6 +35,7 @@ from sievemq.filter.sql92.ast import (
     StringTest,
     is_boolean,
     is_constant,
+    merge_operands,
 )
 from sievemq.filter.sql92.like import LikePattern, LikePatternError
 from sievemq.filter.sql92.values import JavaDouble, JavaInt, JavaLong, JavaValue, java_compare
@@ -141,8 +142,8 @@ def _extend(conditions: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
     ordered_operand = st.one_of(properties, int_literals, float_literals, negations)
     return st.one_of(
         conditions.map(Not),
-        st.lists(conditions, min_size=2, max_size=3).map(lambda ops: And(tuple(ops))),
-        st.lists(conditions, min_size=2, max_size=3).map(lambda ops: Or(tuple(ops))),
+        st.lists(conditions, min_size=2, max_size=3).map(lambda ops: And(merge_operands(And, ops))),
+        st.lists(conditions, min_size=2, max_size=3).map(lambda ops: Or(merge_operands(Or, ops))),
         st.builds(Compare, st.sampled_from(["=", "<>"]), any_operand, any_operand).filter(_valid_equality),
         st.builds(Compare, st.sampled_from(["<", "<=", ">", ">="]), ordered_operand, ordered_operand),
         st.builds(_between, ordered_operand, ordered_operand, ordered_operand, st.booleans()),
@@ -183,6 +184,19 @@ def _reference(tree: Expr, props: dict[str, str]) -> bool | str | None:
         return reference_evaluate(tree, props, strict=True)
     except SqlEvaluationError:
         return ERROR
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(selectors, min_size=2, max_size=4), st.sampled_from([And, Or]), st.integers(0, 2),
+       st.lists(property_maps, min_size=1, max_size=6))  # fmt: skip
+def test_merging_nested_and_or_changes_nothing(parts: list[Expr], kind: type[And] | type[Or], at: int,
+                                               maps: list[dict[str, str]]) -> None:  # fmt: skip
+    """``a OR (b OR c)`` as the parser builds it (one n-ary OR) evaluates like the nested tree, errors included."""
+    at = min(at, len(parts) - 2)
+    nested = kind((*parts[:at], kind(tuple(parts[at:]))))
+    merged = kind(merge_operands(kind, nested.operands))
+    for props in maps:
+        assert _reference(nested, props) == _reference(merged, props)
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -307,7 +307,7 @@ def test_double_equals_hint() -> None:
         ("a = 1 OR b = 2 AND c = 3", "(a = 1) OR ((b = 2) AND (c = 3))"),
         ("a = 1 AND b = 2 OR c = 3", "((a = 1) AND (b = 2)) OR (c = 3)"),
         ("a = 1 AND b = 2 AND c = 3", "(a = 1) AND (b = 2) AND (c = 3)"),
-        ("(a = 1 AND b = 2) AND c = 3", "((a = 1) AND (b = 2)) AND (c = 3)"),
+        ("(a = 1 AND b = 2) AND c = 3", "(a = 1) AND (b = 2) AND (c = 3)"),  # nested AND merged: one node
         ("a > 1 = b < 2", "(a > 1) = (b < 2)"),
         ("a = b IS NULL", "(a = b) IS NULL"),
         ("a IS NULL = TRUE", "(a IS NULL) = TRUE"),

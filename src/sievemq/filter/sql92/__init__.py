@@ -45,7 +45,8 @@ from __future__ import annotations
 from sievemq.filter.sql92.ast import Expr, to_sql
 from sievemq.filter.sql92.compiler import CACHE_SIZE, Matcher, Selector, clear_selector_cache, compile_selector
 from sievemq.filter.sql92.errors import SqlError, SqlEvaluationError
-from sievemq.filter.sql92.parser import MAX_DEPTH, MAX_IN_LIST, MAX_LENGTH, parse
+from sievemq.filter.sql92.limits import MAX_DEPTH, MAX_IN_LIST, MAX_LENGTH, MAX_NESTING
+from sievemq.filter.sql92.parser import parse
 from sievemq.filter.sql92.reference import reference_evaluate
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_IN_LIST",
     "MAX_LENGTH",
+    "MAX_NESTING",
     "Expr",
     "Matcher",
     "Selector",
@@ -78,9 +80,11 @@ DIFFERENCES_FROM_ROCKETMQ: list[str] = [
     "matches; in sievemq it is a real LIKE. (`a NOT LIKE 'x%'` is an error in RocketMQ.)",
     "`EXISTS(name)` is supported (TRUE when the property is present). In RocketMQ `EXISTS(a)` runs "
     "as the bare property `EXISTS` (leftover rule) and never matches.",
-    "Limits: at most 4096 characters, 64 levels of nesting (parentheses, unary operators and the "
-    "height of the syntax tree) and 1000 values per IN list. RocketMQ has no limits beyond the "
-    "JVM stack.",
+    f"Limits: at most {MAX_LENGTH:,} characters ({MAX_LENGTH // 1024} KiB: a 10,000-term chain fits), "
+    f"{MAX_NESTING:,} levels of parentheses and unary operators, a syntax tree {MAX_DEPTH:,} levels high "
+    "(`a OR (b OR (c ...))` is one level: nested operands of the same AND/OR are merged; NOT, unary minus and "
+    "chains of `=` add a level each) and "
+    f"{MAX_IN_LIST:,} values per IN list. RocketMQ has no limits beyond the JVM stack.",
     "Strings are sequences of Unicode code points, RocketMQ's are UTF-16 code units. The only "
     "visible effect is that CONTAINS/STARTSWITH/ENDSWITH with a search string holding an unpaired "
     "surrogate never matches in sievemq (such a string cannot travel in valid UTF-8 anyway).",

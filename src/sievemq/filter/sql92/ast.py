@@ -16,7 +16,8 @@ not take part in equality, so ``parse(to_sql(tree)) == tree``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -48,9 +49,12 @@ __all__ = [
     "depth",
     "is_boolean",
     "is_constant",
+    "merge_nested_logic",
+    "merge_operands",
     "properties_used",
     "to_sql",
     "walk",
+    "with_children",
 ]
 
 INT32_MIN = -(2**31)
@@ -291,6 +295,78 @@ def children(node: Expr) -> tuple[Expr, ...]:
             return (o, lo, hi)
         case _:
             return ()
+
+
+def merge_operands(kind: type[And] | type[Or], operands: Iterable[Expr]) -> tuple[Expr, ...]:
+    """The operands of an n-ary AND/OR with directly nested operands of the same kind spliced in.
+
+    ``a OR (b OR c)`` is ``a OR b OR c``: RocketMQ evaluates both left to right and stops at the same operand,
+    and three-valued AND/OR are associative, so nothing changes but the tree's height.
+    """
+    out: list[Expr] = []
+    for o in operands:
+        if isinstance(o, kind):
+            out.extend(o.operands)
+        else:
+            out.append(o)
+    return tuple(out)
+
+
+def with_children(node: Expr, kids: tuple[Expr, ...]) -> Expr:
+    """``node`` with its direct sub-expressions replaced by ``kids`` (same order as ``children``)."""
+    match node:
+        case In() | BoolCast():
+            operand = kids[0]
+            assert isinstance(operand, Property)  # the operand of IN and of a cast is always a property
+            return dataclasses.replace(node, operand=operand)
+        case Negate() | Not() | IsNull() | StringTest() | Like():
+            return dataclasses.replace(node, operand=kids[0])
+        case And() | Or():
+            return dataclasses.replace(node, operands=kids)
+        case Compare():
+            return dataclasses.replace(node, left=kids[0], right=kids[1])
+        case Between():
+            return dataclasses.replace(node, operand=kids[0], low=kids[1], high=kids[2])
+        case _:
+            return node
+
+
+def merge_nested_logic(root: Expr) -> Expr:
+    """The tree with every AND/OR operand of the same kind spliced into its parent (see ``merge_operands``).
+
+    Linear in the size of the tree and iterative: a 10,000-term ``a OR (b OR (c ...))`` becomes one OR node
+    without copying operand lists level by level.
+    """
+    inner: set[int] = set()  # ids of AND/OR nodes whose operands go to a same-kind parent
+    order: list[Expr] = []
+    stack = [root]
+    while stack:  # parents before children; ``order`` reversed is a post-order
+        node = stack.pop()
+        order.append(node)
+        kids = children(node)
+        if isinstance(node, And | Or):
+            inner.update(id(k) for k in kids if type(k) is type(node))
+        stack.extend(kids)
+    rebuilt: dict[int, Expr] = {}
+    for node in reversed(order):
+        if id(node) in inner:
+            continue  # expanded by its region's topmost AND/OR below
+        if isinstance(node, And | Or):
+            leaves: list[Expr] = []
+            todo = list(reversed(node.operands))
+            while todo:
+                k = todo.pop()
+                if id(k) in inner and type(k) is type(node):
+                    todo.extend(reversed(k.operands))
+                else:
+                    leaves.append(rebuilt[id(k)])
+            rebuilt[id(node)] = dataclasses.replace(node, operands=tuple(leaves))
+        else:
+            kids = children(node)
+            new = tuple(rebuilt[id(k)] for k in kids)
+            same = all(a is b for a, b in zip(new, kids, strict=True))
+            rebuilt[id(node)] = node if same else with_children(node, new)
+    return rebuilt[id(root)]
 
 
 def walk(node: Expr) -> Iterator[Expr]:

@@ -1,4 +1,7 @@
-"""Recursive-descent parser for RocketMQ SQL92 selectors (docs/protocol/sql92.md §3-§5).
+"""Recursive-descent parser for RocketMQ SQL92 selectors (docs/protocol/sql92.md §3-§5), on an explicit stack.
+
+Each grammar rule is a generator that yields the rules it needs (``_run`` keeps them on a list), so nesting costs
+heap memory, never Python's recursion limit (docs/protocol/sql92.md §6, ``limits.py``).
 
 Grammar (RocketMQ's, in precedence order, loosest first; all loops left-associative)::
 
@@ -32,6 +35,7 @@ continue the expression and silently ignores the rest; sievemq reports it.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 
 from sievemq.filter.sql92.ast import (
     And,
@@ -58,21 +62,16 @@ from sievemq.filter.sql92.ast import (
     children,
     is_boolean,
     is_constant,
+    merge_nested_logic,
     to_sql,
 )
 from sievemq.filter.sql92.errors import SqlError, SqlEvaluationError
 from sievemq.filter.sql92.lexer import Lexer, Token
 from sievemq.filter.sql92.like import LikePattern, LikePatternError
+from sievemq.filter.sql92.limits import MAX_DEPTH, MAX_IN_LIST, MAX_LENGTH, MAX_NESTING, recursion_headroom
 from sievemq.filter.sql92.values import INT64_MAX, JavaDouble, JavaInt, JavaLong, JavaValue, java_compare
 
-__all__ = ["MAX_DEPTH", "MAX_IN_LIST", "MAX_LENGTH", "parse"]
-
-MAX_LENGTH = 4096
-"""Longest accepted expression, in characters (RocketMQ has no limit)."""
-MAX_DEPTH = 64
-"""Deepest accepted nesting: parentheses and unary operators, and the height of the syntax tree."""
-MAX_IN_LIST = 1000
-"""Most values in one IN list."""
+__all__ = ["MAX_DEPTH", "MAX_IN_LIST", "MAX_LENGTH", "MAX_NESTING", "parse"]
 
 _ORDER_OPS = (">", ">=", "<", "<=")
 _STRING_TESTS: tuple[StringTestOp, ...] = ("CONTAINS", "STARTSWITH", "ENDSWITH")
@@ -91,7 +90,31 @@ def parse(text: str) -> Expr:
         raise SqlError(
             f"the expression is {len(text)} characters long; the limit is {MAX_LENGTH}", MAX_LENGTH + 1, text
         )
+    recursion_headroom()
     return _Parser(text).parse_selector()
+
+
+_Step = Generator["_Step", Expr, Expr]
+"""A grammar rule: a generator that yields the rules it needs parsed (receiving their trees) and returns its own
+tree. ``_run`` drives them with an explicit stack, so nesting costs heap, never Python's recursion limit."""
+
+
+def _run(rule: _Step) -> Expr:
+    """Parse with ``rule``: each yielded sub-rule is run to completion and its tree sent back."""
+    stack = [rule]
+    value: Expr | None = None
+    while True:
+        try:
+            sub = stack[-1].send(value) if value is not None else next(stack[-1])
+        except StopIteration as done:
+            stack.pop()
+            value = done.value
+            if not stack:
+                assert value is not None
+                return value
+            continue
+        stack.append(sub)
+        value = None
 
 
 def _describe(node: Expr) -> str:
@@ -159,8 +182,8 @@ class _Parser:
 
     def enter(self, token: Token) -> None:
         self.nesting += 1
-        if self.nesting > MAX_DEPTH:
-            raise self.error(f"the expression is nested more than {MAX_DEPTH} levels deep", token.pos)
+        if self.nesting > MAX_NESTING:
+            raise self.error(f"the expression nests more than {MAX_NESTING} parentheses and unary operators", token.pos)
 
     def as_boolean(self, node: Expr, context: str) -> Expr:
         """RocketMQ ``asBooleanExpression``: conditions pass, a property is cast, the rest fail."""
@@ -178,11 +201,12 @@ class _Parser:
     def parse_selector(self) -> Expr:
         if self.lex.peek().kind == "EOF":
             raise self.error("the expression is empty", 1)
-        node = self.or_expr()
+        node = _run(self.or_expr())
         node = self.as_boolean(node, "a selector")
         token = self.lex.peek()
         if token.kind != "EOF":
             raise self.error(self.leftover_message(token), token.pos)
+        node = merge_nested_logic(node)
         self.check_depth(node)
         return node
 
@@ -209,33 +233,33 @@ class _Parser:
                 raise self.error(f"the expression is nested more than {MAX_DEPTH} levels deep", node.pos)
             stack.extend((child, level + 1) for child in children(node))
 
-    def or_expr(self) -> Expr:
-        first = self.and_expr()
+    def or_expr(self) -> _Step:
+        first = yield self.and_expr()
         if not self.lex.peek().is_keyword("OR"):
             return first
         operands = [first]
         while self.lex.peek().is_keyword("OR"):
             self.lex.next()
-            operands.append(self.and_expr())
+            operands.append((yield self.and_expr()))
         return Or(tuple(self.as_boolean(o, "OR") for o in operands), pos=first.pos)
 
-    def and_expr(self) -> Expr:
-        first = self.eq_expr()
+    def and_expr(self) -> _Step:
+        first = yield self.eq_expr()
         if not self.lex.peek().is_keyword("AND"):
             return first
         operands = [first]
         while self.lex.peek().is_keyword("AND"):
             self.lex.next()
-            operands.append(self.eq_expr())
+            operands.append((yield self.eq_expr()))
         return And(tuple(self.as_boolean(o, "AND") for o in operands), pos=first.pos)
 
-    def eq_expr(self) -> Expr:
-        left = self.cmp_expr()
+    def eq_expr(self) -> _Step:
+        left = yield self.cmp_expr()
         while True:
             token = self.lex.peek()
             if token.is_op("=", "<>"):
                 self.lex.next()
-                right = self.cmp_expr()
+                right = yield self.cmp_expr()
                 op: CompareOp = "=" if token.value == "=" else "<>"
                 self.check_equality(op, left, right, token)
                 left = Compare(op, left, right, pos=left.pos)
@@ -268,13 +292,13 @@ class _Parser:
         if is_boolean(node):
             raise self.error(f"a condition cannot be used with {op}: only numbers and property names can", node.pos)
 
-    def cmp_expr(self) -> Expr:
-        left = self.unary()
+    def cmp_expr(self) -> _Step:
+        left = yield self.unary()
         while True:
             token = self.lex.peek()
             if token.is_op(*_ORDER_OPS):
                 self.lex.next()
-                right = self.unary()
+                right = yield self.unary()
                 op: CompareOp = token.value  # type: ignore[assignment]
                 self.check_order_operand(left, op)
                 self.check_order_operand(right, op)
@@ -296,7 +320,7 @@ class _Parser:
                 left = StringTest(test_op, left, value.value, negated, pos=left.pos)
             elif op_token.is_keyword("BETWEEN"):
                 self.lex.next()
-                left = self.between(left, negated, op_token)
+                left = yield self.between(left, negated, op_token)
             elif op_token.is_keyword("IN"):
                 self.lex.next()
                 left = self.in_list(left, negated, op_token)
@@ -306,13 +330,13 @@ class _Parser:
             else:
                 return left
 
-    def between(self, operand: Expr, negated: bool, token: Token) -> Expr:
+    def between(self, operand: Expr, negated: bool, token: Token) -> _Step:
         name = "NOT BETWEEN" if negated else "BETWEEN"
-        low = self.unary()
+        low = yield self.unary()
         and_token = self.lex.next()
         if not and_token.is_keyword("AND"):
             raise self.expected(f"AND in {name} ... AND ...", and_token)
-        high = self.unary()
+        high = yield self.unary()
         for side in (operand, low, high):
             self.check_order_operand(side, name)
         if not negated and is_constant(low) and is_constant(high):
@@ -364,29 +388,29 @@ class _Parser:
             raise self.error(f"bad LIKE pattern: {exc.message}", pattern.pos) from None
         return Like(operand, pattern.value, escape, negated, pos=operand.pos)
 
-    def unary(self) -> Expr:
+    def unary(self) -> _Step:
         token = self.lex.peek()
         if token.is_op("+"):
             self.lex.next()
             self.enter(token)
-            node = self.unary()
+            node = yield self.unary()
             self.nesting -= 1
             return node
         if token.is_op("-"):
             self.lex.next()
             self.enter(token)
-            node = Negate(self.unary(), pos=token.pos)
+            node = Negate((yield self.unary()), pos=token.pos)
             self.nesting -= 1
             return node
         if token.is_keyword("NOT"):
             self.lex.next()
             self.enter(token)
-            node = Not(self.as_boolean(self.unary(), "NOT"), pos=token.pos)
+            node = Not(self.as_boolean((yield self.unary()), "NOT"), pos=token.pos)
             self.nesting -= 1
             return node
-        return self.primary()
+        return (yield self.primary())
 
-    def primary(self) -> Expr:
+    def primary(self) -> _Step:
         token = self.lex.next()
         kind = token.kind
         if kind == "STRING":
@@ -413,7 +437,7 @@ class _Parser:
             return Property(token.text, pos=token.pos)
         if token.is_op("("):
             self.enter(token)
-            node = self.or_expr()
+            node = yield self.or_expr()
             close = self.lex.next()
             if not close.is_op(")"):
                 raise self.expected(f") to close the ( at column {token.pos}", close)

@@ -36,6 +36,7 @@ from sievemq.filter.sql92.ast import (
 )
 from sievemq.filter.sql92.errors import SqlEvaluationError
 from sievemq.filter.sql92.like import LikePattern
+from sievemq.filter.sql92.limits import recursion_headroom
 from sievemq.filter.sql92.values import (
     JavaDouble,
     JavaInt,
@@ -58,6 +59,7 @@ def reference_evaluate(node: Expr, props: Mapping[str, str], *, strict: bool = F
     throw) gives ``None`` — the message is not delivered either way — unless ``strict`` is true, in
     which case :class:`SqlEvaluationError` is raised.
     """
+    recursion_headroom()
     try:
         result = _Evaluator(props).eval(node)
     except SqlEvaluationError:
