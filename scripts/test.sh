@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+# Filter workers' seccomp layer loads the system's libseccomp (Debian's libseccomp2) through pyseccomp.
+if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -q && apt-get install -y -q libseccomp2
+fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 bash tests/interop/setup_clients.sh
 .venv/bin/ruff check src tests bench

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import sys
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import click
@@ -56,6 +57,11 @@ def main(log_level: str) -> None:
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"]), default=None, help="flush mode (default async)")
 @click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
+@click.option("--tls", "use_tls", is_flag=True, help="TLS on both ports, with a self-signed certificate in DATA/tls")
+@click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False), help="your certificate instead")
+@click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False), help="the key of --tls-cert")
+@click.option("--tls-mode", type=click.Choice(["enforcing", "permissive"]), default="enforcing", show_default=True,
+              help="with TLS: TLS only, or TLS and plain TCP on the same ports")  # fmt: skip
 def dev(
     data: str,
     host: str,
@@ -64,17 +70,28 @@ def dev(
     config_path: str | None,
     flush: str | None,
     filtersrv_nums: int | None,
+    use_tls: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_mode: str,
 ) -> None:
     """Run a name server and a broker in one process (data in a local folder).
 
     Topics are created on first send (auto-create on). Ctrl-C stops cleanly: the store is flushed and
-    marked clean, so the next start needs no recovery.
+    marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
+    (docs/protocol/tls.md); the banner says how to connect.
     """
     from sievemq.broker.controller import BrokerController
     from sievemq.namesrv.controller import NamesrvController
 
     try:
-        ns_cfg = load_config(NamesrvConfig, None, overrides={"listen_host": host, "listen_port": namesrv_port})
+        tls = None
+        if use_tls or tls_cert or tls_key:
+            from sievemq.devcert import dev_tls
+
+            tls = dev_tls(Path(data), (host,) if host not in ("0.0.0.0", "") else (), tls_mode, tls_cert, tls_key)
+        ns_overrides = {"listen_host": host, "listen_port": namesrv_port, **(tls.namesrv() if tls else {})}
+        ns_cfg = load_config(NamesrvConfig, None, overrides=ns_overrides)
         overrides: dict[str, Any] = {
             "listen_host": host,
             "broker_ip": host if host not in ("0.0.0.0", "") else "127.0.0.1",
@@ -87,6 +104,8 @@ def dev(
             overrides["flush_disk_type"] = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
         if filtersrv_nums is not None:
             overrides["filter_server_nums"] = filtersrv_nums
+        if tls is not None:
+            overrides.update(tls.broker())
         br_cfg = load_config(BrokerConfig, config_path, overrides=overrides)
     except SieveError as e:
         raise click.ClickException(str(e)) from None
@@ -104,6 +123,8 @@ def dev(
         click.echo(f"  name server  {ns.addr}")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
         click.echo(f"  data         {br_cfg.store_path_root_dir}")
+        for line in tls.connect_lines(ns.addr) if tls else ():
+            click.echo(line)
         click.echo("Press Ctrl-C to stop.", err=False)
         sys.stdout.flush()
         await stop.wait()

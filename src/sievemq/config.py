@@ -28,6 +28,10 @@ from sievemq.errors import ConfigError
 from sievemq.protocol.names import MAX_TOPIC_LENGTH, NAME_RE
 from sievemq.remoting.command import MAX_FRAME_LENGTH
 from sievemq.remoting.limits import ServerLimits
+from sievemq.remoting.tls import TlsMode
+from sievemq.tls_settings import CLIENT_SETTINGS as CLIENT_TLS
+from sievemq.tls_settings import SERVER_SETTINGS as SERVER_TLS
+from sievemq.tls_settings import TlsEnable, check_broker, server_tls
 
 T = TypeVar("T")
 
@@ -94,9 +98,11 @@ def setting(
     hi: float | None = None,
     above: float | None = None,
     fmt: Format | None = None,
+    secret: bool = False,
 ) -> Any:
-    """A config field: its ``doc`` (reference and ``--help``), its default and what it accepts (see ``Rule``)."""
-    return field(default=default, metadata={"doc": doc, "rule": Rule(lo, hi, above, fmt)})
+    """A config field: its ``doc`` (reference and ``--help``), its default and what it accepts (see ``Rule``); a
+    ``secret`` one is left out of the config's repr."""
+    return field(default=default, repr=not secret, metadata={"doc": doc, "rule": Rule(lo, hi, above, fmt)})
 
 
 def split_addrs(value: str) -> list[str]:
@@ -180,9 +186,26 @@ class NamesrvConfig:
     broker_expire_seconds: float = setting("drop a broker silent for this long", 120.0, above=0)
     scan_interval_seconds: float = setting("how often to look for expired brokers", 10.0, above=0)
     order_message_enable: bool = setting("fill orderTopicConf from KV namespace ORDER_TOPIC_CONFIG", False)
+    tls_mode: TlsMode = setting(*SERVER_TLS["mode"])
+    tls_server_cert_path: str = setting(*SERVER_TLS["cert"], fmt=EXISTING_FILE)
+    tls_server_key_path: str = setting(*SERVER_TLS["key"], fmt=EXISTING_FILE)
+    tls_server_key_password: str = setting(*SERVER_TLS["password"], secret=True)
+    tls_server_auth_client: bool = setting(*SERVER_TLS["auth_client"])
+    tls_server_trust_cert_path: str = setting(*SERVER_TLS["trust"], fmt=EXISTING_FILE)
+    acl_enable: bool = setting(
+        "require a signature of an admin account of aclFile for the write requests (register/unregister broker, "
+        "KV and topic deletion); reads stay open",
+        False,
+    )
+    acl_file: str = setting(
+        "the plain_acl.yml the name server checks against (needed when aclEnable)", "", fmt=EXISTING_FILE
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        server_tls(self)  # loads the TLS files: a bad one is a ConfigError naming its key
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError(key="aclFile", value=self.acl_file, allowed="the path of a plain_acl.yml when aclEnable")
 
 
 @dataclass(frozen=True)
@@ -295,6 +318,17 @@ class BrokerConfig:
         ServerLimits.warning_interval,
         above=0,
     )
+    tls_mode: TlsMode = setting(*SERVER_TLS["mode"])
+    tls_server_cert_path: str = setting(*SERVER_TLS["cert"], fmt=EXISTING_FILE)
+    tls_server_key_path: str = setting(*SERVER_TLS["key"], fmt=EXISTING_FILE)
+    tls_server_key_password: str = setting(*SERVER_TLS["password"], secret=True)
+    tls_server_auth_client: bool = setting(*SERVER_TLS["auth_client"])
+    tls_server_trust_cert_path: str = setting(*SERVER_TLS["trust"], fmt=EXISTING_FILE)
+    tls_enable: TlsEnable = setting(*CLIENT_TLS["enable"])
+    tls_client_trust_cert_path: str = setting(*CLIENT_TLS["trust"], fmt=EXISTING_FILE)
+    tls_client_auth_server: bool = setting(*CLIENT_TLS["auth_server"])
+    tls_client_cert_path: str = setting(*CLIENT_TLS["cert"], fmt=EXISTING_FILE)
+    tls_client_key_path: str = setting(*CLIENT_TLS["key"], fmt=EXISTING_FILE)
     enable_property_filter: bool = setting("allow SQL92 subscriptions", True)
     enable_calc_filter_bit_map: bool = setting(
         "compute Bloom bitmaps of SQL92 groups at dispatch, so pulls skip non-matching messages unread", True
@@ -310,9 +344,29 @@ class BrokerConfig:
         "rocketmq: RocketMQ's behaviour (newest subscription wins, messages can be lost), with a warning",
         "strict",
     )
+    acl_enable: bool = setting(
+        "check every request against aclFile (RocketMQ's plain ACL: signatures, PUB/SUB per topic and group, "
+        "admin-only codes); refusals are code 16",
+        False,
+    )
+    acl_file: str = setting(
+        "the plain_acl.yml, reloaded when it changes (empty: plain_acl.yml in storePathRootDir)", "", fmt=EXISTING_FILE
+    )
+    acl_access_key: str = setting(
+        "account the broker signs its own requests with (registrations with name servers, and the requests of "
+        "the filter servers it starts); an admin account where they check ACL",
+        "",
+    )
+    acl_secret_key: str = setting(
+        "secret key of aclAccessKey (prefer the environment: SIEVEMQ_ACL_SECRET_KEY)", "", secret=True
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_broker(self)  # loads the TLS files: a bad one is a ConfigError naming its key
+        if bool(self.acl_access_key) != bool(self.acl_secret_key):
+            key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
+            raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")
         if self.listen_vip_channel and self.listen_port < 2:
             raise ConfigError(
                 key="listenPort",

@@ -60,9 +60,11 @@ async def register(
     return await conn.request(cmd, timeout)
 
 
-def signed(account: str, secret: str, group: str, topic: str, class_name: str, source: str) -> dict[str, str]:
-    """The Signature/AccessKey extFields of an upload."""
-    return signed_fields(account, secret, group, topic, class_name, source)
+def signed(
+    account: str, secret: str, group: str, topic: str, class_name: str, source: str, *, to: str, **kw: Any
+) -> dict[str, str]:
+    """The signature extFields of an upload to the filter server at ``to`` (fresh timestamp and nonce)."""
+    return signed_fields(account, secret, group, topic, class_name, source, to, **kw)
 
 
 async def class_pull(
@@ -122,6 +124,16 @@ async def drain(
         assert p.next_begin_offset > offset
         out += p.messages
         offset = p.next_begin_offset
+
+
+BIG_EU_SOURCE = """
+import json
+
+def BigEuOrders(msg):
+    order = json.loads(msg.body)
+    return order["region"] == "eu" and order["amount"] > 100
+"""
+"""Uploaded source of ``BigEuOrders``, the same test as ``shop.filters:big_eu_orders``."""
 
 
 def order(i: int) -> bytes:

@@ -25,21 +25,23 @@ from sievemq import (
 from sievemq.client import api
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.filtersrv.cli import fetch_status
-from sievemq.filtersrv.signing import filter_class_crc, verify_upload
+from sievemq.filtersrv.signing import (
+    ACCESS_KEY_FIELD,
+    NONCE_FIELD,
+    SIGNATURE_FIELD,
+    TIMESTAMP_FIELD,
+    Upload,
+    filter_class_crc,
+    verify_upload,
+)
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
+from tests.filtersrv.helpers import BIG_EU_SOURCE as SOURCE
 from tests.filtersrv.helpers import is_big_eu, send_orders, until
 from tests.support import wire
 
 NAMED = "shop.filters:big_eu_orders"
-SOURCE = """
-import json
-
-def BigEuOrders(msg):
-    order = json.loads(msg.body)
-    return order["region"] == "eu" and order["amount"] > 100
-"""
 _instances = itertools.count(1)
 
 
@@ -92,9 +94,13 @@ def test_selector_function_is_class_filter_mode() -> None:
     fn = up.filter_function
     assert fn is not None and fn.kind == "source" and fn.crc == filter_class_crc(SOURCE.encode())
     assert SECRET not in repr(up)
-    fields = fn.register_fields("g", "Orders")
-    assert fields["className"] == "BigEuOrders" and fields["classCRC"] == fn.crc and fields["AccessKey"] == ACCOUNT
-    assert verify_upload(SECRET, "g", "Orders", "BigEuOrders", fn.body, fields["Signature"])
+    fields = fn.register_fields("g", "Orders", "127.0.0.1:4001")
+    assert fields["className"] == "BigEuOrders" and fields["classCRC"] == fn.crc
+    assert fields[ACCESS_KEY_FIELD] == ACCOUNT
+    upload = Upload(ACCOUNT, "g", "Orders", "BigEuOrders", "127.0.0.1:4001", int(fields[TIMESTAMP_FIELD]),
+                    fields[NONCE_FIELD], fn.body)  # fmt: skip
+    assert verify_upload(SECRET, upload, fields[SIGNATURE_FIELD])
+    assert fn.register_fields("g", "Orders", "127.0.0.1:4001")[NONCE_FIELD] != fields[NONCE_FIELD]  # fresh each time
     with pytest.raises(ValueError):
         Selector.function_source(SOURCE, name="shop:BigEuOrders", access_key=ACCOUNT, secret=SECRET)
     with pytest.raises(ValueError):

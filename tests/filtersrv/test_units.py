@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import zlib
 from pathlib import Path
@@ -15,7 +16,7 @@ from sievemq.errors import ConfigError, RemotingError
 from sievemq.filtersrv.config import load_filtersrv_config
 from sievemq.filtersrv.processors import split_records
 from sievemq.filtersrv.registry import FilterRegistry, FunctionSpec, RegistrationPolicy
-from sievemq.filtersrv.signing import filter_class_crc, sign_upload, signed_fields, verify_upload
+from sievemq.filtersrv.signing import Upload, filter_class_crc, sign_upload, signed_fields, verify_upload
 from sievemq.filtersrv.workers import FilterFailure, PoolSettings, WorkerPool
 from sievemq.protocol.message import MessageExt, encode_record
 from sievemq.protocol.reasons import Reason
@@ -49,7 +50,17 @@ def filters_dir(tmp_path: Path) -> Path:
     (tmp_path / "shop").mkdir()
     (tmp_path / "shop" / "__init__.py").write_text("")
     (tmp_path / "shop" / "filters.py").write_text(SHOP_FILTERS)
+    tmp_path.chmod(0o755)  # workers run as an unprivileged user: the operator's folder must be readable to it
     return tmp_path
+
+
+FS = "127.0.0.1:4001"
+"""The filter server the unit tests' uploads are signed for."""
+
+
+def fresh(source: bytes, account: str = "a") -> dict[str, str]:
+    """Signature fields of an upload of ``F`` for group g on topic T (a new nonce each call)."""
+    return signed_fields(account, "k", "g", "T", "F", source, FS)
 
 
 def src(name: str, body: str) -> FunctionSpec:
@@ -90,7 +101,7 @@ async def test_pool_runs_functions_and_survives_every_failure(filters_dir: Path)
         assert await pool.run(src("Chatty", "print('hello from a filter')\nreturn True"), blob, 12) == list(range(12))
 
         failures = {
-            "raise": (src("Boom", "return {}['x']"), "KeyError: 'x'"),
+            "raise": (src("Boom", "return {}['x']"), "KeyError at line 2: return {}['x']"),
             "result": (src("NoReturn", "pass"), "returned None"),
             "memory": (src("Hog", "h = []\nwhile True:\n    h.append(bytearray(1 << 24))"), "memory limit"),
             "timeout": (src("Spin", "while True:\n    pass"), "1 s time limit"),
@@ -204,16 +215,15 @@ def test_policy() -> None:
             pol.spec_for("g", "T", bad, 1, b"", {})
         assert ei.value.code == code, bad
     source = b"def F(msg):\n    return True\n"
-    ok = signed_fields("a", "k", "g", "T", "F", source)
-    spec = pol.spec_for("g", "T", "F", filter_class_crc(source), source, ok)
+    spec = pol.spec_for("g", "T", "F", filter_class_crc(source), source, fresh(source), FS)
     assert spec.kind == "source" and spec.source == source.decode()
     with pytest.raises(RemotingError, match="classCRC"):
-        pol.spec_for("g", "T", "F", 5, source, ok)
+        pol.spec_for("g", "T", "F", 5, source, fresh(source), FS)
     with pytest.raises(RemotingError, match="does not verify"):
-        pol.spec_for("g2", "T", "F", filter_class_crc(source), source, ok)
+        pol.spec_for("g2", "T", "F", filter_class_crc(source), source, fresh(source), FS)
     off = RegistrationPolicy(modules=("shop.filters",))
     with pytest.raises(RemotingError) as ei:
-        off.spec_for("g", "T", "F", filter_class_crc(source), source, ok)
+        off.spec_for("g", "T", "F", filter_class_crc(source), source, fresh(source), FS)
     assert ei.value.code == ResponseCode.NO_PERMISSION
 
 
@@ -224,20 +234,21 @@ def test_policy_refusals_carry_reasons() -> None:
     cases = [
         (("g", "T", "ops.rules:f", 1, b"", {}), Reason.FILTER_NOT_ALLOWED),
         (("g", "T", "nocolon", 1, b"", {}), Reason.FILTER_INVALID),
-        (("g", "T", "F", crc, source, signed_fields("b", "k", "g", "T", "F", source)), Reason.FILTER_NOT_ALLOWED),
-        (("g", "T", "F", crc + 1, source, signed_fields("a", "k", "g", "T", "F", source)), Reason.FILTER_INVALID),
+        (("g", "T", "F", crc, source, fresh(source, "b")), Reason.FILTER_NOT_ALLOWED),
+        (("g", "T", "F", crc + 1, source, fresh(source)), Reason.FILTER_INVALID),
     ]
     for args, reason in cases:
         with pytest.raises(RemotingError) as ei:
-            pol.spec_for(*args)  # type: ignore[arg-type]
+            pol.spec_for(*args, FS)  # type: ignore[arg-type]
         assert ei.value.reason == reason, args
 
 
 def test_signing() -> None:
-    sig = sign_upload("k", "g", "T", "F", "src")
-    assert len(sig) == 64 and verify_upload("k", "g", "T", "F", b"src", sig.upper())
-    assert not verify_upload("", "g", "T", "F", "src", sign_upload("", "g", "T", "F", "src"))
-    assert not verify_upload("k", "g", "T", "F", "src2", sig)
+    up = Upload("a", "g", "T", "F", FS, 1_700_000_000_000, "n" * 32, b"src")
+    sig = sign_upload("k", up)
+    assert len(sig) == 64 and verify_upload("k", up, sig.upper())
+    assert not verify_upload("", up, sign_upload("", up))
+    assert not verify_upload("k", dataclasses.replace(up, source=b"src2"), sig)
     assert filter_class_crc("abc") == zlib.crc32(b"abc") & 0x7FFFFFFF
 
 

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import orjson
 
+from sievemq.filtersrv.signing import ACCESS_KEY_FIELD as ACCESS_KEY
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
+from tests.filtersrv.helpers import BIG_EU_SOURCE as SOURCE
 from tests.filtersrv.helpers import drain, register, send_orders, signed
 
 TOPIC = "Uploads"
 GROUP = "uploaders"
-SOURCE = """
-import json
-
-def BigEuOrders(msg):
-    order = json.loads(msg.body)
-    return order["region"] == "eu" and order["amount"] > 100
-"""
 ALL_B = "def OnlyB(msg):\n    return msg.tags == 'B'\n"
 
 
@@ -42,7 +37,7 @@ async def test_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
         TOPIC,
         "BigEuOrders",
         SOURCE,
-        extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE),
+        extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE, to=off.addr),
     )
     assert resp.code == ResponseCode.NO_PERMISSION
     assert "clientUploadFilterEnable=false" in (resp.remark or "")
@@ -50,7 +45,12 @@ async def test_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
     # Uploads on but no secret configured: nothing can verify.
     conn_on = await open_conn(conns, on)
     resp = await register(
-        conn_on, GROUP, TOPIC, "BigEuOrders", SOURCE, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE)
+        conn_on,
+        GROUP,
+        TOPIC,
+        "BigEuOrders",
+        SOURCE,
+        extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE, to=on.addr),
     )
     assert resp.code == ResponseCode.NO_PERMISSION and "no uploadSecret" in (resp.remark or "")
 
@@ -69,13 +69,16 @@ async def test_signed_uploads(fc: FilterCluster, conns: list[Connection]) -> Non
     await send_orders(bconn, TOPIC, range(40), queues=1)
     name = "BigEuOrders"
 
+    def sign(*args: str) -> dict[str, str]:
+        return signed(*args, to=fs.addr)
+
     refusals = {
         "no signature": {},
-        "no account": {"Signature": signed(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE)["Signature"]},
-        "unknown account": signed("mallory", SECRET, GROUP, TOPIC, name, SOURCE),
-        "wrong secret": signed(ACCOUNT, "guess", GROUP, TOPIC, name, SOURCE),
-        "signed for another group": signed(ACCOUNT, SECRET, "other", TOPIC, name, SOURCE),
-        "signed other source": signed(ACCOUNT, SECRET, GROUP, TOPIC, name, ALL_B),
+        "no account": {k: v for k, v in sign(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE).items() if k != ACCESS_KEY},
+        "unknown account": sign("mallory", SECRET, GROUP, TOPIC, name, SOURCE),
+        "wrong secret": sign(ACCOUNT, "guess", GROUP, TOPIC, name, SOURCE),
+        "signed for another group": sign(ACCOUNT, SECRET, "other", TOPIC, name, SOURCE),
+        "signed other source": sign(ACCOUNT, SECRET, GROUP, TOPIC, name, ALL_B),
     }
     for why, extra in refusals.items():
         resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=extra)
@@ -87,22 +90,22 @@ async def test_signed_uploads(fc: FilterCluster, conns: list[Connection]) -> Non
 
     # Signed, but not Python (a 4.x Java class filter), or a wrong CRC: clear errors.
     java = "public class BigEuOrders implements MessageFilter { }"
-    resp = await register(fconn, GROUP, TOPIC, name, java, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, name, java))
+    resp = await register(fconn, GROUP, TOPIC, name, java, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, name, java))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "must be Python" in (resp.remark or "")
     resp = await register(
-        fconn, GROUP, TOPIC, name, SOURCE, crc=12345, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE)
+        fconn, GROUP, TOPIC, name, SOURCE, crc=12345, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE)
     )
     assert resp.code == ResponseCode.SYSTEM_ERROR and "classCRC 12345" in (resp.remark or "")
 
     # Signed and valid: accepted, and the consumer gets exactly the matches.
-    resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE))
+    resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     msgs, _ = await drain(fconn, GROUP, TOPIC, 0)
     assert [orjson.loads(m.body)["id"] for m in msgs] == [10, 15, 30, 35]
 
     # Replacing the function for the group (a new CRC) takes effect for the next pull.
     resp = await register(
-        fconn, GROUP, TOPIC, "OnlyB", ALL_B, extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "OnlyB", ALL_B)
+        fconn, GROUP, TOPIC, "OnlyB", ALL_B, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, "OnlyB", ALL_B)
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     msgs, _ = await drain(fconn, GROUP, TOPIC, 0)

@@ -35,9 +35,9 @@ class Cluster:
         proc.start()
         return proc
 
-    def namesrv(self, name: str = "ns") -> Proc:
-        """Start a name server."""
-        return self._start(namesrv_proc(self.tmp, name))
+    def namesrv(self, name: str = "ns", *extra: str) -> Proc:
+        """Start a name server (``extra``: more flags)."""
+        return self._start(namesrv_proc(self.tmp, name, *extra))
 
     def broker(
         self,

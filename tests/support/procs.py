@@ -120,10 +120,10 @@ def _soft_nofile(limit: int) -> Callable[[], None]:
     return apply
 
 
-def namesrv_proc(tmp: Path, name: str = "ns") -> Proc:
-    """A name server on a free port (not started)."""
+def namesrv_proc(tmp: Path, name: str = "ns", *extra: str) -> Proc:
+    """A name server on a free port (not started); ``extra`` flags are added to its command line."""
     port = free_port()
-    return Proc(["namesrv", "--listen-port", str(port)], port, tmp / f"{name}.log")
+    return Proc(["namesrv", "--listen-port", str(port), *extra], port, tmp / f"{name}.log")
 
 
 def broker_proc(

@@ -7,12 +7,14 @@ from typing import Any
 
 import orjson
 
+from sievemq.acl.signature import RequestSigner
 from sievemq.errors import RemotingError
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
+from sievemq.remoting.tls import ClientTls
 
 
 @dataclass(frozen=True)
@@ -27,10 +29,19 @@ class BrokerInfo:
 class AdminClient:
     """Administration over name servers (``host:port;host:port``)."""
 
-    def __init__(self, namesrv: str, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        timeout: float = 5.0,
+        access_key: str = "",
+        secret_key: str = "",
+        tls: ClientTls | None = None,
+    ) -> None:
         self.namesrv = [a.strip() for a in namesrv.replace(",", ";").split(";") if a.strip()]
         self.timeout = timeout
-        self.pool = ConnectionPool()
+        signer = RequestSigner(access_key, secret_key) if access_key else None
+        self.pool = ConnectionPool(rpc_hook=signer, tls=tls.context() if tls is not None else None)
+        """Every request is signed with ``access_key`` when given (brokers and name servers with ACL on)."""
 
     async def close(self) -> None:
         """Close connections."""

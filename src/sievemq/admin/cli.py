@@ -8,8 +8,11 @@ from typing import Any
 
 import click
 
+from sievemq.acl.credentials import Credentials, credential_options, keys_of
 from sievemq.errors import SieveError
 from sievemq.protocol.names import is_system_topic
+from sievemq.remoting.tls import ClientTls
+from sievemq.tls_cli import tls_options
 
 # ------------------------------------------------------------------------------------------------ topics
 namesrv_option = click.option(
@@ -22,11 +25,15 @@ namesrv_option = click.option(
 )
 
 
-def _admin(namesrv_addr: str, fn: Callable[[Any], Awaitable[None]]) -> None:
+def _admin(
+    namesrv_addr: str, fn: Callable[[Any], Awaitable[None]], credentials: Credentials | None, tls: ClientTls | None
+) -> None:
     from sievemq.admin.api import AdminClient
 
+    ak, sk = keys_of(credentials)
+
     async def go() -> None:
-        async with AdminClient(namesrv_addr) as admin:
+        async with AdminClient(namesrv_addr, access_key=ak, secret_key=sk, tls=tls) as admin:
             await fn(admin)
 
     try:
@@ -45,13 +52,23 @@ def topic() -> None:
 @topic.command("create")
 @click.argument("name")
 @namesrv_option
+@credential_options
+@tls_options
 @click.option("--queues", "-q", default=8, show_default=True, help="read and write queues per broker")
 @click.option("--perm", default=6, show_default=True, help="permission bits: 4 read, 2 write")
 @click.option("--order", is_flag=True, help="mark the topic as ordered")
 @click.option("--broker", "-b", default=None, help="create on this broker (host:port) only")
 @click.option("--cluster", "-c", default=None, help="create on every master of this cluster (default: all)")
 def topic_create(
-    name: str, namesrv: str, queues: int, perm: int, order: bool, broker: str | None, cluster: str | None
+    name: str,
+    namesrv: str,
+    queues: int,
+    perm: int,
+    order: bool,
+    broker: str | None,
+    cluster: str | None,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
 ) -> None:
     """Create (or update) topic NAME."""
 
@@ -59,13 +76,15 @@ def topic_create(
         targets = await admin.create_topic(name, queues, perm, order, broker=broker, cluster=cluster)
         click.echo(f"topic {name}: {queues} queues on {', '.join(targets)}")
 
-    _admin(namesrv, go)
+    _admin(namesrv, go, credentials, tls)
 
 
 @topic.command("list")
 @namesrv_option
+@credential_options
+@tls_options
 @click.option("--all", "show_all", is_flag=True, help="include system topics (retry, DLQ, TBW102, ...)")
-def topic_list(namesrv: str, show_all: bool) -> None:
+def topic_list(namesrv: str, show_all: bool, credentials: Credentials | None, tls: ClientTls | None) -> None:
     """List topics with their queues and message counts."""
     from sievemq.errors import RemotingError
 
@@ -91,21 +110,25 @@ def topic_list(namesrv: str, show_all: bool) -> None:
                 parts.append(f"{qd.broker_name}:{qd.write_queue_nums}q")
             click.echo(f"{t:40} {' '.join(parts):30} {total} messages")
 
-    _admin(namesrv, go)
+    _admin(namesrv, go, credentials, tls)
 
 
 @topic.command("delete")
 @click.argument("name")
 @namesrv_option
+@credential_options
+@tls_options
 @click.option("--cluster", "-c", default=None, help="delete on this cluster's brokers only (default: all)")
-def topic_delete(name: str, namesrv: str, cluster: str | None) -> None:
+def topic_delete(
+    name: str, namesrv: str, cluster: str | None, credentials: Credentials | None, tls: ClientTls | None
+) -> None:
     """Delete topic NAME, its queues, messages' index entries and consumer offsets."""
 
     async def go(admin: Any) -> None:
         targets = await admin.delete_topic(name, cluster)
         click.echo(f"topic {name} deleted on {', '.join(targets)}")
 
-    _admin(namesrv, go)
+    _admin(namesrv, go, credentials, tls)
 
 
 @click.group()
@@ -116,8 +139,12 @@ def group() -> None:
 @group.command("status")
 @click.argument("name")
 @namesrv_option
+@credential_options
+@tls_options
 @click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
-def group_status(name: str, namesrv: str, as_json: bool) -> None:
+def group_status(
+    name: str, namesrv: str, as_json: bool, credentials: Credentials | None, tls: ClientTls | None
+) -> None:
     """Show consumer group NAME: each client, its expressions, consistent or not, its queues, and the lag."""
     import orjson
 
@@ -143,14 +170,18 @@ def group_status(name: str, namesrv: str, as_json: bool) -> None:
                 click.echo(f"    queues pulled lately: {queues}")
             click.echo(f"  inconsistencies seen since start: {st['inconsistenciesSeen']}")
 
-    _admin(namesrv, go)
+    _admin(namesrv, go, credentials, tls)
 
 
 @group.command("filters")
 @click.argument("name")
 @namesrv_option
+@credential_options
+@tls_options
 @click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
-def group_filters(name: str, namesrv: str, as_json: bool) -> None:
+def group_filters(
+    name: str, namesrv: str, as_json: bool, credentials: Credentials | None, tls: ClientTls | None
+) -> None:
     """Show what consumer group NAME's filters matched and filtered out (by tag hash, Bloom bitmap, evaluation)."""
     import orjson
 
@@ -174,7 +205,7 @@ def group_filters(name: str, namesrv: str, as_json: bool) -> None:
                     f"evaluation errors {c['evaluation_errors']}"
                 )
 
-    _admin(namesrv, go)
+    _admin(namesrv, go, credentials, tls)
 
 
 @click.command()
@@ -184,7 +215,18 @@ def group_filters(name: str, namesrv: str, as_json: bool) -> None:
 @click.option("--last", default=1000, show_default=True, help="examine the last N messages of each queue")
 @click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
 @namesrv_option
-def explain(topic: str, sql: str | None, tag: str | None, last: int, as_json: bool, namesrv: str) -> None:
+@credential_options
+@tls_options
+def explain(
+    topic: str,
+    sql: str | None,
+    tag: str | None,
+    last: int,
+    as_json: bool,
+    namesrv: str,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
+) -> None:
     """Run a selector over a topic's stored messages: how many match, a sample, and where the time went.
 
     Answers "why don't I get my messages?": it shows messages that did not match and why (FALSE, NULL because a
@@ -226,7 +268,7 @@ def explain(topic: str, sql: str | None, tag: str | None, last: int, as_json: bo
                     f"  {row.get('why', '')}"
                 )
 
-    _admin(namesrv, go)
+    _admin(namesrv, go, credentials, tls)
 
 
 COMMANDS = [topic, group, explain]

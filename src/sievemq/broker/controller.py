@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from sievemq.broker.access import broker_acl, broker_signer, filtersrv_env
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.config_files import ConfigWriter
 from sievemq.broker.filter_manager import ConsumerFilterManager
@@ -39,6 +40,7 @@ from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
 from sievemq.store import MessageStore, PutStatus
 from sievemq.store.delay_levels import parse_levels
+from sievemq.tls_settings import outgoing_tls, server_tls
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,8 @@ class BrokerController:
         self.stats = BrokerStats()
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
-        table = ProcessorTable("broker", check_request)
+        self.acl = broker_acl(config)
+        table = ProcessorTable("broker", check_request, self.acl)
         for proc in self._processors(len(levels)):
             proc.register(table)
         self.filter_servers = FilterServerManager(
@@ -90,16 +93,24 @@ class BrokerController:
             listen_host=config.listen_host,
             advertised_ip=config.broker_ip,
             config_path=config.filter_server_config or None,
+            env=filtersrv_env(config, self.acl),
         )
         self.filter_servers.register(table)
         self.table = table
         limits = config.server_limits()
-        self.server = RemotingServer(table, config.listen_host, config.listen_port, self._on_close, limits)
+        tls = server_tls(config)  # the VIP channel has the same TLS as the main port
+        self.server = RemotingServer(table, config.listen_host, config.listen_port, self._on_close, limits, tls)
         self.vip_server: RemotingServer | None = None
         if config.listen_vip_channel:
-            self.vip_server = RemotingServer(table, config.listen_host, config.listen_port - 2, self._on_close, limits)
+            vip_port = config.listen_port - 2
+            self.vip_server = RemotingServer(table, config.listen_host, vip_port, self._on_close, limits, tls)
         self.registrar = NamesrvRegistrar(
-            config.namesrv_list(), self._register_header(), self._register_body, config.register_broker_interval_seconds
+            config.namesrv_list(),
+            self._register_header(),
+            self._register_body,
+            config.register_broker_interval_seconds,
+            broker_signer(config),
+            outgoing_tls(config),
         )
         self._tasks: list[asyncio.Task[None]] = []
 

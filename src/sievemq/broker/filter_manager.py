@@ -179,6 +179,10 @@ class ConsumerFilterManager:
         if not self._dirty:
             return
         self._dirty = False
+        self._save(self.path, self.document())
+
+    def document(self) -> dict[str, Any]:
+        """The filters as ``consumerFilter.json`` holds them (also what a slave copies)."""
         filters: list[dict[str, Any]] = [
             {
                 "group": e.group,
@@ -190,4 +194,15 @@ class ConsumerFilterManager:
             }
             for _, e in sorted(self.entries.items())
         ]
-        self._save(self.path, {"filters": filters})
+        return {"filters": filters}
+
+    def replace_from(self, document: dict[str, Any]) -> None:
+        """Hold exactly the filters of ``document`` (a master's): born times kept, so bitmaps are trusted alike."""
+        wanted = {(str(i["group"]), str(i["topic"])): i for i in document.get("filters") or []}
+        for key in [k for k in self.entries if k not in wanted]:
+            self._remove(key)
+        for (group, topic), item in wanted.items():
+            entry = self.register(group, topic, str(item["expression"]), int(item.get("clientVersion", 0)))
+            if entry is not None and entry.born_time != int(item.get("bornTime", entry.born_time)):
+                entry.born_time = int(item["bornTime"])
+                self._dirty = True

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sievemq.errors import RemotingError
@@ -62,6 +62,7 @@ class FilterServerManager:
         expire_seconds: float = FILTER_SERVER_EXPIRE_SECONDS,
         scan_interval: float = 5.0,
         on_change: Callable[[], None] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.broker_addr = broker_addr
         self.broker_name = broker_name
@@ -71,6 +72,8 @@ class FilterServerManager:
         self.advertised_ip = advertised_ip
         self.config_path = config_path
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})
+        """Added to the environment of the filter servers this broker starts (their ACL settings)."""
         self.expire_seconds = expire_seconds
         self.scan_interval = scan_interval
         self.on_change = on_change
@@ -166,7 +169,8 @@ class FilterServerManager:
 
     def _spawn(self, child: _Child) -> None:
         try:
-            child.popen = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL)
+            env = {**os.environ, **self.env} if self.env else None
+            child.popen = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, env=env)
         except OSError as e:
             log.error("cannot start filter server %d: %s", child.slot, e)
             child.popen = None

@@ -106,6 +106,20 @@ class SubscriptionGroupManager:
         self.persist()
         return gc
 
+    def replace_all(self, table: dict[str, Any]) -> bool:
+        """Hold exactly the groups of a master's ``subscriptionGroupTable`` (a slave's copy); True if it changed."""
+        new: dict[str, GroupConfig] = {}
+        for name, cfg in table.items():
+            try:
+                new[name] = GroupConfig.from_json(cfg)
+            except ValueError as e:
+                log.error("master's group %.160r skipped: %s", name, e)
+        if new == self.table:
+            return False
+        self.table = new
+        self.persist()
+        return True
+
     def delete(self, group: str) -> bool:
         """Remove a group; True if it existed."""
         if self.table.pop(group, None) is None:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.store.jsonfile import atomic_write_json, read_json
 
 
@@ -34,11 +35,13 @@ class ConsumerOffsetManager:
         if document is not None:
             self._save(self.path, document)
 
-    def take_snapshot(self, force: bool = False) -> dict[str, Any] | None:
-        """The document to write when the table changed since the last snapshot (or ``force``); marks it clean."""
+    def take_snapshot(self, force: bool = False, mark: bool = True) -> dict[str, Any] | None:
+        """The document to write when the table changed since the last snapshot (or ``force``); marks it clean
+        (unless not ``mark``: a copy for a replica)."""
         if not (self._dirty or force):
             return None
-        self._dirty = False
+        if mark:
+            self._dirty = False
         return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())}}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -49,6 +52,26 @@ class ConsumerOffsetManager:
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
             self._dirty = True
+
+    def merge_max(self, table: dict[str, Any]) -> int:
+        """Take, per queue, the larger of ours and ``table``'s offset (RocketMQ's ``offsetTable`` form); returns how
+        many queues moved. Replicas converge this way (docs/protocol/replication.md §4); ValueError if malformed."""
+        moved = 0
+        for key, queues in table.items():
+            topic, sep, group = str(key).partition("@")
+            if not sep or topic_problem(topic) or group_problem(group) or not isinstance(queues, dict):
+                raise ValueError(f"bad offset table entry {str(key)[:80]!r}")
+            mine = self.table.setdefault(f"{topic}@{group}", {})
+            for q, o in queues.items():
+                qid, off = int(q), int(o)
+                if not 0 <= qid < 1 << 31 or not 0 <= off < 1 << 63:
+                    raise ValueError(f"bad offset {o!r} of queue {q!r} in {str(key)[:80]!r}")
+                if off > mine.get(qid, -1):
+                    mine[qid] = off
+                    moved += 1
+        if moved:
+            self._dirty = True
+        return moved
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1."""

@@ -11,13 +11,14 @@ import orjson
 
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
-from sievemq.remoting.connection import ConnectionPool
+from sievemq.remoting.connection import ConnectionPool, RpcHook
+from sievemq.remoting.tls import ClientTls
 
 log = logging.getLogger(__name__)
 
 
 class NamesrvRegistrar:
-    """Sends REGISTER_BROKER to each configured name server."""
+    """Sends REGISTER_BROKER to each configured name server (signed by ``rpc_hook`` when the broker has an account)."""
 
     def __init__(
         self,
@@ -25,12 +26,14 @@ class NamesrvRegistrar:
         header: dict[str, Any],
         body: Callable[[], dict[str, Any]],
         interval: float,
+        rpc_hook: RpcHook | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self.addrs = namesrv_addrs
         self._header = header
         self._body = body
         self._interval = interval
-        self._pool = ConnectionPool()
+        self._pool = ConnectionPool(rpc_hook=rpc_hook, tls=tls.context() if tls is not None else None)
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self.failures = 0

@@ -101,6 +101,13 @@ class ScheduleService:
         data = read_json(self.path, None) or {}
         self.offsets = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
 
+    def replace_offsets(self, offsets: dict[int, int]) -> None:
+        """Take a master's progress (a slave's copy: it delivers nothing itself until it is a master)."""
+        if offsets != self.offsets:
+            self.offsets = dict(offsets)
+            self._dirty = True
+            self.persist()
+
     def persist(self) -> None:
         """Write progress if it moved."""
         if self._dirty:

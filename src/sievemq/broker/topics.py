@@ -98,6 +98,24 @@ class TopicConfigManager:
         if self.on_change is not None:
             self.on_change()
 
+    def replace_all(self, wrapper: dict[str, Any]) -> bool:
+        """Hold exactly the topics of a master's TopicConfigSerializeWrapper (a slave's copy); True if it changed."""
+        table: dict[str, TopicConfig] = {}
+        for name, tc in (wrapper.get("topicConfigTable") or {}).items():
+            try:
+                table[name] = TopicConfig.from_json(tc)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                log.error("master's topic %.160r skipped: %s", name, e)
+        if table == self.table:
+            return False
+        self.table = table
+        dv = wrapper.get("dataVersion") or {}
+        self.data_version = {"counter": int(dv.get("counter", 0)), "timestamp": int(dv.get("timestamp", 0))}
+        self.persist()
+        if self.on_change is not None:
+            self.on_change()
+        return True
+
     def get(self, topic: str) -> TopicConfig | None:
         """The config of ``topic`` or None."""
         return self.table.get(topic)

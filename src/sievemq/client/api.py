@@ -146,7 +146,7 @@ async def register_filter_class(
     timeout: float = 15.0,
 ) -> None:
     """REGISTER_MESSAGE_FILTER_CLASS (302) to a filter server: header ``consumerGroup``, ``topic``, ``className``,
-    ``classCRC`` (and ``AccessKey``/``Signature`` for an upload), body the source (docs/protocol/filter-server.md
+    ``classCRC`` (and the ``upload*`` signature fields for an upload), body the source (docs/protocol/filter-server.md
     §5). Returns once accepted; a refusal raises ``RemotingError`` with the filter server's code and reason.
     """
     cmd = RemotingCommand.request(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, fields, body)

@@ -12,7 +12,10 @@ from typing import Any
 import click
 import orjson
 
+from sievemq.acl.credentials import Credentials, credential_options, keys_of
 from sievemq.errors import SieveError
+from sievemq.remoting.tls import ClientTls
+from sievemq.tls_cli import client_kwargs, tls_options
 
 _namesrv_option = click.option(
     "--namesrv",
@@ -58,6 +61,8 @@ def _run(coro: Any) -> None:
 @click.option("--group", "-g", default="sievemq-cli-producer", show_default=True, help="producer group")
 @click.option("--concurrency", default=64, show_default=True, type=click.IntRange(min=1), help="sends in flight")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar, only the summary")
+@credential_options
+@tls_options
 def produce(
     topic: str,
     namesrv: str,
@@ -71,6 +76,8 @@ def produce(
     group: str,
     concurrency: int,
     quiet: bool,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
 ) -> None:
     """Send COUNT messages to TOPIC (a progress bar shows bulk sends)."""
     from sievemq.client.message import Message
@@ -92,7 +99,8 @@ def produce(
         sent = failed = 0
         first_error: str | None = None
         started = time.monotonic()
-        async with Producer(namesrv, group) as p:
+        ak, sk = keys_of(credentials)
+        async with Producer(namesrv, group, access_key=ak, secret_key=sk, **client_kwargs(tls)) as p:
             if count == 1:
                 r = await p.send(make(0))
                 mq = r.message_queue
@@ -182,6 +190,8 @@ def _message_line(m: Any) -> str:
 @click.option("--count", "-c", default=0, type=click.IntRange(min=0), help="stop after N messages (0: run on)")
 @click.option("--timeout", default=0.0, type=click.FloatRange(min=0), help="stop after this many idle seconds")
 @click.option("--broadcast", is_flag=True, help="broadcasting consumption (offsets kept locally)")
+@credential_options
+@tls_options
 def consume(
     topic: str,
     namesrv: str,
@@ -193,6 +203,8 @@ def consume(
     count: int,
     timeout: float,
     broadcast: bool,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
 ) -> None:
     """Print the messages of TOPIC as they arrive (one line, or one JSON object, per message)."""
     from sievemq.client.message import ConsumeResult, Selector
@@ -202,12 +214,22 @@ def consume(
     selector = Selector.sql(sql) if sql else Selector.tag(expr)
     group = group or f"sievemq-cli-{os.getpid()}"
 
+    ak, sk = keys_of(credentials)
+
     async def go() -> None:
         done = asyncio.Event()
         printed = 0
         last = time.monotonic()
         consumer = PushConsumer(
-            namesrv, group, consume_from=from_, broadcasting=broadcast, concurrency=1, rebalance_interval=5.0
+            namesrv,
+            group,
+            consume_from=from_,
+            broadcasting=broadcast,
+            concurrency=1,
+            rebalance_interval=5.0,
+            access_key=ak,
+            secret_key=sk,
+            **client_kwargs(tls),
         )
         consumer.subscribe(topic, selector)
 

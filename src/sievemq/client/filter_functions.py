@@ -201,7 +201,7 @@ class FunctionFilters:
             conn = await self.inst.pool.get(server)
             try:
                 await api.register_filter_class(
-                    conn, fn.register_fields(self.group, entry.topic), fn.body, self.register_timeout
+                    conn, fn.register_fields(self.group, entry.topic, server), fn.body, self.register_timeout
                 )
             except RemotingError as refusal:
                 self._accepted.pop(key, None)

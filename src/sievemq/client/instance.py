@@ -12,15 +12,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import os
 import socket
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 import orjson
 
+from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
 from sievemq.client.route_cache import RouteCache
 from sievemq.client.tasks import cancel_and_wait, spawn
@@ -32,6 +35,7 @@ from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection, ConnectionPool
+from sievemq.remoting.tls import ClientTls, TlsFileError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,20 @@ def local_ip() -> str:
     return "127.0.0.1"
 
 
+_tls_settings = operator.attrgetter("tls", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_verify")
+
+
+class TlsOptions(TypedDict, total=False):
+    """The TLS keyword arguments every client takes (``Producer(..., tls=True, tls_ca_file="ca.pem")``); see
+    ``ClientConfig``."""
+
+    tls: bool
+    tls_ca_file: str | None
+    tls_cert_file: str | None
+    tls_key_file: str | None
+    tls_verify: bool
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     """Settings shared by the clients of one instance (the first client's values win)."""
@@ -80,6 +98,36 @@ class ClientConfig:
     heartbeat_interval: float = 30.0
     rebalance_interval: float = 20.0
     persist_offsets_interval: float = 5.0
+    access_key: str = ""
+    """Sign every request with this account (RocketMQ's ACL) when set, with ``secret_key``."""
+    secret_key: str = field(default="", repr=False)
+    tls: bool = False
+    """Every connection (name servers and brokers) over TLS (docs/protocol/tls.md §5)."""
+    tls_ca_file: str | None = None
+    """PEM certificates trusted to sign the servers' certificates (None: the system's)."""
+    tls_cert_file: str | None = None
+    """PEM certificate to present to servers that require one (``tlsServerAuthClient``)."""
+    tls_key_file: str | None = None
+    """PEM private key of ``tls_cert_file`` (None: in the same file)."""
+    tls_verify: bool = True
+    """False accepts any server certificate and host name: for self-signed development certificates only."""
+
+    def __post_init__(self) -> None:
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ValueError("access_key and secret_key go together: give both or neither")
+        if not self.tls and (self.tls_ca_file or self.tls_cert_file or self.tls_key_file or not self.tls_verify):
+            raise ValueError("tls_ca_file, tls_cert_file, tls_key_file and tls_verify apply only with tls=True")
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The SSL context of every connection (None without ``tls``); ValueError naming a file that does not load."""
+        if not self.tls:
+            return None
+        ca, cert, key = self.tls_ca_file or "", self.tls_cert_file or "", self.tls_key_file or ""
+        try:
+            return ClientTls(ca_file=ca, cert_file=cert, key_file=key, verify=self.tls_verify).context()
+        except TlsFileError as e:
+            name = {"trust": "tls_ca_file", "cert": "tls_cert_file"}.get(e.which, "tls_key_file")
+            raise ValueError(f"{name} {e}") from None
 
     @property
     def client_id(self) -> str:
@@ -141,7 +189,10 @@ class ClientInstance(RouteCache):
         super().__init__()
         self.config = config
         self.client_id = config.client_id
-        self.pool = ConnectionPool(handler=self, connect_timeout=config.request_timeout)
+        signer = RequestSigner(config.access_key, config.secret_key) if config.access_key else None
+        self.pool = ConnectionPool(
+            handler=self, connect_timeout=config.request_timeout, rpc_hook=signer, tls=config.tls_context()
+        )
         self.producers: dict[str, ProducerLike] = {}
         self.consumers: dict[str, ConsumerLike] = {}
         self._refs = 0
@@ -174,6 +225,20 @@ class ClientInstance(RouteCache):
                 config.instance_name,
                 ";".join(inst.config.namesrv),
                 ";".join(config.namesrv),
+            )
+        if inst.config.access_key != config.access_key:
+            log.warning(
+                "client instance %s already signs as %r; this client's credentials are not used (give it its own "
+                "instance_name)",
+                config.instance_name,
+                inst.config.access_key or "(unsigned)",
+            )
+        if _tls_settings(inst.config) != _tls_settings(config):
+            log.warning(
+                "client instance %s already connects with %s; this client's TLS settings are not used (give it its "
+                "own instance_name)",
+                config.instance_name,
+                "TLS" if inst.config.tls else "plain TCP",
             )
         inst._refs += 1
         return inst

@@ -163,8 +163,9 @@ class FilterFunction:
     """A filter function that the filter servers of the topic's brokers run for a subscription.
 
     Named (``source`` empty): ``name`` is ``module:function`` of a module the filter server's operator allows
-    (``filterModules``). Uploaded: ``source`` is Python source defining the function ``name``; the upload is signed
-    with HMAC-SHA256 (``sievemq.filtersrv.signing``) by ``access_key`` with the shared ``secret``.
+    (``filterModules``). Uploaded: ``source`` is Python source defining the function ``name``; each upload is signed
+    with HMAC-SHA256 (``sievemq.filtersrv.signing``) by ``access_key`` with the shared ``secret``, for one filter
+    server, with the current time and a fresh nonce.
     """
 
     name: str
@@ -187,8 +188,9 @@ class FilterFunction:
         """``classCRC``: CRC32 & 0x7FFFFFFF of the UTF-8 source (of the name for a named function)."""
         return filter_class_crc(self.source if self.source else self.name)
 
-    def register_fields(self, group: str, topic: str) -> dict[str, Any]:
-        """The extFields of REGISTER_MESSAGE_FILTER_CLASS (302) for ``group`` on ``topic``, signed for uploads."""
+    def register_fields(self, group: str, topic: str, filter_server: str) -> dict[str, Any]:
+        """The extFields of REGISTER_MESSAGE_FILTER_CLASS (302) for ``group`` on ``topic`` to ``filter_server``
+        (``ip:port``); an upload's are signed anew at each call (so build them for each request)."""
         fields: dict[str, Any] = {
             "consumerGroup": group,
             "topic": topic,
@@ -196,7 +198,9 @@ class FilterFunction:
             "classCRC": self.crc,
         }
         if self.source:
-            fields.update(signed_fields(self.access_key, self.secret, group, topic, self.name, self.body))
+            fields.update(
+                signed_fields(self.access_key, self.secret, group, topic, self.name, self.body, filter_server)
+            )
         return fields
 
     def describe(self) -> str:

@@ -16,11 +16,11 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Unpack
 
 from sievemq.client import api
 from sievemq.client.errors import MessageValidationError, NoRouteError
-from sievemq.client.instance import ClientConfig, ClientInstance
+from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave
 from sievemq.client.message import Message, MessageQueue, SendResult, SendStatus
 from sievemq.client.outgoing import Outgoing, new_uniq_id, prepare, prepare_batch, send_header
@@ -109,7 +109,10 @@ class Producer(ClientLifecycle):
         request_timeout: float = 3.0,
         heartbeat_interval: float = 30.0,
         poll_namesrv_interval: float = 30.0,
+        access_key: str = "",
+        secret_key: str = "",
         _instance: ClientInstance | None = None,
+        **tls: Unpack[TlsOptions],
     ) -> None:
         validate_group(group)
         self.group = group
@@ -119,6 +122,9 @@ class Producer(ClientLifecycle):
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
+            access_key=access_key,
+            secret_key=secret_key,
+            **tls,
         )
         self.send_timeout = send_timeout
         self.retry_times = max(0, retry_times)

@@ -16,9 +16,10 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Unpack
 
 from sievemq.client.errors import ClientStateError, MessageValidationError
-from sievemq.client.instance import ClientConfig, ClientInstance
+from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
@@ -123,8 +124,11 @@ class PullConsumer(ClientLifecycle):
         request_timeout: float = 3.0,
         heartbeat_interval: float = 30.0,
         poll_namesrv_interval: float = 30.0,
+        access_key: str = "",
+        secret_key: str = "",
         rebalance_interval: float = 20.0,
         persist_interval: float = 5.0,
+        **tls: Unpack[TlsOptions],
     ) -> None:
         validate_group(group)
         self.group = group
@@ -134,8 +138,11 @@ class PullConsumer(ClientLifecycle):
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
+            access_key=access_key,
+            secret_key=secret_key,
             rebalance_interval=rebalance_interval,
             persist_offsets_interval=persist_interval,
+            **tls,
         )
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)

@@ -16,12 +16,12 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, Unpack
 
 from sievemq.client.consume_service import ConsumeService, Listener
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
-from sievemq.client.instance import ClientConfig, ClientInstance
+from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
@@ -85,9 +85,12 @@ class PushConsumer(ClientLifecycle):
         request_timeout: float = 3.0,
         heartbeat_interval: float = 30.0,
         poll_namesrv_interval: float = 30.0,
+        access_key: str = "",
+        secret_key: str = "",
         rebalance_interval: float = 20.0,
         persist_interval: float = 5.0,
         standby: bool = False,
+        **tls: Unpack[TlsOptions],
     ) -> None:
         validate_group(group)
         self.group = group
@@ -97,8 +100,11 @@ class PushConsumer(ClientLifecycle):
             request_timeout=request_timeout,
             heartbeat_interval=heartbeat_interval,
             poll_namesrv_interval=poll_namesrv_interval,
+            access_key=access_key,
+            secret_key=secret_key,
             rebalance_interval=rebalance_interval,
             persist_offsets_interval=persist_interval,
+            **tls,
         )
         self.broadcasting = broadcasting
         self.consume_from = ConsumeFrom.parse(consume_from)

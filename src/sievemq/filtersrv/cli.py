@@ -82,10 +82,15 @@ def print_status(st: dict[str, Any]) -> None:
         f"batch limit {w.get('batchTimeoutSeconds')} s, cpu {w.get('cpuSeconds')} s, "
         f"memory {w.get('memoryMb')} MiB; replaced: {replaced}"
     )
+    refused = f" ({st['uploadsRefused']})" if st.get("uploadsRefused") else ""
     click.echo(
-        f"uploads {'enabled' if st.get('uploadsEnabled') else 'disabled'}; "
+        f"uploads {'enabled' if st.get('uploadsEnabled') else 'disabled'}{refused}; "
         f"filterModules: {', '.join(st.get('filterModules', [])) or 'none'}"
     )
+    sandbox = w.get("sandbox") or {}
+    active = ", ".join(sandbox.get("active", [])) or "none"
+    missing = "; ".join(f"{k}: {v}" for k, v in (sandbox.get("missing") or {}).items()) or "none"
+    click.echo(f"sandbox (sandboxRequire {st.get('sandboxRequire', '?')}): active {active}; missing: {missing}")
     funcs = st.get("functions", [])
     if not funcs:
         click.echo("no filter functions registered")

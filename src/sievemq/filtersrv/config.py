@@ -3,7 +3,8 @@
 Precedence, lowest to highest: defaults < TOML file < environment < flags (as ``sievemq.config.load_config``).
 The environment prefix is ``SIEVEMQ_FILTERSRV_`` (not ``SIEVEMQ_``) so that a filter server started by a broker
 does not pick up the broker's own ``SIEVEMQ_LISTEN_PORT`` and friends. List settings (``filterModules``,
-``filterPaths``, ``uploadAccounts``) are TOML arrays, or comma-separated strings in the environment and flags.
+``filterPaths``, ``uploadAccounts``, ``sandboxSkip``, ``sandboxReadPaths``) are TOML arrays, or comma-separated
+strings in the environment and flags.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sievemq.config import ADVERTISED_IP, HOST_PORT, LISTEN_HOST, Format, check_fields, load_config, setting
+from sievemq.filtersrv.layers import SKIPPABLE, SandboxRequire, parse_skip, skip_is_valid
 
 ENV_PREFIX = "SIEVEMQ_FILTERSRV_"
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -31,6 +33,10 @@ MODULE_LIST = Format(
     "dotted module names separated by commas (shop.filters), or empty",
     lambda v: all(_MODULE_RE.match(m) for m in split_list(v)),
 )
+LAYER_LIST = Format(f"empty or sandbox layers separated by commas ({', '.join(SKIPPABLE)})", skip_is_valid)
+USER_NAME = Format(
+    "a user name (letters, digits, '_', '-', '.')", lambda v: re.fullmatch(r"[\w.-]+", v, re.ASCII) is not None
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,9 @@ class FiltersrvConfig:
     advertised_ip: str = setting("IP advertised to the broker as ip:port (IPv4)", "127.0.0.1", fmt=ADVERTISED_IP)
     register_interval_seconds: float = setting("how often to register with the broker (301)", 10.0, above=0)
     client_upload_filter_enable: bool = setting("accept signed Python source uploaded by clients", False)
-    upload_secret: str = setting("HMAC-SHA256 secret shared with clients that may upload (prefer the env)", "")
+    upload_secret: str = setting(
+        "HMAC-SHA256 secret shared with clients that may upload (prefer the env)", "", secret=True
+    )
     upload_accounts: str = setting("AccessKey accounts allowed to upload (comma-separated)", "")
     filter_modules: str = setting("modules whose functions consumers may name, module:function", "", fmt=MODULE_LIST)
     filter_paths: str = setting("folders added to the workers' sys.path (comma-separated)", "")
@@ -57,9 +65,26 @@ class FiltersrvConfig:
     worker_max_batches: int = setting("recycle a worker after this many batches", 100_000, lo=1)
     max_consecutive_failures: int = setting("disable a function for its group after this many failures", 3, lo=1)
     max_source_bytes: int = setting("largest uploaded source accepted", 256 * 1024, lo=1)
+    upload_window_seconds: float = setting(
+        "an upload's uploadTimestamp must be within this many seconds of the filter server's clock", 300.0, above=0
+    )
+    sandbox_require: SandboxRequire = setting(
+        "sandbox layers every worker must have for uploads to be accepted: strict (all of them; the filter server "
+        "must run as root) or basic (no_new_privs, seccomp, rlimits)",
+        "strict",
+    )
+    sandbox_user: str = setting("the unprivileged user workers run as (when the filter server runs as root)",
+                                "nobody", fmt=USER_NAME)  # fmt: skip
+    sandbox_skip: str = setting("sandbox layers not to set up (comma-separated; uploads still need sandboxRequire)",
+                                "", fmt=LAYER_LIST)  # fmt: skip
+    sandbox_read_paths: str = setting("extra folders filter functions may read, read-only (comma-separated)", "")
     read_ahead_batches: int = setting("broker batches a pull may read to find maxMsgNums matches (1: off)", 8, lo=1)
     broker_timeout_seconds: float = setting("timeout of a request to the broker (plus any suspend time)", 10.0, above=0)
     parent_pid: int = setting("exit when this process is gone (set by a broker that spawns us; 0: off)", 0, lo=0)
+    acl_enable: bool = setting("check consumers' requests against aclFile (set by a broker with aclEnable)", False)
+    acl_file: str = setting("the broker's plain_acl.yml (needed when aclEnable)", "")
+    acl_access_key: str = setting("account signing the requests to the broker (set by the broker that starts us)", "")
+    acl_secret_key: str = setting("secret key of aclAccessKey (prefer the environment)", "", secret=True)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -73,6 +98,16 @@ class FiltersrvConfig:
     def paths(self) -> tuple[str, ...]:
         """Folders added to the workers' ``sys.path``."""
         return split_list(self.filter_paths, paths=True)
+
+    @property
+    def read_paths(self) -> tuple[str, ...]:
+        """Extra folders filter functions may read."""
+        return split_list(self.sandbox_read_paths, paths=True)
+
+    @property
+    def sandbox_skipped(self) -> frozenset[str]:
+        """Layers the operator turned off."""
+        return parse_skip(self.sandbox_skip)
 
     @property
     def accounts(self) -> tuple[str, ...]:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
 from typing import Any
 
 from sievemq import __version__
+from sievemq.acl.authorizer import AclAuthorizer
+from sievemq.acl.resources import FILTERSRV
+from sievemq.acl.signature import RequestSigner
 from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.filtersrv.layers import describe, upload_refusal
 from sievemq.filtersrv.processors import FiltersrvProcessor
 from sievemq.filtersrv.registry import FilterRegistry, RegistrationPolicy
+from sievemq.filtersrv.replay import NonceWindow
 from sievemq.filtersrv.workers import PoolSettings, WorkerPool
 from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -34,6 +40,7 @@ class FiltersrvController:
             secret=config.upload_secret,
             accounts=config.accounts,
             max_source_bytes=config.max_source_bytes,
+            nonces=NonceWindow(config.upload_window_seconds),
         )
         self.workers = WorkerPool(
             PoolSettings(
@@ -45,10 +52,15 @@ class FiltersrvController:
                 max_batches=config.worker_max_batches,
                 paths=config.paths,
                 modules=config.modules,
+                read_paths=config.read_paths,
+                user=config.sandbox_user,
+                skip=config.sandbox_skipped,
             )
         )
-        self.broker_conns = ConnectionPool()
-        self.table = ProcessorTable("filter server", check_request)
+        signer = RequestSigner(config.acl_access_key, config.acl_secret_key) if config.acl_access_key else None
+        self.broker_conns = ConnectionPool(rpc_hook=signer)
+        acl = AclAuthorizer(config.acl_file, FILTERSRV) if config.acl_enable else None
+        self.table = ProcessorTable("filter server", check_request, acl)
         FiltersrvProcessor(self).register(self.table)
         self.server = RemotingServer(self.table, config.listen_host, config.listen_port)
         self.broker_name = ""
@@ -112,6 +124,7 @@ class FiltersrvController:
     async def start(self) -> None:
         """Start the workers, listen, register with the broker and keep registering."""
         await self.workers.start()
+        self._check_sandbox()
         try:
             await self.server.start()
         except Exception:
@@ -122,6 +135,19 @@ class FiltersrvController:
         if self.config.parent_pid:
             self._tasks.append(asyncio.create_task(self._watch_parent()))
         log.info("filter server %s serving broker %s", self.addr, self.config.broker_addr)
+
+    def _check_sandbox(self) -> None:
+        """Log the workers' sandbox; keep uploads off when it has fewer layers than ``sandboxRequire``."""
+        report = self.workers.sandbox
+        if report is None:
+            return
+        log.info("filter worker sandbox: %s", describe(report))
+        if not self.config.client_upload_filter_enable:
+            return
+        refusal = upload_refusal(self.config.sandbox_require, report)
+        if refusal:
+            log.error("uploads stay OFF although clientUploadFilterEnable=true: %s", refusal)
+            self.policy = dataclasses.replace(self.policy, upload_refusal=refusal)
 
     async def stop(self) -> None:
         """Stop serving and kill the workers."""
@@ -145,7 +171,9 @@ class FiltersrvController:
             "brokerId": self.broker_id,
             "lastRegisteredMs": int(self.last_registered * 1000),
             "startedAtMs": int(self.started_at * 1000),
-            "uploadsEnabled": c.client_upload_filter_enable,
+            "uploadsEnabled": c.client_upload_filter_enable and not self.policy.upload_refusal,
+            "uploadsRefused": self.policy.upload_refusal,
+            "sandboxRequire": c.sandbox_require,
             "filterModules": list(c.modules),
             "workers": self.workers.status(),
             "functions": self.registry.snapshot(),

@@ -78,7 +78,7 @@ class FiltersrvProcessor:
         class_name = require_str(f, "className")
         crc = int_or(f, "classCRC", 0)
         try:
-            spec = self.ctl.policy.spec_for(group, topic, class_name, crc, cmd.body, f)
+            spec = self.ctl.policy.spec_for(group, topic, class_name, crc, cmd.body, f, self.ctl.addr)
         except RemotingError as e:
             log.warning("refused filter %r for %s@%s from %s: %s", class_name, topic, group, conn.peer[0], e.remark)
             raise

@@ -14,7 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sievemq.errors import RemotingError
-from sievemq.filtersrv.signing import ACCESS_KEY_FIELD, SIGNATURE_FIELD, filter_class_crc, verify_upload
+from sievemq.filtersrv.replay import NonceWindow
+from sievemq.filtersrv.signing import (
+    ACCESS_KEY_FIELD,
+    NONCE_FIELD,
+    SIGNATURE_FIELD,
+    TIMESTAMP_FIELD,
+    Upload,
+    filter_class_crc,
+    is_signature,
+    parse_nonce,
+    parse_timestamp,
+    verify_upload,
+)
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 
@@ -53,6 +65,10 @@ def _is_identifier(name: str) -> bool:
     return bool(_IDENT_RE.match(name)) and not keyword.iskeyword(name)
 
 
+def _refused(text: str) -> RemotingError:
+    return RemotingError(ResponseCode.NO_PERMISSION, f"upload refused: {text}", Reason.FILTER_NOT_ALLOWED)
+
+
 @dataclass(frozen=True)
 class RegistrationPolicy:
     """The operator's rules for REGISTER_MESSAGE_FILTER_CLASS."""
@@ -62,14 +78,25 @@ class RegistrationPolicy:
     secret: str = ""
     accounts: tuple[str, ...] = ()
     max_source_bytes: int = 256 * 1024
+    upload_refusal: str = ""
+    """Set when uploads are on in the configuration but the workers' sandbox is too weak (``sandboxRequire``)."""
+    nonces: NonceWindow = field(default_factory=NonceWindow)
 
     def spec_for(
-        self, group: str, topic: str, class_name: str, crc: int, body: bytes, fields: dict[str, str]
+        self,
+        group: str,
+        topic: str,
+        class_name: str,
+        crc: int,
+        body: bytes,
+        fields: dict[str, str],
+        filter_server: str = "",
     ) -> FunctionSpec:
-        """The function a 302 request asks for; RemotingError (NO_PERMISSION / SYSTEM_ERROR) when refused."""
+        """The function a 302 request to ``filter_server`` (this server's ``ip:port``) asks for; RemotingError
+        (NO_PERMISSION / SYSTEM_ERROR) when refused."""
         if not body:
             return self._named(class_name, crc)
-        return self._upload(group, topic, class_name, crc, body, fields)
+        return self._upload(group, topic, class_name, crc, body, fields, filter_server)
 
     def _named(self, class_name: str, crc: int) -> FunctionSpec:
         module, sep, func = class_name.partition(":")
@@ -91,8 +118,14 @@ class RegistrationPolicy:
         return FunctionSpec("named", class_name, "", crc)
 
     def _upload(
-        self, group: str, topic: str, class_name: str, crc: int, body: bytes, fields: dict[str, str]
+        self, group: str, topic: str, class_name: str, crc: int, body: bytes, fields: dict[str, str], server: str
     ) -> FunctionSpec:
+        if self.upload_refusal:
+            raise RemotingError(
+                ResponseCode.NO_PERMISSION,
+                f"this filter server keeps uploads off although clientUploadFilterEnable=true: {self.upload_refusal}",
+                Reason.FILTER_NOT_ALLOWED,
+            )
         if not self.upload_enabled:
             raise RemotingError(
                 ResponseCode.NO_PERMISSION,
@@ -108,24 +141,14 @@ class RegistrationPolicy:
             )
         account = fields.get(ACCESS_KEY_FIELD, "")
         if not account or account not in self.accounts:
-            raise RemotingError(
-                ResponseCode.NO_PERMISSION,
-                f"upload refused: AccessKey '{account}' is not one of the filter server's uploadAccounts",
-                Reason.FILTER_NOT_ALLOWED,
-            )
+            raise _refused(f"{ACCESS_KEY_FIELD} {account[:64]!r} is not one of the filter server's uploadAccounts")
         if len(body) > self.max_source_bytes:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"uploaded source is {len(body)} bytes, more than maxSourceBytes {self.max_source_bytes}",
                 Reason.FILTER_INVALID,
             )
-        if not verify_upload(self.secret, group, topic, class_name, body, fields.get(SIGNATURE_FIELD, "")):
-            raise RemotingError(
-                ResponseCode.NO_PERMISSION,
-                f"upload refused: the Signature of account '{account}' does not verify (HMAC-SHA256 of "
-                "consumerGroup\\ntopic\\nclassName\\nsource with the shared uploadSecret)",
-                Reason.FILTER_NOT_ALLOWED,
-            )
+        self._check_signature(Upload(account, group, topic, class_name, server, 0, "", body), fields)
         if not _is_identifier(class_name):
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
@@ -147,6 +170,36 @@ class RegistrationPolicy:
                 ResponseCode.SYSTEM_ERROR, "uploaded source is not UTF-8 text", Reason.FILTER_INVALID
             ) from None
         return FunctionSpec("source", class_name, source, crc)
+
+    def _check_signature(self, unsigned: Upload, fields: dict[str, str]) -> None:
+        """Well-formed fields, a timestamp inside the window, a signature that verifies, a nonce not seen before
+        (remembered only once the signature verified, so that no one without the secret can fill the memory)."""
+        account = unsigned.access_key
+        signature = fields.get(SIGNATURE_FIELD, "")
+        if not is_signature(signature):
+            what = "missing" if not signature else "malformed (not 64 hexadecimal ASCII digits)"
+            raise _refused(f"the {SIGNATURE_FIELD} of account '{account}' is {what}")
+        timestamp = parse_timestamp(fields.get(TIMESTAMP_FIELD, ""))
+        if timestamp is None:
+            raise _refused(f"{TIMESTAMP_FIELD} is missing or not milliseconds since the epoch (decimal digits)")
+        nonce = parse_nonce(fields.get(NONCE_FIELD, ""))
+        if nonce is None:
+            raise _refused(f"{NONCE_FIELD} is missing or not 16 to 64 of A-Z a-z 0-9 _ -")
+        stale = self.nonces.stale(timestamp)
+        if stale:
+            raise _refused(stale)
+        upload = Upload(
+            account, unsigned.group, unsigned.topic, unsigned.class_name, unsigned.filter_server, timestamp, nonce,
+            unsigned.source,
+        )  # fmt: skip
+        if not verify_upload(self.secret, upload, signature):
+            raise _refused(
+                f"the {SIGNATURE_FIELD} of account '{account}' does not verify (HMAC-SHA256 with the shared "
+                "uploadSecret over the length-prefixed fields of docs/protocol/filter-server.md §5)"
+            )
+        replayed = self.nonces.claim(account, nonce, timestamp)
+        if replayed:
+            raise _refused(replayed)
 
 
 @dataclass

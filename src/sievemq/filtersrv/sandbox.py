@@ -1,9 +1,10 @@
 """The worker side: a process that loads filter functions and runs them over batches of records.
 
-Started by ``workers.WorkerPool`` as ``python -P -m sievemq.filtersrv.sandbox '<json settings>'``. Before touching
-any user code it moves its protocol pipes off fds 0/1 (so ``print`` in a filter goes to stderr, never into the
-protocol), asks Linux to kill it if the filter server dies, sets ``RLIMIT_CPU``/``RLIMIT_AS`` and extends
-``sys.path`` with the operator's ``filterPaths``.
+Started by ``workers.WorkerPool`` as ``python -I -c <boot> '<json settings>'`` with an empty environment. Before
+touching any user code it moves its protocol pipes off fds 0/1 (so ``print`` in a filter goes to stderr, a pipe the
+pool logs, never into the protocol), asks Linux to kill it if the filter server dies, imports everything it and
+typical filters need, and locks itself down (``lockdown``: namespaces, its own root, an unprivileged user, rlimits,
+no_new_privs, Landlock, seccomp). Its ready message reports the layers that hold.
 
 Pipe protocol (both directions: a 4-byte big-endian length, then that many bytes):
 
@@ -12,37 +13,62 @@ Pipe protocol (both directions: a 4-byte big-endian length, then that many bytes
   on each record; reply ``{"ok": true, "m": [indexes of matches], "cpu": seconds used so far}``.
 * reply on failure: ``{"ok": false, "kind": "load"|"raise"|"memory"|"result"|"decode"|"protocol", "error": text}``.
 
-Replies are JSON (never pickle): the filter server must not trust what comes back from user code's process.
+Replies are JSON (never pickle): the filter server must not trust what comes back from user code's process. An
+error of uploaded code names the exception type and the line of the uploaded source, never the exception's
+message (it could carry what the function read); a named function's error also has the message (operator code).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
+import importlib.util
 import os
 import resource
 import signal
 import struct
 import sys
+import sysconfig
 import traceback
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from sievemq.filtersrv import syscalls
+from sievemq.filtersrv.lockdown import Lockdown, Plan, readable_dirs, tie_to_parent
 from sievemq.protocol.compression import CompressionError, decompress
 from sievemq.protocol.message import MessageExt, decode_records
 
 _LEN = struct.Struct(">I")
 FilterFn = Callable[[MessageExt], object]
-_PR_SET_PDEATHSIG = 1
 _MAX_ERROR_CHARS = 1500
+PRELOADED = (
+    "json", "re", "math", "cmath", "decimal", "fractions", "statistics", "random", "datetime", "time", "calendar",
+    "zoneinfo", "collections", "itertools", "functools", "operator", "string", "struct", "base64", "binascii",
+    "hashlib", "hmac", "zlib", "ipaddress", "fnmatch", "uuid", "unicodedata", "bisect", "heapq", "copy", "enum",
+    "dataclasses", "typing", "urllib.parse", "html", "csv", "io", "textwrap", "encodings.latin_1",
+    "encodings.ascii", "encodings.utf_16", "encodings.idna",
+)  # fmt: skip
+"""Modules imported before the lockdown (a filter may import others from Python's own folders afterwards)."""
 
 
 class LoadError(Exception):
     """A function could not be loaded; the message says why."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A loaded function and what is needed to name its errors."""
+
+    fn: FilterFn
+    kind: str
+    filename: str
+    """``co_filename`` of the function's own code: frames there are the function's own lines."""
+    lines: tuple[str, ...] = ()
+    """Uploaded source, by line."""
 
 
 def _read_exact(fd: int, n: int) -> bytes:
@@ -63,48 +89,73 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _short_error(e: BaseException, name: str) -> str:
-    """``Type: message`` plus the innermost frame of the filter's own code."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != __file__]
+def describe_error(e: BaseException, kind: str, filename: str, lines: tuple[str, ...] = ()) -> str:
+    """``Type at line N: <that line>`` for uploaded code; ``Type: message at file:line`` for a named function.
+
+    Only frames of the function's own code (``filename``) are named, so nothing of another module's source shows.
+    """
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
+    name = type(e).__name__
+    if kind == "source":
+        if not frames or frames[-1].lineno is None:
+            return name
+        n = frames[-1].lineno
+        text = lines[n - 1].strip()[:200] if 0 < n <= len(lines) else ""
+        return f"{name} at line {n}" + (f": {text}" if text else "")
     where = f" at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-    text = f"{type(e).__name__}: {e}{where}"
-    return text[:_MAX_ERROR_CHARS]
+    return f"{name}: {e}{where}"[:_MAX_ERROR_CHARS]
 
 
-def load_function(spec: dict[str, Any], allowed_modules: list[str]) -> FilterFn:
-    """Import ``module:function`` from an allowed module, or exec uploaded source and take ``name`` from it."""
-    kind, name = spec.get("kind"), str(spec.get("name", ""))
+def _load_named(name: str, allowed_modules: list[str]) -> Loaded:
+    module_name, _, func_name = name.partition(":")
+    if not any(module_name == m or module_name.startswith(m + ".") for m in allowed_modules):
+        raise LoadError(f"module '{module_name}' is not allowed")
     try:
-        if kind == "named":
-            module_name, _, func_name = name.partition(":")
-            if not any(module_name == m or module_name.startswith(m + ".") for m in allowed_modules):
-                raise LoadError(f"module '{module_name}' is not allowed")
-            module = importlib.import_module(module_name)
-            fn = getattr(module, func_name, None)
-            if fn is None:
-                raise LoadError(f"module '{module_name}' has no function '{func_name}'")
-        elif kind == "source":
-            code = compile(str(spec.get("source", "")), f"<uploaded {name}>", "exec")
-            module = types.ModuleType(f"sievemq_upload_{spec.get('fid', name)}")
-            sys.modules[module.__name__] = module
-            exec(code, module.__dict__)
-            fn = module.__dict__.get(name)
-            if fn is None:
-                raise LoadError(f"the uploaded source defines no '{name}'")
-        else:
-            raise LoadError(f"unknown function kind {kind!r}")
-    except LoadError:
-        raise
-    except SyntaxError as e:
-        raise LoadError(f"SyntaxError: {e.msg} at line {e.lineno} (the source must be Python)") from None
+        module = importlib.import_module(module_name)
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
-        raise LoadError(_short_error(e, name)) from None
+        raise LoadError(f"{type(e).__name__}: {e}"[:_MAX_ERROR_CHARS]) from None
+    fn = getattr(module, func_name, None)
+    if fn is None:
+        raise LoadError(f"module '{module_name}' has no function '{func_name}'")
     if not callable(fn):
         raise LoadError(f"'{name}' is not a function")
-    func: FilterFn = fn
-    return func
+    code = getattr(fn, "__code__", None)
+    return Loaded(fn, "named", code.co_filename if code is not None else "")
+
+
+def _load_source(name: str, source: str, fid: str) -> Loaded:
+    filename = f"<uploaded {name}>"
+    lines = tuple(source.splitlines())
+    try:
+        code = compile(source, filename, "exec")
+    except SyntaxError as e:
+        raise LoadError(f"SyntaxError: {e.msg} at line {e.lineno} (the source must be Python)") from None
+    module = types.ModuleType(f"sievemq_upload_{fid}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise LoadError(describe_error(e, "source", filename, lines)) from None
+    fn = module.__dict__.get(name)
+    if fn is None:
+        raise LoadError(f"the uploaded source defines no '{name}'")
+    if not callable(fn):
+        raise LoadError(f"'{name}' is not a function")
+    return Loaded(fn, "source", filename, lines)
+
+
+def load_function(spec: dict[str, Any], allowed_modules: list[str]) -> Loaded:
+    """Import ``module:function`` from an allowed module, or exec uploaded source and take ``name`` from it."""
+    kind, name = spec.get("kind"), str(spec.get("name", ""))
+    if kind == "named":
+        return _load_named(name, allowed_modules)
+    if kind == "source":
+        return _load_source(name, str(spec.get("source", "")), str(spec.get("fid", name)))
+    raise LoadError(f"unknown function kind {kind!r}")
 
 
 def _inflate(msg: MessageExt) -> None:
@@ -113,8 +164,9 @@ def _inflate(msg: MessageExt) -> None:
         msg.body = decompress(msg.body, msg.sys_flag)
 
 
-def run_batch(fn: FilterFn, blob: bytes) -> list[int]:
-    """Indexes of the records in ``blob`` that ``fn`` accepts. Exceptions from ``fn`` propagate."""
+def run_batch(loaded: Loaded, blob: bytes) -> list[int]:
+    """Indexes of the records in ``blob`` that the function accepts. Its exceptions become FunctionRaised."""
+    fn = loaded.fn
     matched: list[int] = []
     for i, msg in enumerate(decode_records(blob)):
         _inflate(msg)
@@ -123,7 +175,8 @@ def run_batch(fn: FilterFn, blob: bytes) -> list[int]:
         except MemoryError:
             raise
         except BaseException as e:  # the user's code may raise anything, even SystemExit
-            raise FunctionRaised(f"{_short_error(e, '')} (message at queue offset {msg.queue_offset})") from None
+            text = describe_error(e, loaded.kind, loaded.filename, loaded.lines)
+            raise FunctionRaised(f"{text} (message at queue offset {msg.queue_offset})") from None
         if result is None:
             raise _NoneResult(msg.queue_offset)
         if result:
@@ -148,31 +201,48 @@ def _cpu_used() -> float:
     return float(ru.ru_utime + ru.ru_stime)
 
 
-def _isolate(cpu_seconds: int, memory_mb: int, paths: list[str]) -> tuple[int, int]:
-    """Move the protocol off fds 0/1, set the limits, extend sys.path; returns (read fd, write fd)."""
+def _move_pipes() -> tuple[int, int]:
+    """Move the protocol off fds 0/1 (stdout goes to stderr); returns (read fd, write fd)."""
     rfd, wfd = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    if memory_mb > 0:
-        limit = memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    for p in reversed(paths):
-        if p not in sys.path:
-            sys.path.insert(0, p)
     return rfd, wfd
 
 
-def _handle(kind: bytes, payload: bytes, funcs: dict[str, FilterFn], modules: list[str]) -> dict[str, Any]:
+def preload() -> None:
+    """Import what the worker and typical filters need while files can still be read."""
+    for name in PRELOADED:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    with contextlib.suppress(ImportError):
+        syscalls.binding()
+    _cpu_used()
+
+
+def read_paths(filter_paths: list[str], modules: list[str], extra: list[str]) -> tuple[str, ...]:
+    """What a worker may read: Python's own folders (sys.path, the standard library, site-packages), sievemq's
+    package, the filterPaths, the allowed modules' folders and the operator's extra folders."""
+    paths = [p for p in sys.path if p]
+    paths += [v for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths += filter_paths + extra
+    for name in {m.split(".", 1)[0] for m in modules}:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None:
+            paths += list(spec.submodule_search_locations or [])
+            if spec.origin and os.path.isabs(spec.origin):
+                paths.append(spec.origin)
+    return readable_dirs(paths)
+
+
+def _handle(kind: bytes, payload: bytes, funcs: dict[str, Loaded], modules: list[str]) -> dict[str, Any]:
     if kind == b"L":
         spec = orjson.loads(payload)
         if spec["fid"] not in funcs:
@@ -182,15 +252,15 @@ def _handle(kind: bytes, payload: bytes, funcs: dict[str, FilterFn], modules: li
         (hlen,) = _LEN.unpack_from(payload, 0)
         header = orjson.loads(payload[4 : 4 + hlen])
         fid = header["fid"]
-        fn = funcs.get(fid)
-        if fn is None:
+        loaded = funcs.get(fid)
+        if loaded is None:
             spec = header.get("spec")
             if not spec:
                 return {"ok": False, "kind": "protocol", "error": f"function {fid} is not loaded in this worker"}
-            fn = funcs[fid] = load_function(spec, modules)
+            loaded = funcs[fid] = load_function(spec, modules)
         blob = payload[4 + hlen :]
         try:
-            matched = run_batch(fn, blob)
+            matched = run_batch(loaded, blob)
         except ValueError as e:
             if "record" in str(e):
                 return {"ok": False, "kind": "decode", "error": f"bad record in batch: {e}"}
@@ -199,36 +269,51 @@ def _handle(kind: bytes, payload: bytes, funcs: dict[str, FilterFn], modules: li
     return {"ok": False, "kind": "protocol", "error": f"unknown request {kind!r}"}
 
 
+def _reply(frame: bytes, funcs: dict[str, Loaded], modules: list[str]) -> dict[str, Any]:
+    try:
+        return _handle(frame[:1], frame[1:], funcs, modules)
+    except LoadError as e:
+        return {"ok": False, "kind": "load", "error": str(e)}
+    except MemoryError:
+        return {"ok": False, "kind": "memory", "error": "MemoryError: exceeded the worker's memory limit"}
+    except _NoneResult as e:
+        return {"ok": False, "kind": "result", "error": str(e)}
+    except FunctionRaised as e:
+        return {"ok": False, "kind": "raise", "error": str(e)}
+    except BaseException as e:  # the user's code may raise anything, even SystemExit
+        return {"ok": False, "kind": "raise", "error": type(e).__name__}
+
+
 def main(argv: list[str]) -> int:
-    """Worker entry point: serve requests until the pipe closes."""
+    """Worker entry point: lock down, then serve requests until the pipe closes."""
     settings = orjson.loads(argv[1]) if len(argv) > 1 else {}
     modules = [str(m) for m in settings.get("modules", [])]
-    rfd, wfd = _isolate(int(settings.get("cpu", 60)), int(settings.get("mem_mb", 0)), list(settings.get("paths", [])))
-    funcs: dict[str, FilterFn] = {}
-    _write_all(wfd, orjson.dumps({"ok": True, "ready": True, "pid": os.getpid()}))
+    filter_paths = [str(p) for p in settings.get("paths", [])]
+    rfd, wfd = _move_pipes()
+    tie_to_parent(int(settings.get("parent", 0)))
+    preload()
+    plan = Plan(
+        cpu_seconds=int(settings.get("cpu", 60)),
+        memory_mb=int(settings.get("mem_mb", 0)),
+        read_paths=read_paths(filter_paths, modules, [str(p) for p in settings.get("read", [])]),
+        user=str(settings.get("user", "nobody")),
+        skip=frozenset(str(s) for s in settings.get("skip", [])),
+        parent=int(settings.get("parent", 0)),
+    )
+    for p in reversed(filter_paths):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    report = Lockdown(plan).run()
+    funcs: dict[str, Loaded] = {}
+    _write_all(wfd, orjson.dumps({"ok": True, "ready": True, "pid": os.getpid(), "sandbox": report.to_json()}))
     while True:
         try:
             (n,) = _LEN.unpack(_read_exact(rfd, 4))
             frame = _read_exact(rfd, n)
         except EOFError:
             return 0
-        reply: dict[str, Any]
         try:
-            reply = _handle(frame[:1], frame[1:], funcs, modules)
-        except LoadError as e:
-            reply = {"ok": False, "kind": "load", "error": str(e)}
-        except MemoryError:
-            reply = {"ok": False, "kind": "memory", "error": "MemoryError: exceeded the worker's memory limit"}
-        except RecursionError as e:
-            reply = {"ok": False, "kind": "raise", "error": _short_error(e, "")}
-        except _NoneResult as e:
-            reply = {"ok": False, "kind": "result", "error": str(e)}
-        except FunctionRaised as e:
-            reply = {"ok": False, "kind": "raise", "error": str(e)}
-        except BaseException as e:  # the user's code may raise anything, even SystemExit
-            reply = {"ok": False, "kind": "raise", "error": _short_error(e, "")}
-        try:
-            data = orjson.dumps(reply)
+            data = orjson.dumps(_reply(frame, funcs, modules))
         except Exception:
             data = orjson.dumps({"ok": False, "kind": "protocol", "error": "unserializable reply"})
         try:

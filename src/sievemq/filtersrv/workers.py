@@ -1,10 +1,12 @@
 """The sandboxed worker pool: filter functions run in child processes, never in the filter server's own.
 
-Each worker is ``python -P -m sievemq.filtersrv.sandbox`` (see ``sandbox`` for its side and the pipe protocol),
-started with an environment stripped of ``SIEVEMQ_*`` variables (no secrets reach user code), limited by
-``RLIMIT_CPU`` and ``RLIMIT_AS``. A batch gets a wall-clock limit; a worker that overruns it, dies, runs out of
-memory or answers garbage is killed and replaced, and the batch fails with a ``FilterFailure`` whose text says
-what happened. Workers are recycled before they reach their CPU budget, and after ``max_batches`` batches.
+Each worker is ``python -I`` running ``sievemq.filtersrv.sandbox`` (see ``sandbox`` for its side and the pipe
+protocol) in a session of its own, with an empty environment (no secret of the filter server reaches user code) and
+its stderr piped into the filter server's log (``worker_output``). It locks itself down (``lockdown``) and reports
+the sandbox layers that hold; the pool keeps the layers every worker has (``sandbox``) and refuses a replacement
+worker with fewer. A batch gets a wall-clock limit; a worker that overruns it, dies, runs out of memory or answers
+garbage is killed and replaced, and the batch fails with a ``FilterFailure`` whose text says what happened. Workers
+are recycled before they reach their CPU budget, and after ``max_batches`` batches.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any, TypeVar
 
 import orjson
 
+from sievemq.filtersrv import worker_output
+from sievemq.filtersrv.layers import LayerReport
 from sievemq.filtersrv.registry import FunctionSpec
 
 log = logging.getLogger(__name__)
@@ -31,6 +35,15 @@ log = logging.getLogger(__name__)
 _LEN = struct.Struct(">I")
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 SPAWN_TIMEOUT = 30.0
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_BOOT = (
+    "import sys\n"
+    "if {root!r} not in sys.path: sys.path.append({root!r})\n"
+    "from sievemq.filtersrv.sandbox import main\n"
+    "sys.exit(main(sys.argv))"
+)
+WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+"""The whole environment of a worker."""
 T = TypeVar("T")
 
 
@@ -55,6 +68,10 @@ class PoolSettings:
     max_batches: int = 100_000
     paths: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
+    read_paths: tuple[str, ...] = ()
+    """Extra folders functions may read (``sandboxReadPaths``)."""
+    user: str = "nobody"
+    skip: frozenset[str] = frozenset()
 
 
 class _Worker:
@@ -63,7 +80,9 @@ class _Worker:
     def __init__(self, wid: int, proc: asyncio.subprocess.Process) -> None:
         self.wid = wid
         self.proc = proc
+        self.output: asyncio.Task[None] | None = None
         self.loaded: set[str] = set()
+        self.report = LayerReport()
         self.batches = 0
         self.cpu = 0.0
         self.started = time.monotonic()
@@ -112,12 +131,16 @@ class WorkerPool:
         self.settings = settings
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: dict[int, _Worker] = {}
+        self._dying: set[_Worker] = set()
+        """Killed workers not reaped yet (``stop`` waits for them too)."""
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self.spawned = 0
         self.replaced: dict[str, int] = {}
         self.recycled = 0
+        self.sandbox: LayerReport | None = None
+        """The sandbox layers every worker has (set by ``start``)."""
 
     # ------------------------------------------------------------------ lifecycle
     def _argv(self) -> list[str]:
@@ -127,70 +150,96 @@ class WorkerPool:
             "mem_mb": s.memory_mb,
             "paths": [os.path.abspath(p) for p in s.paths],
             "modules": list(s.modules),
+            "read": [os.path.abspath(p) for p in s.read_paths],
+            "user": s.user,
+            "skip": sorted(s.skip),
+            "parent": os.getpid(),
         }
-        return [sys.executable, "-P", "-m", "sievemq.filtersrv.sandbox", orjson.dumps(cfg).decode()]
-
-    @staticmethod
-    def _env() -> dict[str, str]:
-        return {k: v for k, v in os.environ.items() if not k.startswith("SIEVEMQ")}
+        return [sys.executable, "-I", "-c", _BOOT.format(root=_PACKAGE_ROOT), orjson.dumps(cfg).decode()]
 
     async def _spawn(self) -> _Worker:
         proc = await asyncio.create_subprocess_exec(
             *self._argv(),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=None,
-            env=self._env(),
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(WORKER_ENV),
             cwd=os.path.abspath(os.sep),
+            start_new_session=True,
         )
         w = _Worker(next(self._ids), proc)
+        assert proc.stderr is not None
+        w.output = asyncio.create_task(worker_output.forward(proc.stderr, log, f"filter worker {w.wid}"))
         try:
-            ready = await asyncio.wait_for(w.read_reply(), SPAWN_TIMEOUT)
-        except (TimeoutError, asyncio.IncompleteReadError, FilterFailure, OSError) as e:
+            report = self._check_ready(await asyncio.wait_for(w.read_reply(), SPAWN_TIMEOUT))
+        except BaseException as e:  # cancelled too (a stopping pool): never leave the process behind
             w.kill()
-            await self._reap(w)
-            raise RuntimeError(f"filter worker did not start: {e!r}") from None
-        if not ready.get("ready"):
-            w.kill()
-            await self._reap(w)
-            raise RuntimeError(f"filter worker did not start: {ready!r}")
+            await asyncio.shield(self._reap(w))
+            if isinstance(e, (TimeoutError, asyncio.IncompleteReadError, FilterFailure, OSError)):
+                raise RuntimeError(f"filter worker did not start: {e!r}") from None
+            raise
+        w.report = report
         self._all[w.wid] = w
         self.spawned += 1
         log.debug("filter worker %d started (pid %d)", w.wid, w.pid)
         return w
 
+    def _check_ready(self, ready: dict[str, Any]) -> LayerReport:
+        """The sandbox of a worker that says it is ready; RuntimeError when it is not, or has fewer layers than the
+        pool's workers had at start."""
+        if not ready.get("ready"):
+            raise RuntimeError(f"filter worker did not start: {ready!r}")
+        report = LayerReport.from_json(ready.get("sandbox"))
+        weaker = report.weaker_than(self.sandbox) if self.sandbox is not None else []
+        if weaker:
+            why = "; ".join(f"{n}: {report.missing.get(n, '?')}" for n in weaker)
+            raise RuntimeError(f"filter worker started without the sandbox layers {', '.join(weaker)}: {why}")
+        return report
+
     async def start(self) -> None:
         """Start every worker (fails if one cannot start)."""
         workers = await asyncio.gather(*(self._spawn() for _ in range(self.settings.size)))
+        common = workers[0].report
+        for w in workers[1:]:
+            common = common.common(w.report)
+        self.sandbox = common
         for w in workers:
             self._idle.put_nowait(w)
 
     async def stop(self) -> None:
         """Kill every worker and stop replacing them."""
         self._closing = True
-        for t in list(self._tasks):
+        pending = list(self._tasks)
+        for t in pending:
             t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)  # a replacement being started is killed and reaped
         for w in list(self._all.values()):
             if w.proc.stdin is not None:
                 with contextlib.suppress(Exception):
                     w.proc.stdin.close()
             w.kill()
-        for w in list(self._all.values()):
+        for w in [*self._all.values(), *self._dying]:
             await self._reap(w)
         self._all.clear()
+        self._dying.clear()
 
     @staticmethod
     async def _reap(w: _Worker) -> int | None:
         try:
-            return await asyncio.wait_for(w.proc.wait(), 2.0)
+            code = await asyncio.wait_for(w.proc.wait(), 2.0)
         except TimeoutError:
             return None
+        if w.output is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(w.output), 1.0)
+        return code
 
     # ------------------------------------------------------------------ replacing
     def _retire(self, w: _Worker, reason: str) -> None:
         """Kill ``w`` (if alive) and start a replacement in the background."""
         self._all.pop(w.wid, None)
         w.kill()
+        self._dying.add(w)
         self.replaced[reason] = self.replaced.get(reason, 0) + 1
         if self._closing:
             return
@@ -200,6 +249,7 @@ class WorkerPool:
 
     async def _replace(self, old: _Worker) -> None:
         await self._reap(old)
+        self._dying.discard(old)
         delay = 0.1
         while not self._closing:
             try:
@@ -329,4 +379,5 @@ class WorkerPool:
             "batchTimeoutSeconds": self.settings.batch_timeout,
             "cpuSeconds": self.settings.cpu_seconds,
             "memoryMb": self.settings.memory_mb,
+            "sandbox": self.sandbox.to_json() if self.sandbox is not None else None,
         }

@@ -6,12 +6,15 @@ import asyncio
 import logging
 import time
 
+from sievemq.acl.authorizer import AclAuthorizer
+from sievemq.acl.resources import NAMESRV
 from sievemq.config import NamesrvConfig
 from sievemq.namesrv.processors import NamesrvProcessors
 from sievemq.namesrv.routes import RouteTable
 from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.tls_settings import server_tls
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +26,13 @@ class NamesrvController:
         self.config = config
         self.routes = RouteTable()
         self.processors = NamesrvProcessors(self.routes, config.order_message_enable)
-        table = ProcessorTable("name server", check_request)
+        self.acl = AclAuthorizer(config.acl_file, NAMESRV) if config.acl_enable else None
+        """With ``aclEnable``: write requests need an admin account's signature (docs/protocol/acl.md §4)."""
+        table = ProcessorTable("name server", check_request, self.acl)
         self.processors.register(table)
-        self.server = RemotingServer(table, config.listen_host, config.listen_port, on_close=self._on_close)
+        self.server = RemotingServer(
+            table, config.listen_host, config.listen_port, on_close=self._on_close, tls=server_tls(config)
+        )
         self._scan: asyncio.Task[None] | None = None
 
     @property

@@ -58,8 +58,24 @@ class Reason(StrEnum):
     INVALID_NAME = "INVALID_NAME"
     """A topic or group name in the request is not legal (RocketMQ's characters ``%|a-zA-Z0-9_-``, at most 127
     bytes for a topic, 255 for a group); nothing was done."""
+    BROKER_IS_SLAVE = "BROKER_IS_SLAVE"
+    """The broker is a slave: it serves reads and offsets, never writes; send to the master of its set."""
+    HA_MASTER_BEHIND = "HA_MASTER_BEHIND"
+    """A master holds less of the commit log than one of its slaves (it lost data, or is new): it refuses writes
+    until an operator recovers it (``sievemq broker --recover-from-slave``)."""
+    HA_DIVERGED = "HA_DIVERGED"
+    """A master and a slave hold different bytes at the same commit-log offsets: the slave does not follow."""
     INVALID_HEADER = "INVALID_HEADER"
     """A request field is missing, not a number, or a number outside its range; nothing was done."""
+    NO_PERMISSION = "NO_PERMISSION"
+    """ACL (code 16): the request's account lacks a permission it needs (PUB or SUB on a topic or group, a DENY
+    entry, or an admin-only request); nothing was done. Grant it in the ACL file or use another account."""
+    ACL_NO_CREDENTIALS = "ACL_NO_CREDENTIALS"
+    """ACL (code 16): the request carries no AccessKey (an unsigned client) and its address is not trusted."""
+    ACL_UNKNOWN_ACCOUNT = "ACL_UNKNOWN_ACCOUNT"
+    """ACL (code 16): no account of the server's ACL file has the request's AccessKey."""
+    ACL_SIGNATURE = "ACL_SIGNATURE"
+    """ACL (code 16): the Signature is missing or not the one the account's secret key gives (wrong secret)."""
 
 
 def reason_of(fields: Mapping[str, str]) -> Reason | None:

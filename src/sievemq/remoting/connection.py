@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sievemq.errors import ConnectionClosedError, FrameError, RequestTimeoutError
 from sievemq.remoting.command import FrameDecoder, RemotingCommand, encode_frame
 from sievemq.remoting.limits import FlowGate
+from sievemq.remoting.tls import describe_failure, in_handshake
 
 if TYPE_CHECKING:
     from sievemq.remoting.guard import ServerGuard
@@ -33,6 +35,10 @@ _opaque_counter = itertools.count(1)
 def next_opaque() -> int:
     """A process-wide increasing request id (wraps below 2**31)."""
     return next(_opaque_counter) & 0x7FFFFFFF
+
+
+RpcHook = Callable[[RemotingCommand], None]
+"""Runs on every request a connection sends, just before it is written (a client's signer, ``sievemq.acl``)."""
 
 
 class RequestHandler(Protocol):
@@ -75,6 +81,8 @@ class Connection(asyncio.Protocol):
         self.local: tuple[str, int] = ("0.0.0.0", 0)
         self.attrs: dict[str, Any] = {}
         self.last_active = 0.0
+        self.rpc_hook: RpcHook | None = None
+        """Applied to each request sent by ``request`` and ``send_oneway`` (set by ``ConnectionPool``)."""
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -220,6 +228,8 @@ class Connection(asyncio.Protocol):
         cmd.flag |= 2
         if not cmd.opaque:
             cmd.opaque = next_opaque()
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
         self.send(cmd)
 
     async def request(self, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
@@ -235,6 +245,8 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[opaque] = fut
+        if self.rpc_hook is not None:
+            self.rpc_hook(cmd)
         self.send(cmd)
         timer = loop.call_later(timeout, self._expire, fut, cmd.code, timeout)
         try:
@@ -274,16 +286,19 @@ async def connect(
     handler: RequestHandler | None = None,
     on_close: Callable[[Connection], None] | None = None,
     timeout: float = 3.0,
+    tls: ssl.SSLContext | None = None,
 ) -> Connection:
-    """Open a client connection."""
+    """Open a client connection; over TLS with ``tls`` (the handshake is part of ``timeout``)."""
     loop = asyncio.get_running_loop()
     try:
         _, proto = await asyncio.wait_for(
-            loop.create_connection(lambda: Connection(handler, on_close), host, port), timeout
+            loop.create_connection(lambda: Connection(handler, on_close), host, port, ssl=tls), timeout
         )
     except TimeoutError:
         raise ConnectionClosedError(f"connect to {host}:{port} timed out") from None
     except OSError as e:
+        if tls is not None and in_handshake(e):
+            raise ConnectionClosedError(describe_failure(host, port, e)) from None
         raise ConnectionClosedError(f"cannot connect to {host}:{port}: {e}") from None
     return proto
 
@@ -291,9 +306,19 @@ async def connect(
 class ConnectionPool:
     """Client-side connections by ``host:port``, opened on demand and reopened after a close."""
 
-    def __init__(self, handler: RequestHandler | None = None, connect_timeout: float = 3.0) -> None:
+    def __init__(
+        self,
+        handler: RequestHandler | None = None,
+        connect_timeout: float = 3.0,
+        rpc_hook: RpcHook | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._handler = handler
         self._timeout = connect_timeout
+        self.tls = tls
+        """Every connection of the pool uses TLS with this context (None: plain TCP)."""
+        self.rpc_hook = rpc_hook
+        """Given to every connection of the pool (signs each request it sends)."""
         self._conns: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -308,7 +333,8 @@ class ConnectionPool:
             if conn is not None and not conn.is_closed:
                 return conn
             host, _, port = addr.rpartition(":")
-            conn = await connect(host, int(port), self._handler, timeout=self._timeout)
+            conn = await connect(host, int(port), self._handler, timeout=self._timeout, tls=self.tls)
+            conn.rpc_hook = self.rpc_hook
             self._conns[addr] = conn
             return conn
 

@@ -144,7 +144,11 @@ class ServerGuard:
 
     def warn(self, conn: Connection, msg: str, *args: object) -> None:
         """Log a warning about ``conn``, at most one line per peer IP per interval."""
-        held_back = self.warnings.allow(conn.peer[0])
+        self.warn_peer(conn.peer[0], msg, *args)
+
+    def warn_peer(self, ip: str, msg: str, *args: object) -> None:
+        """Log a warning about a connection from ``ip`` (served or not yet), at most one line per IP per interval."""
+        held_back = self.warnings.allow(ip)
         if held_back is not None:
             log.warning(msg + "%s", *args, suppressed_note(held_back))
 

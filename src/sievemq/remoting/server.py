@@ -21,6 +21,8 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.guard import ServerGuard
 from sievemq.remoting.limits import ServerLimits
+from sievemq.remoting.tls import ServerTls
+from sievemq.remoting.tls_transport import TlsAcceptor
 
 log = logging.getLogger(__name__)
 
@@ -29,19 +31,23 @@ FAILURE_LOG_INTERVAL = 10.0
 Processor = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 EdgeCheck = Callable[[int, Mapping[str, str]], None]
 """``(request code, extFields)``: raises RemotingError for a request no processor may see."""
+Authorizer = Callable[[Connection, RemotingCommand], None]
+"""``(connection, request)``: raises RemotingError for a request its sender may not make (the ACL)."""
 
 
 class ProcessorTable:
     """Request code -> processor; the RequestHandler of every server connection.
 
     ``check`` runs first on every request of a known code (the edge check of names and numbers,
-    ``sievemq.protocol.header_rules.check_request``); its RemotingError is the answer.
+    ``sievemq.protocol.header_rules.check_request``); its RemotingError is the answer. ``authorize`` runs next,
+    with the connection and the whole request (the ACL, ``sievemq.acl``); None costs nothing.
     """
 
-    def __init__(self, role: str, check: EdgeCheck | None = None) -> None:
+    def __init__(self, role: str, check: EdgeCheck | None = None, authorize: Authorizer | None = None) -> None:
         self.role = role
         self._table: dict[int, Processor] = {}
         self._check = check
+        self._authorize = authorize
         self._failures = RateLimitedLog(FAILURE_LOG_INTERVAL)
 
     def register(self, code: int, processor: Processor) -> None:
@@ -63,6 +69,8 @@ class ProcessorTable:
         try:
             if self._check is not None:
                 self._check(cmd.code, cmd.ext_fields)
+            if self._authorize is not None:
+                self._authorize(conn, cmd)
             return await processor(conn, cmd)
         except RemotingError as e:
             return cmd.response(e.code, e.remark, {REASON_FIELD: e.reason} if e.reason else None)
@@ -76,7 +84,11 @@ class ProcessorTable:
 
 
 class RemotingServer:
-    """A TCP server whose connections dispatch requests through one ProcessorTable."""
+    """A TCP server whose connections dispatch requests through one ProcessorTable.
+
+    With ``tls`` in mode permissive or enforcing, each new connection goes through a ``TlsAcceptor``
+    (tls_transport.py) first; without, or disabled, connections are served as they are accepted.
+    """
 
     def __init__(
         self,
@@ -85,6 +97,7 @@ class RemotingServer:
         port: int = 0,
         on_close: Callable[[Connection], None] | None = None,
         limits: ServerLimits | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.table = table
         self.host = host
@@ -94,6 +107,10 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.limits = limits or ServerLimits()
         self.guard = ServerGuard(self.limits, self.connections)
+        self.tls = tls
+        self.acceptor: TlsAcceptor | None = None
+        if tls is not None and tls.enabled:
+            self.acceptor = TlsAcceptor(tls, self._make, self.guard.warn_peer, self.limits.frame_timeout)
 
     def _make(self) -> Connection:
         conn = Connection(self.table, self._closed, guard=self.guard)
@@ -108,7 +125,8 @@ class RemotingServer:
     async def start(self) -> None:
         """Bind and listen; ``port`` is updated when 0 was asked for."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make, self.host, self.port, reuse_address=True)
+        factory = self._make if self.acceptor is None else self.acceptor
+        self._server = await loop.create_server(factory, self.host, self.port, reuse_address=True)
         sock = self._server.sockets[0]
         self.port = int(sock.getsockname()[1])
         self.guard.start(self._server)
@@ -118,6 +136,8 @@ class RemotingServer:
         self.guard.stop()
         if self._server is not None:
             self._server.close()
+        if self.acceptor is not None:
+            self.acceptor.close()
         for conn in list(self.connections):
             conn.close()
         if self._server is not None:

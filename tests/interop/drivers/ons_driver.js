@@ -252,6 +252,18 @@ async function produce(ons, args) {
     retryTimesWhenSendFailed: args['retry-times'],
   }));
   producer.on('error', err => emit('client_error', errFields(err)));
+  // ali-ons retries a refused send and then throws a generic error without the broker's answer; note the
+  // response code of the last refused attempt so that a failed send can report it (observation only).
+  let lastResponse;
+  const sendKernelImpl = producer.sendKernelImpl.bind(producer);
+  producer.sendKernelImpl = async (...a) => {
+    try {
+      return await sendKernelImpl(...a);
+    } catch (err) {
+      if (err && err.code !== undefined) lastResponse = { response_code: err.code, response_remark: err.message };
+      throw err;
+    }
+  };
   try {
     await withTimeout(producer.ready(), Math.max(1, deadline - Date.now()), 'producer start');
   } catch (err) {
@@ -286,6 +298,7 @@ async function produce(ons, args) {
     }
     if (args['delay-level']) msg.delayTimeLevel = args['delay-level'];
     const t0 = Date.now();
+    lastResponse = undefined;
     try {
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw Object.assign(new Error('overall --timeout reached'), { name: 'TimeoutError' });
@@ -300,7 +313,7 @@ async function produce(ons, args) {
       }));
     } catch (err) {
       failed++;
-      emit('error', Object.assign({ stage: 'send', i, elapsed_ms: Date.now() - t0 }, errFields(err)));
+      emit('error', Object.assign({ stage: 'send', i, elapsed_ms: Date.now() - t0 }, errFields(err), lastResponse));
       if (!args['keep-going']) break;
     }
     if (args['interval-ms']) await new Promise(r => setTimeout(r, args['interval-ms']));

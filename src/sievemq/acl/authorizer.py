@@ -1,0 +1,50 @@
+"""A server's ACL check: the ``ProcessorTable`` authorizer of a role that has ``aclEnable`` on.
+
+Each request is decided (``decision.decide``) against the rules in force of the role's ``AclFile``; a refusal is
+answered with code 16 (NO_PERMISSION), a remark for people and the extField ``reason`` (docs/protocol/acl.md §5),
+and logged: each distinct refusal (peer address and remark) at most once every ``LOG_INTERVAL`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+
+from sievemq.acl.decision import decide
+from sievemq.acl.loader import CHECK_INTERVAL, AclFile
+from sievemq.acl.resources import Policy
+from sievemq.errors import RemotingError
+from sievemq.ratelimit import RateLimitedLog, suppressed_note
+from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import Connection
+
+log = logging.getLogger(__name__)
+
+LOG_INTERVAL = 10.0
+
+
+class AclAuthorizer:
+    """Decides every request of one role against one ACL file (reloaded when it changes)."""
+
+    def __init__(self, path: str | Path, policy: Policy, check_interval: float = CHECK_INTERVAL) -> None:
+        self.file = AclFile(path, check_interval)
+        self.policy = policy
+        self.refused: Counter[str] = Counter()
+        """Refusals by reason since start."""
+        self._log = RateLimitedLog(LOG_INTERVAL)
+        log.info("%s: ACL on, rules from %s (%d accounts)", policy.role, self.file.path, len(self.file.rules.accounts))
+
+    def __call__(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Raise the refusal of a request that may not be served."""
+        peer = conn.peer[0]
+        refusal = decide(self.file.current(), self.policy, peer, cmd.code, cmd.ext_fields, cmd.body)
+        if refusal is None:
+            return
+        self.refused[refusal.reason] += 1
+        held_back = self._log.allow((peer, refusal.remark))
+        if held_back is not None:
+            log.warning("%s refused a request from %s: [%s] %s%s", self.policy.role, peer, refusal.reason,
+                        refusal.remark, suppressed_note(held_back))  # fmt: skip
+        raise RemotingError(ResponseCode.NO_PERMISSION, refusal.remark, refusal.reason)

@@ -1,0 +1,113 @@
+"""Reading ``plain_acl.yml`` and reloading it when it changes (docs/protocol/acl.md §2, §6).
+
+Scalars are read as written: ``secretKey: 0123`` is the text ``0123`` (YAML 1.1 would make it the octal number 83),
+so only ``true``/``false`` style words and ``null`` keep their YAML meaning. ``AclFile`` holds the rules in force:
+``current()`` looks at the file's size and modification time at most once per ``check_interval`` seconds and
+parses it again when they changed; a file that no longer parses is logged and the previous rules stay in force.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sievemq.acl.model import AclFileError, AclRules, parse_rules
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL = 2.0
+"""Seconds between two looks at the file's size and modification time."""
+
+
+class _LiteralLoader(yaml.SafeLoader):
+    """A safe loader that keeps numbers as the text written (keys and secrets are text)."""
+
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_LiteralLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _NUMBER_TAGS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def parse_text(text: str, source: str) -> AclRules:
+    """The rules of a file's text; ``AclFileError`` when it is not YAML or not a valid ACL file."""
+    try:
+        data: Any = yaml.load(text, Loader=_LiteralLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as e:
+        raise AclFileError(f"ACL file {source} is not valid YAML: {e}") from None
+    return parse_rules(data, source)
+
+
+def load_file(path: str | Path) -> AclRules:
+    """The rules of the file at ``path``; ``AclFileError`` when it is missing, unreadable or malformed."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AclFileError(f"ACL file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise AclFileError(f"ACL file {path} cannot be read: {e}") from None
+    return parse_text(text, str(path))
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+class AclFile:
+    """The rules of one file, reloaded when the file changes; a failed reload keeps the last good rules."""
+
+    def __init__(self, path: str | Path, check_interval: float = CHECK_INTERVAL) -> None:
+        self.path = Path(path)
+        self.check_interval = check_interval
+        self._stamp = _stamp(self.path)
+        self.rules = load_file(self.path)
+        """The rules in force (raises at construction: a broker does not start on a bad file)."""
+        self._next_check = time.monotonic() + check_interval
+        self.reloads = 0
+        self.failed_reloads = 0
+        if not self.rules.accounts and not self.rules.global_white:
+            log.warning("ACL file %s has no accounts and no global white addresses: every request is refused", path)
+
+    def current(self) -> AclRules:
+        """The rules in force, after a cheap look at the file (at most once per ``check_interval``)."""
+        now = time.monotonic()
+        if now >= self._next_check:
+            self._next_check = now + self.check_interval
+            self.refresh()
+        return self.rules
+
+    def refresh(self) -> bool:
+        """Reload now if the file changed; True when new rules are in force."""
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            rules = load_file(self.path)
+        except AclFileError as e:
+            self.failed_reloads += 1
+            log.error("%s; the previous ACL rules stay in force", e)
+            return False
+        self.rules = rules
+        self.reloads += 1
+        log.info("ACL file %s reloaded: %d accounts, %d global white addresses", self.path,
+                 len(rules.accounts), len(rules.global_white))  # fmt: skip
+        return True
+
+
+def acl_path(configured: str, home: str | Path) -> Path:
+    """The ACL file of a role: ``configured`` if set (relative to the working directory), else
+    ``<home>/plain_acl.yml``."""
+    return Path(configured) if configured else Path(home) / "plain_acl.yml"
+
+
+__all__ = ["CHECK_INTERVAL", "AclFile", "acl_path", "load_file", "parse_text"]

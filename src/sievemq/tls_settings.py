@@ -1,0 +1,125 @@
+"""The roles' TLS settings (docs/protocol/tls.md §4): their declarations, their check at load, what they give.
+
+Server side, on the name server and the broker (RocketMQ's ``tls.server.*`` properties in camelCase):
+``tlsMode``, ``tlsServerCertPath``, ``tlsServerKeyPath``, ``tlsServerKeyPassword``, ``tlsServerAuthClient``,
+``tlsServerTrustCertPath``. Client side, on the broker for the connections it opens itself (its registrations with
+name servers): ``tlsEnable`` (RocketMQ's ``tls.enable``: by default on exactly when ``tlsMode`` is enforcing) and
+``tlsClient*``. Every file is loaded when a config is built, so a bad one stops the role with a ConfigError naming
+its key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from sievemq.errors import ConfigError
+from sievemq.remoting.tls import ClientTls, ServerTls, TlsFileError, server_context
+
+if TYPE_CHECKING:  # the configs import this module
+    from sievemq.config import BrokerConfig, NamesrvConfig
+
+TlsEnable = Literal["auto", "true", "false"]
+
+SERVER_SETTINGS: dict[str, tuple[str, Any]] = {
+    "mode": (
+        "TLS on the listening port (RocketMQ's tls.server.mode): disabled: plain TCP only; permissive: TLS and plain "
+        "TCP on the same port, told apart by a client's first byte; enforcing: TLS only, plain connections are "
+        "closed",
+        "disabled",
+    ),
+    "cert": ("PEM certificate chain this server presents (needed unless tlsMode is disabled)", ""),
+    "key": ("PEM private key of tlsServerCertPath", ""),
+    "password": ("password of tlsServerKeyPath when it is encrypted (prefer the environment)", ""),
+    "auth_client": ("require every TLS client to present a certificate that chains to tlsServerTrustCertPath", False),
+    "trust": ("PEM certificates trusted to sign client certificates (needed with tlsServerAuthClient)", ""),
+}
+"""(doc, default) of each server-side setting, shared by the name server's and the broker's declarations."""
+
+CLIENT_SETTINGS: dict[str, tuple[str, Any]] = {
+    "enable": (
+        "TLS for the connections the broker opens (registrations with name servers; RocketMQ's tls.enable); "
+        "auto: when tlsMode is enforcing",
+        "auto",
+    ),
+    "trust": ("PEM certificates trusted to sign name servers' certificates (empty: the system's)", ""),
+    "auth_server": (
+        "verify the name servers' certificates and host names (false: accept any certificate, for development "
+        "only)",
+        True,
+    ),
+    "cert": ("PEM certificate the broker presents to name servers that require one (empty: none)", ""),
+    "key": ("PEM private key of tlsClientCertPath, unencrypted", ""),
+}
+"""(doc, default) of each broker setting for its own outgoing connections."""
+
+_SERVER_KEYS = {
+    "cert": "tlsServerCertPath",
+    "key": "tlsServerKeyPath",
+    "password": "tlsServerKeyPassword",
+    "trust": "tlsServerTrustCertPath",
+}
+_CLIENT_KEYS = {"cert": "tlsClientCertPath", "key": "tlsClientKeyPath", "trust": "tlsClientTrustCertPath"}
+
+
+def _config_error(e: TlsFileError, keys: dict[str, str]) -> ConfigError:
+    key = keys.get(e.which, keys["key"])
+    shown = "(not shown)" if e.which == "password" else e.path
+    return ConfigError(key=key, value=shown, allowed=f"{e.expected} ({e.problem})")
+
+
+def server_tls(cfg: NamesrvConfig | BrokerConfig) -> ServerTls | None:
+    """The server's TLS (None when disabled); ConfigError naming the key of a file that is missing or bad."""
+    if cfg.tls_mode == "disabled":
+        return None
+    for key, value in (("tlsServerCertPath", cfg.tls_server_cert_path), ("tlsServerKeyPath", cfg.tls_server_key_path)):
+        if not value:
+            raise ConfigError(key=key, value=value, allowed=f"a PEM file's path when tlsMode is {cfg.tls_mode}")
+    if cfg.tls_server_auth_client and not cfg.tls_server_trust_cert_path:
+        raise ConfigError(
+            key="tlsServerTrustCertPath", value="", allowed="a PEM file's path when tlsServerAuthClient is true"
+        )
+    try:
+        context = server_context(
+            cfg.tls_server_cert_path,
+            cfg.tls_server_key_path,
+            cfg.tls_server_key_password,
+            cfg.tls_server_trust_cert_path,
+            cfg.tls_server_auth_client,
+        )
+    except TlsFileError as e:
+        raise _config_error(e, _SERVER_KEYS) from None
+    return ServerTls(cfg.tls_mode, context)
+
+
+def outgoing_tls(cfg: BrokerConfig) -> ClientTls | None:
+    """The TLS of the broker's own connections (None: plain TCP)."""
+    on = cfg.tls_mode == "enforcing" if cfg.tls_enable == "auto" else cfg.tls_enable == "true"
+    if not on:
+        return None
+    return ClientTls(
+        ca_file=cfg.tls_client_trust_cert_path,
+        cert_file=cfg.tls_client_cert_path,
+        key_file=cfg.tls_client_key_path,
+        verify=cfg.tls_client_auth_server,
+    )
+
+
+def check_broker(cfg: BrokerConfig) -> None:
+    """Load every TLS file the broker's settings name (ConfigError naming the key of a bad one)."""
+    server_tls(cfg)
+    client = outgoing_tls(cfg)
+    if client is not None:
+        if client.key_file and not client.cert_file:
+            raise ConfigError(
+                key="tlsClientCertPath", value="", allowed="a PEM file's path when tlsClientKeyPath is set"
+            )
+        try:
+            client.context()
+        except TlsFileError as e:
+            raise _config_error(e, _CLIENT_KEYS) from None
+    if cfg.tls_mode == "enforcing" and cfg.filter_server_nums > 0:
+        raise ConfigError(
+            key="tlsMode",
+            value=cfg.tls_mode,
+            allowed="disabled or permissive while filterServerNums > 0 (filter servers speak plain TCP to the broker)",
+        )
