@@ -1,0 +1,253 @@
+"""A broker's part in its master/slave set: its role, its HA port, following the master, and what a role allows.
+
+Every broker listens on its HA port (``HAServer``), so that slaves follow a master and a master can be recovered
+from a slave. A slave also follows its master (``HAClient``, after checking over the remoting port that their logs
+agree: HA_CHECK) and copies its metadata (``MetadataSync``). A master remembers, in ``config/replication.json``,
+the highest offset a slave acknowledged: restarted with less, it holds less than a slave and refuses writes until
+an operator recovers it. See docs/protocol/replication.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sievemq.broker.metadata_sync import MetadataSync
+from sievemq.errors import RemotingError
+from sievemq.ha.master import HAServer
+from sievemq.ha.slave import HAClient
+from sievemq.protocol.reasons import Reason
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import ConnectionPool
+from sievemq.store import MessageStore
+from sievemq.store.jsonfile import read_json
+
+__all__ = ["BrokerRole", "Replication", "ReplicationSettings"]
+
+log = logging.getLogger(__name__)
+
+BrokerRole = Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]
+CHECK_BYTES = 4096
+"""How many bytes before its end a slave asks its master to compare (HA_CHECK)."""
+RECOVERY_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    """The replication settings of one broker (``BrokerConfig.replication_settings()``)."""
+
+    role: BrokerRole
+    host: str
+    ha_port: int
+    ha_master_address: str = ""
+    """The master's HA address; empty: the one the name servers give (the master's registration)."""
+    heartbeat_s: float = 5.0
+    housekeeping_s: float = 20.0
+    batch: int = 32 * 1024
+    max_fallbehind: int = 256 * 1024 * 1024
+    sync_timeout_s: float = 5.0
+    recover_from: str = ""
+    """A slave's HA address to copy the commit log from before serving as a master (``--recover-from-slave``)."""
+
+
+def _remoting_of(ha_addr: str) -> str:
+    """The remoting address beside an HA address (the HA port is the remoting port + 1 unless configured)."""
+    host, _, port = ha_addr.rpartition(":")
+    return f"{host}:{int(port) - 1}"
+
+
+class Replication:
+    """Role, HA port, the slave's following and copying, and the write rules of each role."""
+
+    def __init__(
+        self,
+        settings: ReplicationSettings,
+        store: MessageStore,
+        config_dir: Path,
+        save: Callable[[Path, Any], None],
+        sync: MetadataSync | None,
+    ) -> None:
+        """``sync`` is the slave's metadata copy (None on a master)."""
+        self.settings = settings
+        self.store = store
+        self.path = config_dir / "replication.json"
+        self._save = save
+        self.sync = sync
+        self.server = HAServer(store, settings.host, settings.ha_port, batch=settings.batch,
+                               heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
+                               max_fallbehind=settings.max_fallbehind)  # fmt: skip
+        self.client: HAClient | None = None
+        self.master_addr: str | None = None
+        """The master's remoting address (a slave learns it from its registration)."""
+        self.master_ha: str | None = settings.ha_master_address or None
+        self.lost_data: str | None = None
+        self._persisted = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------------------------------ state
+    @property
+    def is_slave(self) -> bool:
+        """True for ``brokerRole = "SLAVE"``."""
+        return self.settings.role == "SLAVE"
+
+    @property
+    def behind(self) -> str | None:
+        """Why this master must not take writes (it holds less than a slave), or None."""
+        if self.lost_data is not None:
+            return self.lost_data
+        if self.server.behind_slave is not None:
+            return f"slave {self.server.behind_slave} holds more of the commit log than this master"
+        return None
+
+    def write_refusal(self) -> RemotingError | None:
+        """The answer to a write this broker must refuse (a slave; a master behind its slave), or None."""
+        if self.is_slave:
+            return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, "this broker is a slave: it takes no writes; "
+                                 "send to the master of its set", Reason.BROKER_IS_SLAVE)  # fmt: skip
+        behind = self.behind
+        if behind is not None:
+            return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"this master refuses writes: {behind}; recover "
+                                 "it with `sievemq broker --recover-from-slave`", Reason.HA_MASTER_BEHIND)  # fmt: skip
+        return None
+
+    async def replicated(self, end: int) -> int:
+        """Under SYNC_MASTER: wait for a slave to hold the commit log up to ``end``; the send's answer code."""
+        if self.settings.role != "SYNC_MASTER":
+            return ResponseCode.SUCCESS
+        if not self.server.slave_ok(end):
+            return ResponseCode.SLAVE_NOT_AVAILABLE
+        ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
+        return ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
+
+    def on_registration(self, master_addr: str | None, ha_addr: str | None) -> None:
+        """A name server answered our registration: a slave learns where its master is."""
+        if not self.is_slave:
+            return
+        if master_addr and master_addr != self.master_addr:
+            log.info("the master of this set is %s (HA %s)", master_addr, ha_addr)
+            self.master_addr = master_addr
+        if ha_addr and not self.settings.ha_master_address:
+            self.master_ha = ha_addr
+
+    def runtime_info(self) -> dict[str, str]:
+        """What GET_BROKER_RUNTIME_INFO adds (docs/protocol/replication.md §6)."""
+        info = {"brokerRole": self.settings.role, "haListenPort": str(self.server.port)}
+        if self.is_slave:
+            c = self.client
+            state = "stopped" if c is None else "following" if c.connected_to else (c.refusal or "connecting")
+            info.update(
+                haMasterAddress=self.master_ha or "",
+                haLagBytes=str(c.lag_bytes if c else 0),
+                haLagSeconds=f"{c.lag_seconds if c else 0.0:.1f}",
+                haMasterOffset=str(c.master_offset if c else 0),
+                haState=state,
+            )
+        else:
+            info.update(haSlaveAckOffset=str(self.server.acked), haConnectedSlaves=str(len(self.server.slaves)),
+                        haBehind=self.behind or "")  # fmt: skip
+        return info
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    async def start(self, pool: ConnectionPool) -> None:
+        """Recover first if asked, check what a slave acknowledged before, listen, and follow (a slave)."""
+        self._pool = pool
+        if self.settings.recover_from:
+            await self._recover(self.settings.recover_from)
+        self._load()
+        await self.server.start()
+        self.store.add_dispatch_listener(lambda *_a: self.server.notify())
+        if self.is_slave:
+            self.client = HAClient(self.store, lambda: self.master_ha, heartbeat_s=self.settings.heartbeat_s,
+                                   housekeeping_s=self.settings.housekeeping_s, verify=self._verify)  # fmt: skip
+            self.client.start()
+            if self.sync is not None:
+                self.sync.start()
+        else:
+            self._tasks.append(asyncio.create_task(self._persist_loop(), name="ha-persist"))
+
+    async def stop(self) -> None:
+        """Stop following, copying and listening; remember what slaves acknowledged."""
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.client is not None:
+            await self.client.stop()
+        if self.sync is not None:
+            await self.sync.stop()
+        await self.server.stop()
+        self._persist()
+
+    # ------------------------------------------------------------------------------------------ master memory
+    def _load(self) -> None:
+        data = read_json(self.path, None) or {}
+        acked = int(data.get("slaveAckedOffset", 0))
+        self._persisted = acked
+        end = self.store.max_phy_offset
+        if not self.is_slave and acked > end:
+            self.lost_data = (f"a slave acknowledged the commit log up to {acked}, but this master holds it only up "
+                              f"to {end} (data lost since)")  # fmt: skip
+            log.error("%s: refusing writes until recovered (`sievemq broker --recover-from-slave HOST:HAPORT`)",
+                      self.lost_data)  # fmt: skip
+
+    def _persist(self) -> None:
+        acked = max(self._persisted, self.server.acked)
+        if acked != self._persisted:
+            self._persisted = acked
+            self._save(self.path, {"slaveAckedOffset": acked})
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self._persist()
+
+    # ------------------------------------------------------------------------------------------ slave checks
+    async def _verify(self, ha_addr: str) -> str | None:
+        """Ask the master (HA_CHECK) whether its log agrees with ours before following; the refusal, or None."""
+        end = self.store.max_phy_offset
+        length = min(CHECK_BYTES, end - self.store.min_phy_offset)
+        crc = 0
+        at = end - length
+        while at < end:
+            chunk = self.store.read_commitlog(at, end - at)
+            crc = zlib.crc32(chunk, crc)
+            at += len(chunk)
+        remoting = self.master_addr or _remoting_of(ha_addr)
+        fields = {"offset": end, "length": length, "crc": crc}
+        try:
+            resp = await self._pool.request(remoting, RemotingCommand.request(RequestCode.HA_CHECK, fields), 10.0)
+        except Exception as e:
+            return f"cannot check the master's log at {remoting}: {e}"
+        if resp.code == ResponseCode.SUCCESS:
+            return None
+        log.error("not following master %s: %s (reason %s)", remoting, resp.remark, resp.ext_fields.get("reason"))
+        return f"{resp.ext_fields.get('reason') or resp.code}: {resp.remark}"
+
+    async def _recover(self, source: str) -> None:
+        """Copy a slave's commit log onto ours (which must be a prefix of it) before serving as a master."""
+        log.warning("recovering this master from slave %s: copying its commit log first", source)
+        refusal = await self._verify(source)
+        if refusal is not None:
+            raise RuntimeError(f"cannot recover from {source}: {refusal}")
+        client = HAClient(self.store, lambda: source, heartbeat_s=self.settings.heartbeat_s,
+                          housekeeping_s=self.settings.housekeeping_s)  # fmt: skip
+        client.start()
+        started = time.monotonic()
+        try:
+            while not (client.heartbeats and client.master_offset <= self.store.max_phy_offset):
+                await asyncio.sleep(RECOVERY_POLL_S)
+        finally:
+            await client.stop()
+        end = self.store.max_phy_offset
+        self._save(self.path, {"slaveAckedOffset": end})
+        log.warning("recovered from slave %s: commit log up to %d in %.1fs; serving as master", source, end,
+                    time.monotonic() - started)  # fmt: skip

@@ -1,0 +1,159 @@
+"""The slave's side of replication: follow the master's HA port (docs/protocol/replication.md §3).
+
+The slave connects to the master's HA address, reports its commit-log end, and appends every frame it receives at
+the same physical offset (``MessageStore.append_commitlog``: the records are dispatched to consume queues, index
+and bitmaps by the same code as on the master), reporting its new end after each read and at least every
+``heartbeat_s``. A frame that does not start at the slave's end (the master restarted elsewhere, a lost byte) or
+bytes that are not records end the link; the slave reconnects, reports its end again, and the master resumes
+from there. Nothing the slave holds is ever overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from sievemq.ha.wire import FrameDecoder, WireError, encode_report
+from sievemq.store import MessageStore, StoreError
+
+__all__ = ["HAClient"]
+
+log = logging.getLogger(__name__)
+
+RECONNECT_S = 1.0
+"""Pause before reconnecting after a link ends."""
+REFUSED_RETRY_S = 10.0
+"""Pause before asking again after ``verify`` refused the master."""
+
+
+class HAClient:
+    """Keeps a slave's commit log a copy of its master's."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        master_addr: Callable[[], str | None],
+        *,
+        heartbeat_s: float = 5.0,
+        housekeeping_s: float = 20.0,
+        verify: Callable[[str], Awaitable[str | None]] | None = None,
+    ) -> None:
+        """``master_addr()`` gives the master's HA address (``host:port``), None while none is known; ``verify(addr)``
+        runs before each link and returns why not to follow that master (None: follow)."""
+        self.store = store
+        self.master_addr = master_addr
+        self.heartbeat_s = heartbeat_s
+        self.housekeeping_s = housekeeping_s
+        self.master_offset = 0
+        """The master's commit-log end as last seen (a frame's end, or a heartbeat's offset)."""
+        self.connected_to: str | None = None
+        self.caught_up_at = time.monotonic()
+        """When the slave last held everything the master had sent (for the lag in seconds)."""
+        self.refusal: str | None = None
+        """Why the last link ended (None while it serves)."""
+        self.heartbeats = 0
+        """Heartbeat frames received (the master had nothing more to send)."""
+        self.verify = verify
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------------------------------ state
+    @property
+    def lag_bytes(self) -> int:
+        """How far the slave is behind what the master last announced."""
+        return max(0, self.master_offset - self.store.max_phy_offset)
+
+    @property
+    def lag_seconds(self) -> float:
+        """How long the slave has been behind (0 when caught up)."""
+        return 0.0 if self.lag_bytes == 0 else time.monotonic() - self.caught_up_at
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Follow the master in the background (reconnecting forever)."""
+        self._task = asyncio.create_task(self._run(), name="ha-client")
+
+    async def stop(self) -> None:
+        """Stop following."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            addr = self.master_addr()
+            if addr is None:
+                await asyncio.sleep(RECONNECT_S)
+                continue
+            if self.verify is not None:
+                refusal = await self.verify(addr)
+                if refusal is not None:
+                    self.refusal = refusal
+                    await asyncio.sleep(REFUSED_RETRY_S)
+                    continue
+            try:
+                await self._follow(addr)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, asyncio.IncompleteReadError, TimeoutError, WireError, StoreError) as e:
+                self.refusal = f"{type(e).__name__}: {e}"
+                log.warning("replication from master %s ended: %s; reconnecting", addr, e)
+            except Exception:
+                log.exception("replication from master %s failed; reconnecting", addr)
+            self.connected_to = None
+            await asyncio.sleep(RECONNECT_S)
+
+    async def _follow(self, addr: str) -> None:
+        host, _, port = addr.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5.0)
+        self.connected_to = addr
+        self.refusal = None
+        log.info("following master %s from offset %d", addr, self.store.max_phy_offset)
+        try:
+            await self._exchange(reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        store = self.store
+        decoder = FrameDecoder()
+        writer.write(encode_report(store.max_phy_offset))
+        await writer.drain()
+        last_report = time.monotonic()
+        while True:
+            wait = max(0.05, self.heartbeat_s - (time.monotonic() - last_report))
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 16), min(wait, self.housekeeping_s))
+            except TimeoutError:
+                data = None
+                if time.monotonic() - last_report >= self.housekeeping_s:
+                    raise TimeoutError(f"nothing from the master for {self.housekeeping_s:.0f}s") from None
+            if data == b"":
+                raise ConnectionError("the master closed the replication link")
+            if data:
+                for offset, body in decoder.feed(data):
+                    self._apply(offset, body)
+            if data or time.monotonic() - last_report >= self.heartbeat_s:
+                writer.write(encode_report(store.max_phy_offset))
+                await writer.drain()
+                last_report = time.monotonic()
+
+    def _apply(self, offset: int, body: bytes) -> None:
+        store = self.store
+        end = store.max_phy_offset
+        if not body:  # a heartbeat: the master's end
+            self.master_offset = max(self.master_offset, offset)
+            self.heartbeats += 1
+        elif offset != end and end != 0:  # (an empty slave takes the master's oldest segment onwards)
+            raise WireError(f"the master sent bytes for offset {offset} but this slave's commit log ends at {end}")
+        else:
+            store.append_commitlog(offset, body)
+            self.master_offset = max(self.master_offset, offset + len(body))
+        if store.max_phy_offset >= self.master_offset:
+            self.caught_up_at = time.monotonic()

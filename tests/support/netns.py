@@ -1,0 +1,115 @@
+"""Several hosts on one machine: Linux network namespaces joined by a bridge, made and removed by the test.
+
+Each ``Host`` is a namespace with one veth leg on a private bridge and an address in ``10.231.<net>.0/24`` (a range
+used only inside these namespaces); the test's own process reaches every host through the bridge's address
+``10.231.<net>.254``. Faults: ``link_down``/``link_up`` (a partition), ``delay`` (``tc netem``, where the kernel
+has it). ``hosts(n)`` is a context manager that always removes everything it made, and raises ``NoNamespaces``
+where namespaces cannot be made (not root, no ``ip``): callers fall back to several processes on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["Host", "NoNamespaces", "hosts", "netem_available"]
+
+
+class NoNamespaces(RuntimeError):
+    """Network namespaces cannot be made here (the reason is the message)."""
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=10)
+
+
+@dataclass(frozen=True)
+class Host:
+    """One namespace: ``ns`` its name, ``ip`` its address, ``veth`` its leg's name on the bridge side."""
+
+    ns: str
+    ip: str
+    veth: str
+
+    def prefix(self) -> list[str]:
+        """The command prefix that runs a program inside this host."""
+        return ["ip", "netns", "exec", self.ns]
+
+    def link_down(self) -> None:
+        """Cut this host off the network (its processes keep running)."""
+        _ip("link", "set", self.veth, "down")
+
+    def link_up(self) -> None:
+        """Reconnect it."""
+        _ip("link", "set", self.veth, "up")
+
+    def delay(self, ms: int) -> None:
+        """Delay every packet leaving the bridge towards this host by ``ms`` (``tc netem``)."""
+        subprocess.run(["tc", "qdisc", "replace", "dev", self.veth, "root", "netem", "delay", f"{ms}ms"],
+                       capture_output=True, text=True, check=True, timeout=10)  # fmt: skip
+
+
+def netem_available() -> str | None:
+    """None when ``tc netem`` works here, else why not."""
+    if shutil.which("tc") is None:
+        return "tc is not installed"
+    probe = subprocess.run(["modprobe", "-n", "sch_netem"], capture_output=True, text=True)
+    if probe.returncode != 0 and not os.path.exists("/sys/module/sch_netem"):
+        return "the kernel has no sch_netem module"
+    return None
+
+
+def _why_not() -> str | None:
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is not installed"
+    return None
+
+
+@contextlib.contextmanager
+def hosts(n: int, net: int | None = None) -> Iterator[list[Host]]:
+    """``n`` hosts on a fresh bridge; everything made is removed on exit, whatever happened."""
+    why = _why_not()
+    if why is not None:
+        raise NoNamespaces(why)
+    net = net if net is not None else os.getpid() % 200 + 20
+    tag = f"{os.getpid() % 100000}"
+    bridge = f"smqbr{tag}"
+    made: list[tuple[str, str]] = []  # ("ns"|"link", name), removed in reverse
+    try:
+        r = _ip("link", "add", bridge, "type", "bridge", check=False)
+        if r.returncode != 0:
+            raise NoNamespaces(f"cannot make a bridge: {r.stderr.strip()}")
+        made.append(("link", bridge))
+        _ip("addr", "add", f"10.231.{net}.254/24", "dev", bridge)
+        _ip("link", "set", bridge, "up")
+        out: list[Host] = []
+        for i in range(1, n + 1):
+            ns, veth, peer = f"smq{tag}h{i}", f"smq{tag}v{i}", f"smq{tag}p{i}"
+            r = _ip("netns", "add", ns, check=False)
+            if r.returncode != 0:
+                raise NoNamespaces(f"cannot make a network namespace: {r.stderr.strip()}")
+            made.append(("ns", ns))
+            _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
+            made.append(("link", veth))
+            _ip("link", "set", peer, "netns", ns)
+            _ip("link", "set", veth, "master", bridge)
+            _ip("link", "set", veth, "up")
+            ip = f"10.231.{net}.{i}"
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", peer)
+            _ip("-n", ns, "link", "set", peer, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            out.append(Host(ns, ip, veth))
+        yield out
+    finally:
+        for kind, name in reversed(made):
+            if kind == "ns":
+                subprocess.run(["ip", "netns", "pids", name], capture_output=True)  # (processes are the caller's)
+                _ip("netns", "del", name, check=False)
+            else:
+                _ip("link", "del", name, check=False)

@@ -1,0 +1,123 @@
+"""One master store, one slave store, the HA link between them over loopback TCP (no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from sievemq.ha.master import HAServer
+from sievemq.ha.slave import HAClient
+from sievemq.protocol.message import MessageExt, decode_record
+from sievemq.store import MessageStore, StoreConfig
+
+SEG = 64 * 1024
+
+
+def store(root: Path) -> MessageStore:
+    s = MessageStore(StoreConfig(root, commitlog_file_size=SEG, cq_entries_per_file=64, index_hash_slots=64,
+                                 index_max_entries=512, delete_when_hour=-1), ("127.0.0.1", 10911))  # fmt: skip
+    s.load()
+    return s
+
+
+async def put(s: MessageStore, n: int, start: int = 0, size: int = 700) -> int:
+    for i in range(start, start + n):
+        r = await s.put_message(MessageExt("T", bytes([i % 251]) * size, properties={"KEYS": f"k{i}"},
+                                           queue_id=i % 2, born_host=("1.2.3.4", 1)))  # fmt: skip
+        assert r.ok
+    return s.max_phy_offset
+
+
+def bodies(s: MessageStore, q: int) -> list[bytes]:
+    out, off = [], s.get_min_offset("T", q)
+    while (r := s.get_message("T", q, off, 32, None)).records:
+        out += [decode_record(x)[0].body for x in r.records]
+        off = r.next_begin_offset
+    return out
+
+
+async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        assert loop.time() < end, "timed out"
+        await asyncio.sleep(0.01)
+
+
+class Pair:
+    def __init__(self, tmp: Path) -> None:
+        self.master, self.slave = store(tmp / "m"), store(tmp / "s")
+        self.server = HAServer(self.master, "127.0.0.1", 0, batch=4096, heartbeat_s=0.2, housekeeping_s=2.0)
+        self.addr: str | None = None
+        self.client = HAClient(self.slave, lambda: self.addr, heartbeat_s=0.2, housekeeping_s=2.0)
+        self.master.add_dispatch_listener(lambda *a: self.server.notify())
+
+    async def start(self) -> None:
+        await self.server.start()
+        self.addr = f"127.0.0.1:{self.server.port}"
+        self.client.start()
+
+    async def close(self) -> None:
+        await self.client.stop()
+        await self.server.stop()
+        for s in (self.master, self.slave):
+            if s.available:
+                s.abandon()
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[Pair]:
+    p = Pair(tmp_path)
+    await p.start()
+    yield p
+    await p.close()
+
+
+async def test_the_slave_becomes_a_copy_and_acknowledges(pair: Pair) -> None:
+    end = await put(pair.master, 300)  # ~3 segments
+    await until(lambda: pair.slave.max_phy_offset == end)
+    assert await pair.server.wait_acked(end, 5.0) and pair.server.acked == end
+    for q in (0, 1):
+        assert bodies(pair.slave, q) == bodies(pair.master, q)
+    assert pair.slave.query_message("T", "k299", 1, 0, 1 << 62) == pair.master.query_message("T", "k299", 1, 0, 1 << 62)
+    assert pair.client.lag_bytes == 0 and pair.client.lag_seconds == 0.0
+    more = await put(pair.master, 5, 300)
+    assert await pair.server.wait_acked(more, 5.0)  # new bytes are pushed at once, not at the next heartbeat
+
+
+async def test_a_slave_that_was_away_resumes_from_its_end(pair: Pair) -> None:
+    end = await put(pair.master, 50)
+    await until(lambda: pair.slave.max_phy_offset == end)
+    await pair.client.stop()
+    end = await put(pair.master, 80, 50)
+    assert not await pair.server.wait_acked(end, 0.3)  # nobody copies: a SYNC_MASTER send would time out
+    pair.client.start()
+    await until(lambda: pair.slave.max_phy_offset == end)
+    assert bodies(pair.slave, 0) == bodies(pair.master, 0)
+
+
+async def test_slave_ok_needs_a_slave_close_enough(pair: Pair) -> None:
+    await until(lambda: bool(pair.server.slaves))
+    assert pair.server.slave_ok(pair.master.max_phy_offset)
+    pair.server.max_fallbehind = 10
+    assert not pair.server.slave_ok(pair.master.max_phy_offset + 11)
+    await pair.client.stop()
+    await until(lambda: not pair.server.slaves)
+    assert not pair.server.slave_ok(pair.master.max_phy_offset)
+
+
+async def test_a_master_behind_its_slave_sends_nothing_and_says_so(tmp_path: Path) -> None:
+    p = Pair(tmp_path)
+    await put(p.slave, 20)  # the slave holds more than the (new, empty) master
+    held = p.slave.max_phy_offset
+    await p.start()
+    try:
+        await until(lambda: p.server.behind_slave is not None)
+        await put(p.master, 3)
+        await asyncio.sleep(0.5)
+        assert p.slave.max_phy_offset == held  # nothing overwritten, nothing appended
+    finally:
+        await p.close()
