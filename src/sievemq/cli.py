@@ -161,8 +161,11 @@ def namesrv(config_path: str | None, **kwargs: Any) -> None:
 
 @main.command()
 @click.option("--config", "config_path", default=None, help="broker TOML file (RocketMQ key names accepted)")
+@click.option("--recover-from-slave", default="", metavar="HOST:PORT",
+              help="a master: first copy the commit log of the slave at HOST:PORT (its remoting address), then "
+              "serve (docs/protocol/replication.md §5)")  # fmt: skip
 @config_options(BrokerConfig)
-def broker(config_path: str | None, **kwargs: Any) -> None:
+def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> None:
     """Run a broker: the durable store, sends and pulls. Registers with every name server of namesrvAddr."""
     from sievemq.broker.controller import BrokerController
 
@@ -170,10 +173,12 @@ def broker(config_path: str | None, **kwargs: Any) -> None:
         cfg = load_config(BrokerConfig, config_path, overrides=_overrides(kwargs, BrokerConfig))
     except SieveError as e:
         raise click.ClickException(str(e)) from None
+    if recover_from_slave and cfg.broker_role == "SLAVE":
+        raise click.ClickException("--recover-from-slave is for a master (brokerRole ASYNC_MASTER or SYNC_MASTER)")
 
     async def run(stop: asyncio.Event) -> None:
-        b = BrokerController(cfg)
-        await b.start()
+        b = BrokerController(cfg, recover_from=recover_from_slave)
+        await b.start()  # a failed recovery (RecoveryError) ends the command with its message
         click.echo(
             f"sievemq broker {cfg.broker_name} listening on {cfg.advertised_addr}, "
             f"name servers {cfg.namesrv_addr or '(none)'}, data {cfg.store_path_root_dir}"

@@ -13,19 +13,27 @@ flags' ``--help``. A bad value raises ``ConfigError`` naming the camelCase key, 
 
 from __future__ import annotations
 
-import dataclasses
-import ipaddress
-import math
-import os
-import re
-import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from dataclasses import dataclass
+from typing import Literal
 
+from sievemq.config_loading import Spec, camel, check_fields, describe, load_config, specs
+from sievemq.config_rules import (
+    ADVERTISED_IP,
+    DELAY_LEVELS,
+    EXISTING_FILE,
+    HOST_PORT,
+    HOST_PORT_LIST,
+    LISTEN_HOST,
+    NAME,
+    OPTIONAL_HOST_PORT,
+    STORE_DIR,
+    Format,
+    Rule,
+    setting,
+    split_addrs,
+)
 from sievemq.errors import ConfigError
-from sievemq.protocol.names import MAX_TOPIC_LENGTH, NAME_RE
+from sievemq.ha.settings import BrokerRole, ReplicationSettings
 from sievemq.remoting.command import MAX_FRAME_LENGTH
 from sievemq.remoting.limits import ServerLimits
 from sievemq.remoting.tls import TlsMode
@@ -33,7 +41,24 @@ from sievemq.tls_settings import CLIENT_SETTINGS as CLIENT_TLS
 from sievemq.tls_settings import SERVER_SETTINGS as SERVER_TLS
 from sievemq.tls_settings import TlsEnable, check_broker, server_tls
 
-T = TypeVar("T")
+__all__ = [
+    "ADVERTISED_IP",
+    "HOST_PORT",
+    "LISTEN_HOST",
+    "MAX_MESSAGE_SIZE_LIMIT",
+    "BrokerConfig",
+    "ConfigError",
+    "Format",
+    "NamesrvConfig",
+    "Rule",
+    "Spec",
+    "camel",
+    "check_fields",
+    "describe",
+    "load_config",
+    "setting",
+    "specs",
+]
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 MAX_MESSAGE_SIZE_LIMIT = MAX_FRAME_LENGTH - 1024 * 1024
@@ -44,136 +69,6 @@ INT32_MAX = (1 << 31) - 1
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 SubscriptionConsistency = Literal["strict", "rocketmq"]
-
-
-# ------------------------------------------------------------------------------------------------ rules
-@dataclass(frozen=True)
-class Format:
-    """A format a string setting must have: ``allowed`` says it in words, ``test`` checks a value."""
-
-    allowed: str
-    test: Callable[[str], bool]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What a setting accepts beyond its type: an inclusive range ``lo..hi``, a strict bound ``> above``, a format."""
-
-    lo: float | None = None
-    hi: float | None = None
-    above: float | None = None
-    fmt: Format | None = None
-
-    def accepts(self, value: Any) -> bool:
-        """True when ``value`` (already of the field's type) is within the range and has the format."""
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                return False
-            if self.lo is not None and value < self.lo:
-                return False
-            if self.hi is not None and value > self.hi:
-                return False
-            if self.above is not None and value <= self.above:
-                return False
-        return self.fmt is None or self.fmt.test(str(value))
-
-    def bounds(self) -> str:
-        """The range in words (``"in 0..65535"``, ``">= 1"``, ``"> 0"``), or ``""``."""
-        if self.lo is not None and self.hi is not None:
-            return f"in {self.lo}..{self.hi}"
-        if self.lo is not None:
-            return f">= {self.lo}"
-        if self.hi is not None:
-            return f"<= {self.hi}"
-        if self.above is not None:
-            return f"> {self.above}"
-        return ""
-
-
-def setting(
-    doc: str,
-    default: Any,
-    *,
-    lo: float | None = None,
-    hi: float | None = None,
-    above: float | None = None,
-    fmt: Format | None = None,
-    secret: bool = False,
-) -> Any:
-    """A config field: its ``doc`` (reference and ``--help``), its default and what it accepts (see ``Rule``); a
-    ``secret`` one is left out of the config's repr."""
-    return field(default=default, repr=not secret, metadata={"doc": doc, "rule": Rule(lo, hi, above, fmt)})
-
-
-def split_addrs(value: str) -> list[str]:
-    """Items of a ``;``-separated (or ``,``-separated) address list, blanks dropped."""
-    return [a.strip() for a in value.replace(",", ";").split(";") if a.strip()]
-
-
-_HOSTNAME_RE = re.compile(
-    r"^(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*$"
-)
-
-
-def _is_ip(value: str, version: int | None = None) -> bool:
-    try:
-        ip = ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return version is None or ip.version == version
-
-
-def _is_host(value: str) -> bool:
-    return _is_ip(value) or bool(_HOSTNAME_RE.match(value))
-
-
-def _is_host_port(value: str) -> bool:
-    host, sep, port = value.rpartition(":")
-    if not sep or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
-        return False
-    if host.startswith("[") and host.endswith("]"):
-        return _is_ip(host[1:-1], 6)
-    return _is_host(host)
-
-
-def _is_store_dir(value: str) -> bool:
-    if not value.strip():
-        return False
-    path = Path(value)
-    for candidate in (path, *path.parents):  # the nearest existing one must be a folder (mkdir makes the rest)
-        if candidate.exists():
-            return candidate.is_dir()
-    return True
-
-
-def _is_delay_levels(value: str) -> bool:
-    from sievemq.store.delay_levels import parse_levels  # on use: the store package loads numpy
-
-    try:
-        parse_levels(value)
-    except ValueError:
-        return False
-    return True
-
-
-LISTEN_HOST = Format("a host name or IP address (empty: every interface)", lambda v: v == "" or _is_host(v))
-ADVERTISED_IP = Format(
-    "an IPv4 address others can reach (a.b.c.d, not 0.0.0.0)",
-    lambda v: _is_ip(v, 4) and not ipaddress.IPv4Address(v).is_unspecified,
-)
-HOST_PORT = Format("host:port (port 1..65535)", _is_host_port)
-HOST_PORT_LIST = Format(
-    "host:port items separated by ';' (port 1..65535), or empty", lambda v: all(map(_is_host_port, split_addrs(v)))
-)
-NAME = Format(  # broker and cluster names are topics too (the broker creates them)
-    f"1..{MAX_TOPIC_LENGTH} characters of a-z A-Z 0-9 _ - % | (RocketMQ's topic characters)",
-    lambda v: len(v) <= MAX_TOPIC_LENGTH and bool(NAME_RE.match(v)),
-)
-STORE_DIR = Format("a folder path, not an existing file nor under one", _is_store_dir)
-EXISTING_FILE = Format("empty or the path of an existing file", lambda v: v == "" or Path(v).is_file())
-DELAY_LEVELS = Format(
-    "durations separated by spaces, each a whole number and s, m, h or d (1s 5m 2h)", _is_delay_levels
-)
 
 
 # ------------------------------------------------------------------------------------------------ roles
@@ -360,6 +255,23 @@ class BrokerConfig:
     acl_secret_key: str = setting(
         "secret key of aclAccessKey (prefer the environment: SIEVEMQ_ACL_SECRET_KEY)", "", secret=True
     )
+    broker_role: BrokerRole = setting(
+        "ASYNC_MASTER (answer sends at once), SYNC_MASTER (after a slave has them) or SLAVE (a copy of the master "
+        "of the same brokerName; brokerId > 0)",
+        "ASYNC_MASTER",
+    )
+    ha_listen_port: int = setting("HA port for slaves (0: listenPort + 1)", 0, lo=0, hi=65535)
+    ha_master_address: str = setting(
+        "a slave's master HA address host:port (empty: the one the name servers give)", "", fmt=OPTIONAL_HOST_PORT
+    )
+    ha_send_heartbeat_interval: int = setting("replication heartbeat, milliseconds", 5000, lo=100)
+    ha_housekeeping_interval: int = setting("drop a silent replication link after this, milliseconds", 20000, lo=500)
+    ha_transfer_batch_size: int = setting("largest replication frame, bytes", 32 * 1024, lo=1024, hi=4 * 1024 * 1024)
+    ha_slave_fallbehind_max: int = setting(
+        "SYNC_MASTER: a slave this many bytes behind counts as unavailable (SLAVE_NOT_AVAILABLE)",
+        256 * 1024 * 1024,
+        lo=0,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -367,6 +279,9 @@ class BrokerConfig:
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
             raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            allowed = "an integer > 0 for a SLAVE" if self.broker_role == "SLAVE" else "0 for a master (brokerRole)"
+            raise ConfigError(key="brokerId", value=self.broker_id, allowed=allowed)
         if self.listen_vip_channel and self.listen_port < 2:
             raise ConfigError(
                 key="listenPort",
@@ -383,6 +298,26 @@ class BrokerConfig:
         """``ip:port`` that clients use for this broker."""
         return f"{self.broker_ip}:{self.listen_port}"
 
+    @property
+    def ha_port(self) -> int:
+        """The HA port (``haListenPort``, else ``listenPort + 1``)."""
+        return self.ha_listen_port or self.listen_port + 1
+
+    def replication_settings(self, recover_from: str = "") -> ReplicationSettings:
+        """The replication settings (``recover_from``: ``--recover-from-slave``)."""
+        return ReplicationSettings(
+            role=self.broker_role,
+            host=self.listen_host,
+            ha_port=self.ha_port,
+            ha_master_address=self.ha_master_address,
+            heartbeat_s=self.ha_send_heartbeat_interval / 1000,
+            housekeeping_s=self.ha_housekeeping_interval / 1000,
+            batch=self.ha_transfer_batch_size,
+            max_fallbehind=self.ha_slave_fallbehind_max,
+            sync_timeout_s=self.sync_flush_timeout_ms / 1000,
+            recover_from=recover_from,
+        )
+
     def server_limits(self) -> ServerLimits:
         """The bounds of the broker's remoting servers (the ``server*`` settings)."""
         return ServerLimits(
@@ -394,182 +329,3 @@ class BrokerConfig:
             fd_reserve=self.server_fd_reserve,
             warning_interval=self.server_warning_interval_seconds,
         )
-
-
-# ------------------------------------------------------------------------------------------------ checking
-@dataclass(frozen=True)
-class Spec:
-    """One setting as declared: field name, camelCase key, value type, accepted words, rule, doc and default."""
-
-    name: str
-    key: str
-    kind: type
-    choices: tuple[str, ...]
-    rule: Rule
-    doc: str
-    default: Any
-
-    @property
-    def allowed(self) -> str:
-        """What the setting accepts, in words (for errors, the reference and ``--help``)."""
-        if self.choices:
-            words = " or ".join(self.choices)
-            return f"{words} (any letter case)"
-        if self.kind is bool:
-            return "true or false"
-        bounds = self.rule.bounds()
-        if self.kind is int:
-            return f"an integer {bounds}".rstrip()
-        if self.kind is float:
-            return f"a number {bounds}".rstrip()
-        return self.rule.fmt.allowed if self.rule.fmt is not None else "any text"
-
-    def check(self, value: Any) -> Any:
-        """``value`` as stored (an accepted word in its listed spelling); ``ConfigError`` when not allowed."""
-        if self.choices:
-            for choice in self.choices:
-                if isinstance(value, str) and value.lower() == choice.lower():
-                    return choice
-        elif _has_type(value, self.kind) and self.rule.accepts(value):
-            return value
-        raise ConfigError(key=self.key, value=value, allowed=self.allowed)
-
-
-def _has_type(value: Any, kind: type) -> bool:
-    if kind is bool or isinstance(value, bool):  # a bool is an int to isinstance, not to a setting
-        return kind is bool and isinstance(value, bool)
-    return isinstance(value, int | float) if kind is float else isinstance(value, kind)
-
-
-def camel(name: str) -> str:
-    """``flush_disk_type`` -> ``flushDiskType``."""
-    first, *rest = name.split("_")
-    return first + "".join(p.title() for p in rest)
-
-
-_SPECS: dict[type[Any], tuple[Spec, ...]] = {}
-
-
-def specs(cls: type[Any]) -> tuple[Spec, ...]:
-    """Every setting of a config dataclass, in declaration order."""
-    done = _SPECS.get(cls)
-    if done is not None:
-        return done
-    hints = get_type_hints(cls)
-    out = []
-    for f in fields(cls):
-        hint = hints[f.name]
-        choices: tuple[str, ...] = get_args(hint) if get_origin(hint) is Literal else ()
-        kind = str if choices else hint
-        default = f.default if f.default is not dataclasses.MISSING else None
-        rule = f.metadata.get("rule", Rule())
-        out.append(Spec(f.name, camel(f.name), kind, choices, rule, str(f.metadata.get("doc", "")), default))
-    done = _SPECS[cls] = tuple(out)
-    return done
-
-
-def check_fields(cfg: Any) -> None:
-    """Check every field of a config dataclass instance (``ConfigError`` on the first bad one).
-
-    Accepted words of a ``Literal`` field are stored in their listed spelling (``sync_flush`` -> ``SYNC_FLUSH``).
-    """
-    for spec in specs(type(cfg)):
-        value = getattr(cfg, spec.name)
-        checked = spec.check(value)
-        if checked is not value:
-            object.__setattr__(cfg, spec.name, checked)
-
-
-# ------------------------------------------------------------------------------------------------ loading
-def _norm(name: str) -> str:
-    return name.replace("_", "").replace("-", "").lower()
-
-
-_TRUE = frozenset(("true", "1", "yes", "on", "t", "y"))
-_FALSE = frozenset(("false", "0", "no", "off", "f", "n"))
-
-
-def _coerce(value: Any, spec: Spec, source: str) -> Any:
-    """A raw value (TOML, environment text, flag text) as the field's type; ``ConfigError`` when it is not one."""
-    typ = spec.kind
-    if isinstance(value, list | tuple) and typ is str:
-        value = ",".join(str(v) for v in value)
-    try:
-        if typ is bool:
-            if isinstance(value, bool):
-                return value
-            s = str(value).strip().lower()
-            if s in _TRUE or s in _FALSE:
-                return s in _TRUE
-            raise ValueError(value)
-        if typ is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(value)
-        if typ is float:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ConfigError(key=spec.key, value=value, allowed=spec.allowed, source=source) from None
-
-
-def load_config(
-    cls: type[T],
-    toml_path: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    env_prefix: str = "SIEVEMQ_",
-) -> T:
-    """Build ``cls`` from defaults, a TOML file, ``<env_prefix><NAME>`` environment variables and flag overrides.
-
-    A TOML array given for a string setting becomes its comma-separated form. Every value is checked; a bad one
-    raises ``ConfigError`` saying where it came from (the file, the variable, the command line).
-    """
-    by_name = {s.name: s for s in specs(cls)}
-    known = {_norm(name): name for name in by_name}
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-
-    def put(name: str, raw: Any, source: str) -> None:
-        values[name] = _coerce(raw, by_name[name], source)
-        sources[name] = source
-
-    if toml_path:
-        try:
-            with open(toml_path, "rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            raise ConfigError(f"config file {toml_path} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"config file {toml_path}: {e}") from None
-        for k, v in raw.items():
-            name = known.get(_norm(k), "")
-            if not name:
-                raise ConfigError(f"config file {toml_path}: unknown key '{k}' (see `sievemq config-reference`)")
-            put(name, v, str(toml_path))
-    env = os.environ if env is None else env
-    for name in by_name:
-        var = env_prefix + name.upper()
-        if var in env:
-            put(name, env[var], var)
-    for k, v in (overrides or {}).items():
-        if v is not None:
-            name = known.get(_norm(k), "")
-            if not name:
-                raise ConfigError(f"unknown setting '{k}'")
-            put(name, v, "the command line")
-    try:
-        return cls(**values)
-    except ConfigError as e:
-        name = next((s.name for s in by_name.values() if s.key == e.key), "")
-        if not name or e.source:
-            raise
-        source = sources.get(name, "the default")
-        raise ConfigError(key=e.key, value=e.value, allowed=e.allowed, source=source) from None
-
-
-def describe(cls: type[Any]) -> list[tuple[str, str, Any, str, str]]:
-    """(camelCase key, type, default, doc, allowed values) for every field: the config reference."""
-    return [(s.key, type(s.default).__name__, s.default, s.doc, s.allowed) for s in specs(cls)]

@@ -49,6 +49,10 @@ class RequestTimeoutError(SieveError):
     """No response arrived within the request timeout."""
 
 
+class RecoveryError(SieveError):
+    """A master cannot be recovered from the slave it was given (``--recover-from-slave``); nothing was served."""
+
+
 class ConfigError(SieveError):
     """A configuration is unusable: a bad value, an unknown key, an unreadable file.
 

@@ -21,18 +21,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
-    """Wait until something accepts connections on 127.0.0.1:port."""
+def wait_port(
+    port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None, host: str = "127.0.0.1"
+) -> None:
+    """Wait until something accepts connections on host:port."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s")
 
 
 @dataclass
@@ -48,11 +50,15 @@ class Proc:
     """Printed by the process once it serves (a broker after its first registration); waited for after the port."""
     nofile: int | None = None
     """A soft RLIMIT_NOFILE for the process (None: it inherits the test's)."""
+    host: str = "127.0.0.1"
+    """Where the test reaches it (a network namespace's address when ``prefix`` runs it in one)."""
+    prefix: list[str] = field(default_factory=list)
+    """Put before the command (``Host.prefix()``: run inside a network namespace)."""
 
     @property
     def addr(self) -> str:
-        """``127.0.0.1:port``."""
-        return f"127.0.0.1:{self.port}"
+        """``host:port``."""
+        return f"{self.host}:{self.port}"
 
     def start(self) -> Proc:
         """Start and wait until it listens."""
@@ -61,14 +67,14 @@ class Proc:
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child)
         log_start = log.tell()
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "sievemq.cli", "--log-level", "INFO", *self.args],
+            [*self.prefix, sys.executable, "-m", "sievemq.cli", "--log-level", "INFO", *self.args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
             preexec_fn=_soft_nofile(self.nofile) if self.nofile is not None else None,
         )
-        wait_port(self.port, proc=self.popen)
+        wait_port(self.port, proc=self.popen, host=self.host)
         if self.ready_text is not None:
             self._wait_ready(log_start)
         return self
@@ -133,11 +139,24 @@ def broker_proc(
     *extra: str,
     flush: str = "ASYNC_FLUSH",
     port: int | None = None,
+    ha_port: int | None = None,
+    host: str | None = None,
+    prefix: list[str] | None = None,
+    label: str | None = None,
 ) -> Proc:
-    """A broker on a free port with its store under ``tmp/name`` (not started)."""
+    """A broker on a free port (and a free HA port) with its store under ``tmp/label`` (not started).
+
+    ``label`` (default: ``name``) also names the log: a master and its slave share a name, not a label. ``host`` and
+    ``prefix``: listen on and advertise ``host``, run under ``prefix`` (a network namespace).
+    """
+    label = label or name
     port = port or free_port()
+    where = ["--listen-host", host, "--broker-ip", host] if host else []
     args = [
         "broker",
+        *where,
+        "--ha-listen-port",
+        str(ha_port or free_port()),
         "--broker-name",
         name,
         "--listen-port",
@@ -145,7 +164,7 @@ def broker_proc(
         "--namesrv-addr",
         namesrv_addr,
         "--store-path-root-dir",
-        str(tmp / name),
+        str(tmp / label),
         "--flush-disk-type",
         flush,
         "--mapped-file-size-commitlog",
@@ -154,7 +173,9 @@ def broker_proc(
         "2",
         *extra,
     ]
-    return Proc(args, port, tmp / f"{name}.log", ready_text=f"sievemq broker {name} listening")
+    log = tmp / f"{label}.log"
+    return Proc(args, port, log, ready_text=f"sievemq broker {name} listening", host=host or "127.0.0.1",
+                prefix=prefix or [])  # fmt: skip
 
 
 def dev_proc(tmp: Path, *extra: str) -> Proc:

@@ -111,7 +111,6 @@ ACCEPTED: list[tuple[type[Any], str, Any]] = [
     (BR, "brokerName", "broker_a-1%|"),
     (BR, "brokerIp", "10.0.0.5"),
     (BR, "brokerId", 0),
-    (BR, "brokerId", 3),
     (BR, "namesrvAddr", ""),
     (BR, "namesrvAddr", "ns1.example.com:9876;10.0.0.1:1"),
     (BR, "namesrvAddr", "ns1:9876,ns2:65535"),
@@ -174,6 +173,23 @@ def test_a_bad_value_names_key_value_and_what_is_allowed(cls: type[Any], key: st
 @pytest.mark.parametrize(("cls", "key", "good"), ACCEPTED, ids=lambda v: getattr(v, "__name__", None) or repr(v)[:40])
 def test_boundary_and_typical_values_load_unchanged(cls: type[Any], key: str, good: Any) -> None:
     assert getattr(_load(cls, {key: good}), _attr(cls, key)) == good
+
+
+def test_broker_id_and_role_go_together() -> None:
+    slave = _load(BrokerConfig, {"brokerRole": "SLAVE", "brokerId": 3})
+    assert (slave.broker_role, slave.broker_id) == ("SLAVE", 3)
+    for role, broker_id, allowed in (("SLAVE", 0, "> 0 for a SLAVE"), ("SYNC_MASTER", 2, "0 for a master")):
+        with pytest.raises(ConfigError) as ei:
+            _load(BrokerConfig, {"brokerRole": role, "brokerId": broker_id})
+        assert ei.value.key == "brokerId" and allowed in ei.value.allowed
+
+
+def test_the_ha_port_is_beside_the_remoting_port_unless_set() -> None:
+    assert _load(BrokerConfig, {"listenPort": 20911}).ha_port == 20912
+    assert _load(BrokerConfig, {"listenPort": 20911, "haListenPort": 30000}).ha_port == 30000
+    with pytest.raises(ConfigError) as ei:
+        _load(BrokerConfig, {"haMasterAddress": "nowhere"})
+    assert ei.value.key == "haMasterAddress"
 
 
 @pytest.mark.parametrize("written", ["SYNC_FLUSH", "sync_flush", "Sync_Flush", "sYNC_fLUSH"])

@@ -9,7 +9,7 @@ import orjson
 
 from sievemq.acl.signature import RequestSigner
 from sievemq.errors import RemotingError
-from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_system_topic
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -178,3 +178,70 @@ class AdminClient:
         """A broker's counters."""
         resp = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return dict(orjson.loads(resp.body).get("table") or {})
+
+    async def cluster_status(self) -> list[dict[str, Any]]:
+        """Every broker of every set: role, address, commit-log end, and for a slave its lag behind the master
+        (bytes: the master's end minus its own when both answer; seconds: as the slave reports) and link state.
+
+        A broker that does not answer has ``"state": "unreachable"`` and ``"error"``."""
+        rows: list[dict[str, Any]] = []
+        for b in await self.brokers():
+            infos: dict[int, dict[str, str] | str] = {}
+            for bid, addr in sorted(b.addrs.items()):
+                try:
+                    infos[bid] = await self.runtime_info(addr)
+                except Exception as e:
+                    infos[bid] = f"{type(e).__name__}: {e}"
+            master = infos.get(0)
+            master_end = int(master.get("commitLogMaxOffset", 0)) if isinstance(master, dict) else None
+            for bid, info in infos.items():
+                row: dict[str, Any] = {"cluster": b.cluster, "brokerName": b.name, "brokerId": bid,
+                                       "addr": b.addrs[bid]}  # fmt: skip
+                if isinstance(info, str):
+                    rows.append({**row, "role": "SLAVE" if bid else "MASTER", "state": "unreachable", "error": info})
+                    continue
+                end = int(info.get("commitLogMaxOffset", 0))
+                row.update(role=info.get("brokerRole", "ASYNC_MASTER"), commitLogMaxOffset=end)
+                if row["role"] == "SLAVE":
+                    lag = master_end - end if master_end is not None else int(info.get("haLagBytes", 0))
+                    row.update(lagBytes=max(0, lag), lagSeconds=float(info.get("haLagSeconds", 0.0)),
+                               state=info.get("haState", ""), master=info.get("haMasterAddress", ""))  # fmt: skip
+                else:
+                    behind = info.get("haBehind", "")
+                    row.update(state=f"refusing writes: {behind}" if behind else "serving",
+                               slaves=int(info.get("haConnectedSlaves", 0)),
+                               slaveAckOffset=int(info.get("haSlaveAckOffset", 0)))  # fmt: skip
+                rows.append(row)
+        return rows
+
+    async def topic_summaries(self, include_system: bool = False) -> list[dict[str, Any]]:
+        """Every topic with its broker sets: queues, messages stored (on the master, else a slave) and the set's
+        replicas as ``cluster_status`` gives them."""
+        names = await self.topic_list()
+        brokers = {b.name: b for b in await self.brokers()}
+        system = set(brokers) | {b.cluster for b in brokers.values()}
+        replicas: dict[str, list[dict[str, Any]]] = {}
+        for row in await self.cluster_status():
+            replicas.setdefault(row["brokerName"], []).append(row)
+        out = []
+        for t in names:
+            if not include_system and (is_system_topic(t) or t in system):
+                continue
+            try:
+                route = await self.route(t)
+            except RemotingError:
+                continue
+            sets, total = [], 0
+            for qd in route.queue_datas:
+                addrs = brokers[qd.broker_name].addrs if qd.broker_name in brokers else {}
+                addr = addrs.get(0) or (addrs[min(addrs)] if addrs else None)
+                n = 0
+                if addr:
+                    for q in range(qd.read_queue_nums):
+                        n += await self.max_offset(addr, t, q) - await self.min_offset(addr, t, q)
+                total += n
+                sets.append({"brokerName": qd.broker_name, "readQueueNums": qd.read_queue_nums,
+                             "writeQueueNums": qd.write_queue_nums, "messages": n,
+                             "replicas": replicas.get(qd.broker_name, [])})  # fmt: skip
+            out.append({"topic": t, "messages": total, "brokers": sets})
+        return out

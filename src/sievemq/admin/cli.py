@@ -10,7 +10,6 @@ import click
 
 from sievemq.acl.credentials import Credentials, credential_options, keys_of
 from sievemq.errors import SieveError
-from sievemq.protocol.names import is_system_topic
 from sievemq.remoting.tls import ClientTls
 from sievemq.tls_cli import tls_options
 
@@ -84,31 +83,21 @@ def topic_create(
 @credential_options
 @tls_options
 @click.option("--all", "show_all", is_flag=True, help="include system topics (retry, DLQ, TBW102, ...)")
-def topic_list(namesrv: str, show_all: bool, credentials: Credentials | None, tls: ClientTls | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="JSON: per topic its broker sets, their replicas and lag")
+def topic_list(
+    namesrv: str, show_all: bool, as_json: bool, credentials: Credentials | None, tls: ClientTls | None
+) -> None:
     """List topics with their queues and message counts."""
-    from sievemq.errors import RemotingError
+    import orjson
 
     async def go(admin: Any) -> None:
-        names = await admin.topic_list()
-        brokers = {b.name: b for b in await admin.brokers()}
-        system = set(brokers) | {b.cluster for b in brokers.values()}
-        for t in names:
-            if not show_all and (is_system_topic(t) or t in system):
-                continue
-            try:
-                route = await admin.route(t)
-            except RemotingError:
-                continue
-            parts, total = [], 0
-            for qd in route.queue_datas:
-                addr = brokers[qd.broker_name].addrs.get(0) if qd.broker_name in brokers else None
-                n = 0
-                if addr:
-                    for q in range(qd.read_queue_nums):
-                        n += await admin.max_offset(addr, t, q) - await admin.min_offset(addr, t, q)
-                total += n
-                parts.append(f"{qd.broker_name}:{qd.write_queue_nums}q")
-            click.echo(f"{t:40} {' '.join(parts):30} {total} messages")
+        topics = await admin.topic_summaries(show_all)
+        if as_json:
+            click.echo(orjson.dumps(topics, option=orjson.OPT_INDENT_2).decode())
+            return
+        for t in topics:
+            parts = " ".join(f"{b['brokerName']}:{b['writeQueueNums']}q" for b in t["brokers"])
+            click.echo(f"{t['topic']:40} {parts:30} {t['messages']} messages")
 
     _admin(namesrv, go, credentials, tls)
 
@@ -271,4 +260,38 @@ def explain(
     _admin(namesrv, go, credentials, tls)
 
 
-COMMANDS = [topic, group, explain]
+@click.group()
+def cluster() -> None:
+    """Watch the broker sets of the clusters."""
+
+
+@cluster.command("status")
+@namesrv_option
+@credential_options
+@tls_options
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object per broker")
+def cluster_status(namesrv: str, as_json: bool, credentials: Credentials | None, tls: ClientTls | None) -> None:
+    """Every broker of every set: role, address, commit-log end, a slave's lag (bytes, seconds) and link state."""
+    import orjson
+
+    async def go(admin: Any) -> None:
+        rows = await admin.cluster_status()
+        if as_json:
+            click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+            return
+        if not rows:
+            click.echo("no brokers registered")
+        for r in rows:
+            head = f"{r['cluster']}/{r['brokerName']} #{r['brokerId']} {r['addr']:21} {r['role']:12}"
+            if r["state"] == "unreachable":
+                click.echo(f"{head} UNREACHABLE: {r['error']}")
+            elif r["role"] == "SLAVE":
+                click.echo(f"{head} max {r['commitLogMaxOffset']}  behind {r['lagBytes']} B / "
+                           f"{r['lagSeconds']:.1f} s  {r['state']}")  # fmt: skip
+            else:
+                click.echo(f"{head} max {r['commitLogMaxOffset']}  slaves {r['slaves']}  {r['state']}")
+
+    _admin(namesrv, go, credentials, tls)
+
+
+COMMANDS = [topic, group, explain, cluster]

@@ -21,12 +21,14 @@ from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.client import ClientProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
+from sievemq.broker.processors.ha import HaProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.broker.processors.pull import PullProcessor, PullSettings
 from sievemq.broker.processors.query import QueryProcessor
 from sievemq.broker.processors.send import SendProcessor, SendSettings
 from sievemq.broker.processors.send_back import SendBackProcessor
 from sievemq.broker.registration import NamesrvRegistrar
+from sievemq.broker.replication import build_replication
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.store_settings import bloom_filter, store_config
@@ -52,7 +54,8 @@ class _Processor(Protocol):
 class BrokerController:
     """Runs one broker in the current event loop: builds the services and hands each processor the ones it uses."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, recover_from: str = "") -> None:
+        """``recover_from``: a slave's HA address to copy the commit log from first (``--recover-from-slave``)."""
         self.config = config
         root = Path(config.store_path_root_dir)
         config_dir = root / "config"
@@ -81,6 +84,9 @@ class BrokerController:
         self.stats = BrokerStats()
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
+        self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,
+                                             groups=self.groups, offsets=self.offsets, schedule=self.schedule,
+                                             filters=self.filters, recover_from=recover_from)  # fmt: skip
         self.acl = broker_acl(config)
         table = ProcessorTable("broker", check_request, self.acl)
         for proc in self._processors(len(levels)):
@@ -111,6 +117,7 @@ class BrokerController:
             config.register_broker_interval_seconds,
             broker_signer(config),
             outgoing_tls(config),
+            self.replication.on_registration,
         )
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -127,9 +134,10 @@ class BrokerController:
         )
         pull = PullSettings(c.long_polling_enable, c.short_polling_time_mills, c.enable_property_filter)
         admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
+        gate = self.replication
         return [
-            SendProcessor(self.store, self.topics, self.groups, self.stats, send),
-            SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level),
+            SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate),
+            SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level, gate),
             PullProcessor(
                 self.store,
                 self.topics,
@@ -163,9 +171,12 @@ class BrokerController:
                 self.writer,
                 self.register_now,
                 admin,
+                gate,
+                self.replication.runtime_info,
             ),
             GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
+            HaProcessor(self.store, self.offsets, self.schedule, self.filters),
         ]
 
     # ------------------------------------------------------------------ registration
@@ -176,7 +187,7 @@ class BrokerController:
             "brokerId": c.broker_id,
             "brokerName": c.broker_name,
             "clusterName": c.broker_cluster_name,
-            "haServerAddr": f"{c.broker_ip}:{c.listen_port + 1}",
+            "haServerAddr": f"{c.broker_ip}:{c.ha_port}",
         }
 
     def _register_body(self) -> dict[str, Any]:
@@ -248,10 +259,12 @@ class BrokerController:
         self.store.add_dispatch_listener(self._on_dispatch)
         await self.store.start()
         self.topics.on_change = self.registrar.kick
+        await self.replication.start()  # a recovery (--recover-from-slave) completes before clients are served
         await self.server.start()
         if self.vip_server is not None:
             await self.vip_server.start()
-        self.schedule.start()
+        if not self.replication.is_slave:  # a slave's delayed messages are delivered by its master, and copied
+            self.schedule.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self.filter_servers.on_change = self.registrar.kick
@@ -270,6 +283,7 @@ class BrokerController:
         await self.server.stop()
         if self.vip_server is not None:
             await self.vip_server.stop()
+        await self.replication.stop()
         await self.schedule.stop()
         self.offsets.persist(force=True)
         self.filters.persist()

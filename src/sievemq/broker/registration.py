@@ -28,12 +28,15 @@ class NamesrvRegistrar:
         interval: float,
         rpc_hook: RpcHook | None = None,
         tls: ClientTls | None = None,
+        on_answer: Callable[[str | None, str | None], None] | None = None,
     ) -> None:
+        """``on_answer(masterAddr, haServerAddr)`` gets what a name server answers (a slave learns its master)."""
         self.addrs = namesrv_addrs
         self._header = header
         self._body = body
         self._interval = interval
         self._pool = ConnectionPool(rpc_hook=rpc_hook, tls=tls.context() if tls is not None else None)
+        self._on_answer = on_answer
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self.failures = 0
@@ -55,6 +58,9 @@ class NamesrvRegistrar:
         if resp.code != ResponseCode.SUCCESS:
             log.warning("name server %s refused registration: [%d] %s", addr, resp.code, resp.remark)
             return False
+        if self._on_answer is not None:
+            f = resp.ext_fields
+            self._on_answer(f.get("masterAddr") or None, f.get("haServerAddr") or None)
         return True
 
     def kick(self) -> None:

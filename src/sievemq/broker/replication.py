@@ -15,13 +15,22 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+import orjson
+
+from sievemq.broker.access import broker_signer
+from sievemq.broker.filter_manager import ConsumerFilterManager
+from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.metadata_sync import MetadataSync
-from sievemq.errors import RemotingError
+from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.schedule import ScheduleService
+from sievemq.broker.topics import TopicConfigManager
+from sievemq.config import BrokerConfig
+from sievemq.errors import RecoveryError, RemotingError
 from sievemq.ha.master import HAServer
+from sievemq.ha.settings import CHECK_BYTES, RECOVERY_POLL_S, ReplicationSettings
 from sievemq.ha.slave import HAClient
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -29,39 +38,43 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
 from sievemq.store import MessageStore
 from sievemq.store.jsonfile import read_json
+from sievemq.tls_settings import outgoing_tls
 
-__all__ = ["BrokerRole", "Replication", "ReplicationSettings"]
+__all__ = ["Replication", "build_replication"]
 
 log = logging.getLogger(__name__)
-
-BrokerRole = Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]
-CHECK_BYTES = 4096
-"""How many bytes before its end a slave asks its master to compare (HA_CHECK)."""
-RECOVERY_POLL_S = 0.2
-
-
-@dataclass(frozen=True)
-class ReplicationSettings:
-    """The replication settings of one broker (``BrokerConfig.replication_settings()``)."""
-
-    role: BrokerRole
-    host: str
-    ha_port: int
-    ha_master_address: str = ""
-    """The master's HA address; empty: the one the name servers give (the master's registration)."""
-    heartbeat_s: float = 5.0
-    housekeeping_s: float = 20.0
-    batch: int = 32 * 1024
-    max_fallbehind: int = 256 * 1024 * 1024
-    sync_timeout_s: float = 5.0
-    recover_from: str = ""
-    """A slave's HA address to copy the commit log from before serving as a master (``--recover-from-slave``)."""
 
 
 def _remoting_of(ha_addr: str) -> str:
     """The remoting address beside an HA address (the HA port is the remoting port + 1 unless configured)."""
     host, _, port = ha_addr.rpartition(":")
     return f"{host}:{int(port) - 1}"
+
+
+def build_replication(
+    config: BrokerConfig,
+    store: MessageStore,
+    config_dir: Path,
+    save: Callable[[Path, Any], None],
+    *,
+    topics: TopicConfigManager,
+    groups: SubscriptionGroupManager,
+    offsets: ConsumerOffsetManager,
+    schedule: ScheduleService,
+    filters: ConsumerFilterManager,
+    recover_from: str = "",
+) -> Replication:
+    """The replication of a broker: its settings, a signed (and TLS, when configured) pool for other brokers'
+    remoting ports, and on a slave the metadata copy into the given managers."""
+    tls = outgoing_tls(config)
+    pool = ConnectionPool(rpc_hook=broker_signer(config), tls=tls.context() if tls is not None else None)
+    settings = config.replication_settings(recover_from)
+    replication: Replication
+    sync = None
+    if settings.role == "SLAVE":
+        sync = MetadataSync(pool, lambda: replication.master_remoting, topics, groups, offsets, schedule, filters)
+    replication = Replication(settings, store, config_dir, save, pool, sync)
+    return replication
 
 
 class Replication:
@@ -73,10 +86,12 @@ class Replication:
         store: MessageStore,
         config_dir: Path,
         save: Callable[[Path, Any], None],
+        pool: ConnectionPool,
         sync: MetadataSync | None,
     ) -> None:
-        """``sync`` is the slave's metadata copy (None on a master)."""
+        """``pool`` reaches other brokers' remoting ports; ``sync`` is the slave's metadata copy (None on a master)."""
         self.settings = settings
+        self._pool = pool
         self.store = store
         self.path = config_dir / "replication.json"
         self._save = save
@@ -93,6 +108,13 @@ class Replication:
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------------------------------ state
+    @property
+    def master_remoting(self) -> str | None:
+        """The master's remoting address: from the registration, else beside its configured HA address."""
+        if self.master_addr:
+            return self.master_addr
+        return _remoting_of(self.master_ha) if self.master_ha else None
+
     @property
     def is_slave(self) -> bool:
         """True for ``brokerRole = "SLAVE"``."""
@@ -156,9 +178,8 @@ class Replication:
         return info
 
     # ------------------------------------------------------------------------------------------ lifecycle
-    async def start(self, pool: ConnectionPool) -> None:
+    async def start(self) -> None:
         """Recover first if asked, check what a slave acknowledged before, listen, and follow (a slave)."""
-        self._pool = pool
         if self.settings.recover_from:
             await self._recover(self.settings.recover_from)
         self._load()
@@ -166,7 +187,7 @@ class Replication:
         self.store.add_dispatch_listener(lambda *_a: self.server.notify())
         if self.is_slave:
             self.client = HAClient(self.store, lambda: self.master_ha, heartbeat_s=self.settings.heartbeat_s,
-                                   housekeeping_s=self.settings.housekeeping_s, verify=self._verify)  # fmt: skip
+                                   housekeeping_s=self.settings.housekeeping_s, verify=self._verify_master)  # fmt: skip
             self.client.start()
             if self.sync is not None:
                 self.sync.start()
@@ -185,6 +206,7 @@ class Replication:
         if self.sync is not None:
             await self.sync.stop()
         await self.server.stop()
+        await self._pool.close()
         self._persist()
 
     # ------------------------------------------------------------------------------------------ master memory
@@ -211,8 +233,12 @@ class Replication:
             self._persist()
 
     # ------------------------------------------------------------------------------------------ slave checks
-    async def _verify(self, ha_addr: str) -> str | None:
-        """Ask the master (HA_CHECK) whether its log agrees with ours before following; the refusal, or None."""
+    async def _verify_master(self, ha_addr: str) -> str | None:
+        """The HAClient's check before following ``ha_addr``: HA_CHECK at the master's remoting port."""
+        return await self._check_log(self.master_addr or _remoting_of(ha_addr))
+
+    async def _check_log(self, remoting: str) -> str | None:
+        """Ask ``remoting`` (HA_CHECK) whether its log agrees with the end of ours; the refusal, or None."""
         end = self.store.max_phy_offset
         length = min(CHECK_BYTES, end - self.store.min_phy_offset)
         crc = 0
@@ -221,24 +247,38 @@ class Replication:
             chunk = self.store.read_commitlog(at, end - at)
             crc = zlib.crc32(chunk, crc)
             at += len(chunk)
-        remoting = self.master_addr or _remoting_of(ha_addr)
         fields = {"offset": end, "length": length, "crc": crc}
         try:
             resp = await self._pool.request(remoting, RemotingCommand.request(RequestCode.HA_CHECK, fields), 10.0)
         except Exception as e:
-            return f"cannot check the master's log at {remoting}: {e}"
+            return f"cannot check the log at {remoting}: {e}"
         if resp.code == ResponseCode.SUCCESS:
             return None
-        log.error("not following master %s: %s (reason %s)", remoting, resp.remark, resp.ext_fields.get("reason"))
+        log.error("logs disagree with %s: %s (reason %s)", remoting, resp.remark, resp.ext_fields.get("reason"))
         return f"{resp.ext_fields.get('reason') or resp.code}: {resp.remark}"
 
+    async def _ha_address(self, remoting: str) -> str:
+        """The HA address of the broker at ``remoting`` (its GET_BROKER_RUNTIME_INFO ``haListenPort``)."""
+        try:
+            request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            resp = await self._pool.request(remoting, request, 10.0)
+        except Exception as e:
+            raise RecoveryError(f"cannot ask {remoting} for its HA port: {e}") from None
+        table = orjson.loads(resp.body).get("table", {}) if resp.code == ResponseCode.SUCCESS and resp.body else {}
+        port = table.get("haListenPort")
+        if not str(port or "").isdigit():
+            raise RecoveryError(f"{remoting} is not a sievemq broker with an HA port ([{resp.code}] {resp.remark})")
+        return f"{remoting.rpartition(':')[0]}:{port}"
+
     async def _recover(self, source: str) -> None:
-        """Copy a slave's commit log onto ours (which must be a prefix of it) before serving as a master."""
+        """Copy the commit log of the slave at ``source`` (its remoting address) onto ours, which must be a prefix
+        of it, before serving as a master."""
         log.warning("recovering this master from slave %s: copying its commit log first", source)
-        refusal = await self._verify(source)
+        refusal = await self._check_log(source)
         if refusal is not None:
-            raise RuntimeError(f"cannot recover from {source}: {refusal}")
-        client = HAClient(self.store, lambda: source, heartbeat_s=self.settings.heartbeat_s,
+            raise RecoveryError(f"cannot recover from {source}: {refusal}")
+        ha_addr = await self._ha_address(source)
+        client = HAClient(self.store, lambda: ha_addr, heartbeat_s=self.settings.heartbeat_s,
                           housekeeping_s=self.settings.housekeeping_s)  # fmt: skip
         client.start()
         started = time.monotonic()

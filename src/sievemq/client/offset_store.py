@@ -72,7 +72,8 @@ class _MemoryTable:
 
 
 class RemoteOffsetStore(_MemoryTable):
-    """Offsets kept by the brokers (QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET on the queue's master)."""
+    """Offsets kept by the brokers (QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET on the queue's master, or on a
+    slave of its set while the routes list no master: the master takes the slave's larger offsets when it returns)."""
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         super().__init__()
@@ -80,10 +81,10 @@ class RemoteOffsetStore(_MemoryTable):
         self.group = group
 
     async def _addr(self, mq: MessageQueue) -> str:
-        addr = self.instance.broker_addr(mq.broker_name, master_only=True)
+        addr = self.instance.broker_addr(mq.broker_name)
         if addr is None:
             await self.instance.update_route(mq.topic)
-            addr = self.instance.broker_addr(mq.broker_name, master_only=True)
+            addr = self.instance.broker_addr(mq.broker_name)
         if addr is None:
             raise ConnectionError(f"broker {mq.broker_name} is not in any route")
         return addr

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 RECONNECT_S = 1.0
 """Pause before reconnecting after a link ends."""
+UNKNOWN_MASTER_POLL_S = 0.2
+"""How often to look again for the master's address while none is known (it comes with a registration)."""
 REFUSED_RETRY_S = 10.0
 """Pause before asking again after ``verify`` refused the master."""
 
@@ -87,7 +89,7 @@ class HAClient:
         while True:
             addr = self.master_addr()
             if addr is None:
-                await asyncio.sleep(RECONNECT_S)
+                await asyncio.sleep(UNKNOWN_MASTER_POLL_S)
                 continue
             if self.verify is not None:
                 refusal = await self.verify(addr)
@@ -125,18 +127,19 @@ class HAClient:
         decoder = FrameDecoder()
         writer.write(encode_report(store.max_phy_offset))
         await writer.drain()
-        last_report = time.monotonic()
+        last_report = last_heard = time.monotonic()
         while True:
             wait = max(0.05, self.heartbeat_s - (time.monotonic() - last_report))
             try:
                 data = await asyncio.wait_for(reader.read(1 << 16), min(wait, self.housekeeping_s))
             except TimeoutError:
                 data = None
-                if time.monotonic() - last_report >= self.housekeeping_s:
+                if time.monotonic() - last_heard >= self.housekeeping_s:
                     raise TimeoutError(f"nothing from the master for {self.housekeeping_s:.0f}s") from None
             if data == b"":
                 raise ConnectionError("the master closed the replication link")
             if data:
+                last_heard = time.monotonic()
                 for offset, body in decoder.feed(data):
                     self._apply(offset, body)
             if data or time.monotonic() - last_report >= self.heartbeat_s:

@@ -12,10 +12,12 @@ import pytest
 
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.processors.ha import HaProcessor, log_crc
-from sievemq.broker.replication import Replication, ReplicationSettings
+from sievemq.broker.replication import Replication
 from sievemq.ha.master import SlaveState
+from sievemq.ha.settings import ReplicationSettings
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import ConnectionPool
 from tests.unit.ha.test_link import Pair, put, store, until
 
 
@@ -32,7 +34,7 @@ class Saved:
 def replication(tmp: Path, role: str, **kw: Any) -> tuple[Replication, Saved]:
     saved = Saved()
     s = store(tmp / "store")
-    r = Replication(ReplicationSettings(role, "127.0.0.1", 0, **kw), s, tmp / "config", saved, None)  # type: ignore[arg-type]
+    r = Replication(ReplicationSettings(role, "127.0.0.1", 0, **kw), s, tmp / "config", saved, ConnectionPool(), None)  # type: ignore[arg-type]
     return r, saved
 
 

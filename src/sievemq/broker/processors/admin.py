@@ -4,7 +4,7 @@ DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 207) and GET_BROKER_RUNTIME_INFO 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import orjson
 
@@ -16,6 +16,7 @@ from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
+from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, IllegalName
 from sievemq.protocol.reasons import Reason
@@ -56,6 +57,15 @@ class AdminProcessor:
     writer: ConfigWriter
     register_now: Callable[[], Awaitable[object]]
     settings: AdminSettings
+    gate: WriteGate = OPEN
+    """A slave refuses topic and group changes: they are made on its master, and copied."""
+    extra_info: Callable[[], dict[str, str]] = field(default=dict)
+    """More GET_BROKER_RUNTIME_INFO entries (the replication state)."""
+
+    def _check_writable(self) -> None:
+        refusal = self.gate.write_refusal()
+        if refusal is not None:
+            raise refusal
 
     def register(self, table: ProcessorTable) -> None:
         """Put the admin codes into ``table``."""
@@ -70,6 +80,7 @@ class AdminProcessor:
 
     async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """17 UPDATE_AND_CREATE_TOPIC."""
+        self._check_writable()
         f = cmd.ext_fields
         topic = require_str(f, "topic")
         validate_topic_name(topic)
@@ -110,6 +121,7 @@ class AdminProcessor:
 
     async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """215 DELETE_TOPIC_IN_BROKER: drop the topic, its queues and its offsets."""
+        self._check_writable()
         topic = require_str(cmd.ext_fields, "topic")
         self.topics.delete(topic)
         self.offsets.remove_topic(topic)
@@ -120,6 +132,7 @@ class AdminProcessor:
 
     async def create_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """200 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (body: SubscriptionGroupConfig JSON)."""
+        self._check_writable()
         try:
             cfg = orjson.loads(cmd.body)
             self.groups.update(cfg)
@@ -139,6 +152,7 @@ class AdminProcessor:
 
     async def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """207 DELETE_SUBSCRIPTIONGROUP."""
+        self._check_writable()
         self.groups.delete(require_str(cmd.ext_fields, "groupName"))
         await self.writer.flush()
         return cmd.response(ResponseCode.SUCCESS)
@@ -156,5 +170,6 @@ class AdminProcessor:
             "pullHeldCount": str(self.hold.held()),
             "consumerGroups": str(len(self.consumers.groups)),
             "topics": str(len(self.topics.table)),
+            **self.extra_info(),
         }
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

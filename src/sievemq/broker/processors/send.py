@@ -11,6 +11,7 @@ from sievemq.broker.retry import client_retry_limit, decide
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
+from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.batch import decode_batch
 from sievemq.protocol.compression import CompressionError, decompress, is_compressed
@@ -39,6 +40,13 @@ _PUT_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+
+
+_REMARKS = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: "flush to disk timed out; the message is stored in memory",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "stored on the master, but no slave is connected and caught up to copy it",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "stored on the master; the slave did not confirm its copy in time",
 }
 
 
@@ -87,6 +95,8 @@ class SendProcessor:
     groups: SubscriptionGroupManager
     stats: BrokerStats
     settings: SendSettings
+    gate: WriteGate = OPEN
+    """The broker's role: a slave refuses sends; SYNC_MASTER answers after a slave has them."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the send codes into ``table``."""
@@ -183,6 +193,9 @@ class SendProcessor:
     async def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """10 / 310 / 320: store one message or a batch."""
         h = SendMessageHeader.parse(cmd.ext_fields, v2=cmd.code != RequestCode.SEND_MESSAGE)
+        refusal = self.gate.write_refusal()
+        if refusal is not None:
+            raise refusal
         tc = self._check_topic(h)
         queue_id = self._queue_id(h, tc)
         base_props = string_to_properties(h.properties) if h.properties else {}
@@ -232,15 +245,18 @@ class SendProcessor:
             msg = make(cmd.body, h.flag, base_props)
             self._route_special(msg, h, cmd.version)
             result = await self.store.put_message(msg)
-        return self._respond(cmd, result, queue_id)
-
-    def _respond(self, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
         code = stored_code(result)
+        if code == ResponseCode.SUCCESS:
+            last = result.msgs[-1]
+            code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
+        return self._respond(cmd, result, queue_id, code)
+
+    def _respond(self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: ResponseCode) -> RemotingCommand:
         first = result.msgs[0]
         self.stats.put(first.topic, len(result.msgs))
         return cmd.response(
             code,
-            None if code == ResponseCode.SUCCESS else "flush to disk timed out; the message is stored in memory",
+            _REMARKS.get(code),
             {
                 "msgId": ",".join(result.message_ids),
                 "queueId": queue_id,

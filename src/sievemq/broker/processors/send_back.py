@@ -11,6 +11,7 @@ from sievemq.broker.processors.send import stored_code
 from sievemq.broker.retry import client_retry_limit, decide
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.topics import TopicConfigManager
+from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
 from sievemq.protocol.names import dlq_topic, retry_topic
@@ -32,6 +33,8 @@ class SendBackProcessor:
     groups: SubscriptionGroupManager
     store_host: tuple[str, int]
     max_delay_level: int
+    gate: WriteGate = OPEN
+    """A slave refuses send-backs (its consumers send them to the master)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put CONSUMER_SEND_MSG_BACK into ``table``."""
@@ -40,6 +43,9 @@ class SendBackProcessor:
     async def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """36: header ``group``, ``offset`` (the commit-log offset of the failed message), ``delayLevel`` (0: the
         attempt's own level, < 0: dead-letter now), ``maxReconsumeTimes``, ``originMsgId``."""
+        refusal = self.gate.write_refusal()
+        if refusal is not None:
+            raise refusal
         f = cmd.ext_fields
         group = require_str(f, "group")
         offset = require_int(f, "offset")
