@@ -315,6 +315,8 @@ class BrokerConfig:
             batch=self.ha_transfer_batch_size,
             max_fallbehind=self.ha_slave_fallbehind_max,
             sync_timeout_s=self.sync_flush_timeout_ms / 1000,
+            broker_name=self.broker_name,
+            namesrv=tuple(self.namesrv_list()),
             recover_from=recover_from,
         )
 

@@ -176,7 +176,7 @@ class BrokerController:
             ),
             GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
-            HaProcessor(self.store, self.offsets, self.schedule, self.filters),
+            HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.replica_ahead),
         ]
 
     # ------------------------------------------------------------------ registration

@@ -106,9 +106,10 @@ class SubscriptionGroupManager:
         self.persist()
         return gc
 
-    def replace_all(self, table: dict[str, Any]) -> bool:
-        """Hold exactly the groups of a master's ``subscriptionGroupTable`` (a slave's copy); True if it changed."""
-        new: dict[str, GroupConfig] = {}
+    def replace_all(self, table: dict[str, Any], merge: bool = False) -> bool:
+        """Hold exactly the groups of a master's ``subscriptionGroupTable`` (a slave's copy), or with ``merge`` ours
+        and theirs (theirs winning); True if it changed."""
+        new: dict[str, GroupConfig] = dict(self.table) if merge else {}
         for name, cfg in table.items():
             try:
                 new[name] = GroupConfig.from_json(cfg)

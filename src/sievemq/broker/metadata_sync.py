@@ -3,14 +3,18 @@
 One round: push our consumer offsets to the master (it keeps the larger per queue: commits made here while the
 master was away survive), then take the master's topics, subscription groups, consumer offsets (merged: larger
 wins), delay-level progress and SQL92 filters. A failed round is logged (once per change of outcome) and the next
-one comes.
+one comes. A replicated message of a topic the slave does not know yet makes the topic readable at once (as many
+queues as seen) and brings a round at once: consumers that fail over to the slave read a topic created just before
+the master died.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -20,6 +24,7 @@ from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.topics import TopicConfigManager
+from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
@@ -27,6 +32,9 @@ from sievemq.remoting.connection import ConnectionPool
 __all__ = ["MetadataSync"]
 
 log = logging.getLogger(__name__)
+
+KICKED_GAP_S = 1.0
+"""The shortest time between two rounds (a flood of messages of unknown topics brings one round a second)."""
 
 
 class MetadataSync:
@@ -51,6 +59,16 @@ class MetadataSync:
         self.rounds = 0
         self.last_error: str | None = None
         self._task: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+
+    def on_dispatch(self, topic: str, queue_id: int, *_rest: object) -> None:
+        """A dispatch listener: a replicated message of a topic (or queue) we do not know yet makes the topic
+        readable here at once, with as many queues as seen, and brings the next round (the master's config)."""
+        tc = self.topics.table.get(topic)
+        if tc is None or queue_id >= tc.read_queue_nums:
+            n = queue_id + 1 if tc is None else max(queue_id + 1, tc.read_queue_nums)
+            self.topics.update(TopicConfig(topic, n, n) if tc is None else replace(tc, read_queue_nums=n))
+            self._kick.set()
 
     def start(self) -> None:
         """Copy every ``interval`` in the background (the first round at once)."""
@@ -68,6 +86,7 @@ class MetadataSync:
 
     async def _loop(self) -> None:
         while True:
+            self._kick.clear()  # a kick from here on brings the next round early
             try:
                 if await self.sync_once():
                     if self.last_error is not None:
@@ -80,7 +99,10 @@ class MetadataSync:
                 if why != self.last_error:
                     log.warning("metadata copy from the master failed: %s (retrying every %.0fs)", why, self.interval)
                 self.last_error = why
-            await asyncio.sleep(self.interval)
+            gap = min(KICKED_GAP_S, self.interval)
+            await asyncio.sleep(gap)  # kicked rounds come at most this often
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self.interval - gap)
 
     async def _get(self, addr: str, code: int) -> Any:
         resp = await self.pool.request(addr, RemotingCommand.request(code), timeout=10.0)
@@ -88,8 +110,8 @@ class MetadataSync:
             raise ConnectionError(f"the master answered request {code} with [{resp.code}] {resp.remark}")
         return orjson.loads(resp.body) if resp.body else {}
 
-    async def sync_once(self) -> bool:
-        """One round (False when no master is known yet)."""
+    async def sync_once(self, merge: bool = False) -> bool:
+        """One round (False when no master is known yet); ``merge`` keeps our topics and groups beside theirs."""
         addr = self.master_addr()
         if addr is None:
             return False
@@ -98,9 +120,9 @@ class MetadataSync:
         resp = await self.pool.request(addr, push, timeout=10.0)
         if resp.code != ResponseCode.SUCCESS:
             raise ConnectionError(f"the master refused our offsets: [{resp.code}] {resp.remark}")
-        self.topics.replace_all(await self._get(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
+        self.topics.replace_all(await self._get(addr, RequestCode.GET_ALL_TOPIC_CONFIG), merge)
         self.groups.replace_all((await self._get(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).get(
-            "subscriptionGroupTable") or {})  # fmt: skip
+            "subscriptionGroupTable") or {}, merge)  # fmt: skip
         self.offsets.merge_max((await self._get(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).get("offsetTable") or {})
         delay = (await self._get(addr, RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable") or {}
         self.schedule.replace_offsets({int(k): int(v) for k, v in delay.items()})

@@ -70,9 +70,7 @@ def build_replication(
     pool = ConnectionPool(rpc_hook=broker_signer(config), tls=tls.context() if tls is not None else None)
     settings = config.replication_settings(recover_from)
     replication: Replication
-    sync = None
-    if settings.role == "SLAVE":
-        sync = MetadataSync(pool, lambda: replication.master_remoting, topics, groups, offsets, schedule, filters)
+    sync = MetadataSync(pool, lambda: replication.metadata_source, topics, groups, offsets, schedule, filters)
     replication = Replication(settings, store, config_dir, save, pool, sync)
     return replication
 
@@ -89,7 +87,8 @@ class Replication:
         pool: ConnectionPool,
         sync: MetadataSync | None,
     ) -> None:
-        """``pool`` reaches other brokers' remoting ports; ``sync`` is the slave's metadata copy (None on a master)."""
+        """``pool`` reaches other brokers' remoting ports; ``sync`` copies metadata from ``metadata_source`` (a
+        slave's, all along; a recovering master's, once)."""
         self.settings = settings
         self._pool = pool
         self.store = store
@@ -105,9 +104,15 @@ class Replication:
         self.master_ha: str | None = settings.ha_master_address or None
         self.lost_data: str | None = None
         self._persisted = 0
+        self._last_refusal: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     # ------------------------------------------------------------------------------------------ state
+    @property
+    def metadata_source(self) -> str | None:
+        """Whom ``sync`` copies metadata from: a slave's master; a recovering master's slave."""
+        return self.master_remoting if self.is_slave else self.settings.recover_from or None
+
     @property
     def master_remoting(self) -> str | None:
         """The master's remoting address: from the registration, else beside its configured HA address."""
@@ -149,6 +154,15 @@ class Replication:
         ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
         return ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
 
+    def replica_ahead(self, peer: str, offset: int) -> None:
+        """A replica (HA_CHECK, or a set member at start) holds the commit log up to ``offset``, beyond our end."""
+        if self.is_slave or self.lost_data is not None:
+            return
+        self.lost_data = (f"replica {peer} holds the commit log up to {offset}, but this master only up to "
+                          f"{self.store.max_phy_offset}")  # fmt: skip
+        log.error("%s: refusing writes until recovered (`sievemq broker --recover-from-slave HOST:PORT`)",
+                  self.lost_data)  # fmt: skip
+
     def on_registration(self, master_addr: str | None, ha_addr: str | None) -> None:
         """A name server answered our registration: a slave learns where its master is."""
         if not self.is_slave:
@@ -183,6 +197,8 @@ class Replication:
         if self.settings.recover_from:
             await self._recover(self.settings.recover_from)
         self._load()
+        if not self.is_slave and self.lost_data is None:
+            await self._check_set()
         await self.server.start()
         self.store.add_dispatch_listener(lambda *_a: self.server.notify())
         if self.is_slave:
@@ -190,6 +206,7 @@ class Replication:
                                    housekeeping_s=self.settings.housekeeping_s, verify=self._verify_master)  # fmt: skip
             self.client.start()
             if self.sync is not None:
+                self.store.add_dispatch_listener(self.sync.on_dispatch)
                 self.sync.start()
         else:
             self._tasks.append(asyncio.create_task(self._persist_loop(), name="ha-persist"))
@@ -232,6 +249,31 @@ class Replication:
             await asyncio.sleep(1.0)
             self._persist()
 
+    async def _check_set(self) -> None:
+        """Before serving, ask the name servers for our set's slaves, and each slave for its end: a master that
+        holds less than one of them refuses writes. A name server or slave that does not answer is skipped."""
+        for ns in self.settings.namesrv:
+            try:
+                resp = await self._pool.request(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+                table = orjson.loads(resp.body).get("brokerAddrTable") or {}
+            except Exception as e:
+                log.warning("cannot ask name server %s for the slaves of this set: %s", ns, e)
+                continue
+            addrs = (table.get(self.settings.broker_name) or {}).get("brokerAddrs") or {}
+            for bid, addr in addrs.items():
+                if str(bid) == "0":
+                    continue
+                try:
+                    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+                    info = orjson.loads((await self._pool.request(addr, request, 3.0)).body).get("table") or {}
+                    end = int(info.get("commitLogMaxOffset", 0))
+                except Exception as e:
+                    log.warning("cannot ask slave %s how much of the commit log it holds: %s", addr, e)
+                    continue
+                if end > self.store.max_phy_offset:
+                    self.replica_ahead(addr, end)
+            return
+
     # ------------------------------------------------------------------------------------------ slave checks
     async def _verify_master(self, ha_addr: str) -> str | None:
         """The HAClient's check before following ``ha_addr``: HA_CHECK at the master's remoting port."""
@@ -253,9 +295,13 @@ class Replication:
         except Exception as e:
             return f"cannot check the log at {remoting}: {e}"
         if resp.code == ResponseCode.SUCCESS:
+            self._last_refusal = None
             return None
-        log.error("logs disagree with %s: %s (reason %s)", remoting, resp.remark, resp.ext_fields.get("reason"))
-        return f"{resp.ext_fields.get('reason') or resp.code}: {resp.remark}"
+        refusal = f"{resp.ext_fields.get('reason') or resp.code}: {resp.remark}"
+        if refusal != self._last_refusal:  # said once per change, not at every retry
+            log.error("logs disagree with %s: %s (reason %s)", remoting, resp.remark, resp.ext_fields.get("reason"))
+        self._last_refusal = refusal
+        return refusal
 
     async def _ha_address(self, remoting: str) -> str:
         """The HA address of the broker at ``remoting`` (its GET_BROKER_RUNTIME_INFO ``haListenPort``)."""
@@ -287,6 +333,11 @@ class Replication:
                 await asyncio.sleep(RECOVERY_POLL_S)
         finally:
             await client.stop()
+        if self.sync is not None:  # its topics, groups, offsets, delay progress and filters, too
+            try:
+                await self.sync.sync_once(merge=True)
+            except Exception as e:
+                raise RecoveryError(f"copied the commit log of {source}, but not its metadata: {e}") from None
         end = self.store.max_phy_offset
         self._save(self.path, {"slaveAckedOffset": end})
         log.warning("recovered from slave %s: commit log up to %d in %.1fs; serving as master", source, end,

@@ -98,9 +98,10 @@ class TopicConfigManager:
         if self.on_change is not None:
             self.on_change()
 
-    def replace_all(self, wrapper: dict[str, Any]) -> bool:
-        """Hold exactly the topics of a master's TopicConfigSerializeWrapper (a slave's copy); True if it changed."""
-        table: dict[str, TopicConfig] = {}
+    def replace_all(self, wrapper: dict[str, Any], merge: bool = False) -> bool:
+        """Hold exactly the topics of a master's TopicConfigSerializeWrapper (a slave's copy), or with ``merge``
+        ours and theirs (theirs winning: a master recovering from a slave); True if it changed."""
+        table: dict[str, TopicConfig] = dict(self.table) if merge else {}
         for name, tc in (wrapper.get("topicConfigTable") or {}).items():
             try:
                 table[name] = TopicConfig.from_json(tc)

@@ -153,6 +153,8 @@ class HAServer:
             await self._read(state, reader)
         except (ConnectionError, asyncio.IncompleteReadError, WireError, TimeoutError) as e:
             log.warning("slave %s: replication link closed: %s", state.addr, e)
+        except asyncio.CancelledError:
+            pass  # stopping: the link ends here (the server's callback must not see the cancellation)
         finally:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -27,5 +27,8 @@ class ReplicationSettings:
     batch: int = 32 * 1024
     max_fallbehind: int = 256 * 1024 * 1024
     sync_timeout_s: float = 5.0
+    broker_name: str = ""
+    namesrv: tuple[str, ...] = ()
+    """Where a starting master looks up the slaves of its set (to refuse writes if one holds more than it)."""
     recover_from: str = ""
-    """A slave's HA address to copy the commit log from before serving as a master (``--recover-from-slave``)."""
+    """A slave's remoting address to copy the commit log from before serving as a master (``--recover-from-slave``)."""

@@ -7,6 +7,7 @@ See docs/protocol/replication.md §2 and §4.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,8 @@ class HaProcessor:
     offsets: ConsumerOffsetManager
     schedule: ScheduleService
     filters: ConsumerFilterManager
+    on_replica_ahead: Callable[[str, int], None] | None = None
+    """Told ``(peer, offset)`` when a replica's HA_CHECK shows it holds more of the commit log than this broker."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the replication codes into ``table``."""
@@ -92,6 +95,8 @@ class HaProcessor:
         end = self.store.max_phy_offset
         info: dict[str, Any] = {"maxOffset": end, "minOffset": self.store.min_phy_offset}
         if offset > end:
+            if self.on_replica_ahead is not None:
+                self.on_replica_ahead(f"{conn.peer[0]}:{conn.peer[1]}", offset)
             return cmd.response(
                 ResponseCode.SYSTEM_ERROR,
                 f"this broker's commit log ends at {end}, before the replica's {offset}",
