@@ -16,8 +16,8 @@ from sievemq.client import api
 from sievemq.client.message import MessageQueue, SendStatus
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.connection import connect
-from tests.replication.conftest import ReplicaSets, _split, in_step, set_status, until
 from tests.support.procs import Proc
+from tests.support.replica_sets import ReplicaSets, in_step, set_status, split_addr, until
 
 TOPIC = "FailoverT"
 GROUP = "failover-g"
@@ -52,7 +52,7 @@ async def consumer(namesrv: str, listener: Slow, name: str) -> AsyncIterator[Pus
 
 async def committed(addr: str, queues: int) -> list[int]:
     """The group's committed offset of each queue on the broker at ``addr``."""
-    conn = await connect(*_split(addr))
+    conn = await connect(*split_addr(addr))
     try:
         return [await api.query_offset(conn, GROUP, TOPIC, q) for q in range(queues)]
     finally:
@@ -60,7 +60,7 @@ async def committed(addr: str, queues: int) -> list[int]:
 
 
 async def max_offsets(addr: str, queues: int) -> list[int]:
-    conn = await connect(*_split(addr))
+    conn = await connect(*split_addr(addr))
     try:
         return [await api.queue_offset(conn, RequestCode.GET_MAX_OFFSET, TOPIC, q) for q in range(queues)]
     finally:

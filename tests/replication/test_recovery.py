@@ -13,13 +13,13 @@ from sievemq.client.message import SendStatus
 from sievemq.errors import RemotingError
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import connect
-from tests.replication.conftest import ReplicaSets, _split, in_step, read_all, set_status, until
 from tests.support.procs import Proc
+from tests.support.replica_sets import ReplicaSets, in_step, read_all, set_status, split_addr, until
 from tests.support.wire import send_message
 
 
 async def refusal_of(master: Proc) -> RemotingError:
-    conn = await connect(*_split(master.addr))
+    conn = await connect(*split_addr(master.addr))
     try:
         await send_message(conn, "RecoverT", b"must not be stored")
     except RemotingError as e:

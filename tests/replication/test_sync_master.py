@@ -14,7 +14,7 @@ from sievemq.client.message import SendStatus
 from sievemq.errors import RemotingError
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import connect
-from tests.replication.conftest import ReplicaSets, _split, commitlog_offset, in_step, set_status, until
+from tests.support.replica_sets import ReplicaSets, commitlog_offset, in_step, set_status, split_addr, until
 from tests.support.wire import send_message
 
 
@@ -62,7 +62,7 @@ async def test_a_slave_refuses_writes_with_a_reason(rsets: ReplicaSets) -> None:
     rsets.broker("master", "SYNC_MASTER").start()
     slave = rsets.broker("slave", "SLAVE", 1).start()
     await in_step(rsets.namesrv)
-    conn = await connect(*_split(slave.addr))
+    conn = await connect(*split_addr(slave.addr))
     try:
         try:
             await send_message(conn, "SlaveT", b"x")
