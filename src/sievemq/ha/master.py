@@ -30,6 +30,9 @@ __all__ = ["HAServer", "SlaveState"]
 
 log = logging.getLogger(__name__)
 
+PRUNE_AT = 4096
+"""Waiting sends kept before the expired ones are dropped from the queue."""
+
 
 @dataclass
 class SlaveState:
@@ -46,6 +49,11 @@ class SlaveState:
     """Where the next frame to this slave starts."""
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     """Set when the commit log grew (``HAServer.notify``)."""
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
 
 
 class HAServer:
@@ -120,12 +128,18 @@ class HAServer:
         """Wait until a slave has acknowledged the commit log up to ``offset``; False on timeout."""
         if self.acked >= offset:
             return True
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        if len(self._waiters) >= PRUNE_AT:  # expired waits of a stuck slave: drop them
+            self._waiters = [w for w in self._waiters if not w[2].done()]
+            heapq.heapify(self._waiters)
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+        # one timer per wait, no task: a SYNC_MASTER send waits here, so this is on the hot path
+        timer = loop.call_later(timeout, _expire, fut)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            return False
+            return await fut
+        finally:
+            timer.cancel()
 
     def _acked(self, offset: int) -> None:
         if offset <= self.acked:
@@ -178,7 +192,8 @@ class HAServer:
     async def _read(self, state: SlaveState, reader: asyncio.StreamReader) -> None:
         decoder = ReportDecoder()
         while True:
-            data = await asyncio.wait_for(reader.read(4096), self.housekeeping_s)
+            async with asyncio.timeout(self.housekeeping_s):  # (no task per read, unlike wait_for)
+                data = await reader.read(4096)
             if not data:
                 return
             offset = decoder.feed(data)
@@ -216,7 +231,8 @@ class HAServer:
             state.wake.clear()  # before reading: a notify from now on is not missed
             if state.next_offset < 0:  # no report yet, or nothing to send this slave
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(state.wake.wait(), 0.05)
+                    async with asyncio.timeout(0.05):
+                        await state.wake.wait()
                 continue
             data = self.store.read_commitlog(state.next_offset, self.batch)
             if data:
@@ -232,4 +248,5 @@ class HAServer:
                 last_write = time.monotonic()
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.wake.wait(), wait)
+                async with asyncio.timeout(wait):
+                    await state.wake.wait()

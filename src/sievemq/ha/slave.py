@@ -131,7 +131,8 @@ class HAClient:
         while True:
             wait = max(0.05, self.heartbeat_s - (time.monotonic() - last_report))
             try:
-                data = await asyncio.wait_for(reader.read(1 << 16), min(wait, self.housekeeping_s))
+                async with asyncio.timeout(min(wait, self.housekeeping_s)):  # (no task per read, unlike wait_for)
+                    data = await reader.read(1 << 16)
             except TimeoutError:
                 data = None
                 if time.monotonic() - last_heard >= self.housekeeping_s:
