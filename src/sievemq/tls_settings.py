@@ -43,8 +43,7 @@ CLIENT_SETTINGS: dict[str, tuple[str, Any]] = {
     ),
     "trust": ("PEM certificates trusted to sign name servers' certificates (empty: the system's)", ""),
     "auth_server": (
-        "verify the name servers' certificates and host names (false: accept any certificate, for development "
-        "only)",
+        "verify the name servers' certificates and host names (false: accept any certificate, for development only)",
         True,
     ),
     "cert": ("PEM certificate the broker presents to name servers that require one (empty: none)", ""),

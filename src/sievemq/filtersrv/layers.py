@@ -122,9 +122,7 @@ def upload_refusal(require: str, report: LayerReport) -> str | None:
     if not lacking:
         return None
     why = "; ".join(f"{n}: {report.missing.get(n, 'not active')}" for n in lacking)
-    hint = (
-        ' (sandboxRequire = "basic" accepts no_new_privs, seccomp and rlimits only)' if require == "strict" else ""
-    )
+    hint = ' (sandboxRequire = "basic" accepts no_new_privs, seccomp and rlimits only)' if require == "strict" else ""
     layers = ", ".join(lacking)
     return f'sandboxRequire = "{require}" needs the sandbox layers {layers}, which are missing ({why}){hint}'
 
