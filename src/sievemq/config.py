@@ -272,6 +272,18 @@ class BrokerConfig:
         256 * 1024 * 1024,
         lo=0,
     )
+    slave_read_enable: bool = setting(
+        "pulls far behind the commit log's end (beyond accessMessageInMemoryMaxRatio of memory) are sent to the "
+        "group's whichBrokerWhenConsumeSlowly (a slave); false: always read from the master",
+        False,
+    )
+    access_message_in_memory_max_ratio: int = setting(
+        "with slaveReadEnable: percent of this machine's memory a pull may lag behind the commit log's end and still "
+        "read from the master",
+        40,
+        lo=0,
+        hi=100,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

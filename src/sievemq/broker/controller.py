@@ -23,7 +23,7 @@ from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.ha import HaProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
-from sievemq.broker.processors.pull import PullProcessor, PullSettings
+from sievemq.broker.processors.pull import PullProcessor, PullSettings, slave_read_limit
 from sievemq.broker.processors.query import QueryProcessor
 from sievemq.broker.processors.send import SendProcessor, SendSettings
 from sievemq.broker.processors.send_back import SendBackProcessor
@@ -132,7 +132,8 @@ class BrokerController:
             max_reconsume_times=c.max_reconsume_times,
             max_delay_level=max_delay_level,
         )
-        pull = PullSettings(c.long_polling_enable, c.short_polling_time_mills, c.enable_property_filter)
+        pull = PullSettings(c.long_polling_enable, c.short_polling_time_mills, c.enable_property_filter,
+                            slave_read_limit(c.slave_read_enable, c.access_message_in_memory_max_ratio))  # fmt: skip
         admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
         gate = self.replication
         return [
@@ -176,7 +177,7 @@ class BrokerController:
             ),
             GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
-            HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.replica_ahead),
+            HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead),
         ]
 
     # ------------------------------------------------------------------ registration

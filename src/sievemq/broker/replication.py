@@ -44,6 +44,9 @@ __all__ = ["Replication", "build_replication"]
 
 log = logging.getLogger(__name__)
 
+VERIFY_GAP_S = 5.0
+"""Claims of a replica ahead are checked against the set's slaves at most this often."""
+
 
 def _remoting_of(ha_addr: str) -> str:
     """The remoting address beside an HA address (the HA port is the remoting port + 1 unless configured)."""
@@ -97,7 +100,7 @@ class Replication:
         self.sync = sync
         self.server = HAServer(store, settings.host, settings.ha_port, batch=settings.batch,
                                heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
-                               max_fallbehind=settings.max_fallbehind)  # fmt: skip
+                               max_fallbehind=settings.max_fallbehind, on_ahead=self.claimed_ahead)  # fmt: skip
         self.client: HAClient | None = None
         self.master_addr: str | None = None
         """The master's remoting address (a slave learns it from its registration)."""
@@ -106,6 +109,8 @@ class Replication:
         self._persisted = 0
         self._last_refusal: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._verifying: asyncio.Task[None] | None = None
+        self._verified_at = -VERIFY_GAP_S
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -163,6 +168,21 @@ class Replication:
         log.error("%s: refusing writes until recovered (`sievemq broker --recover-from-slave HOST:PORT`)",
                   self.lost_data)  # fmt: skip
 
+    def claimed_ahead(self, peer: str, offset: int) -> None:
+        """A connection (HA_CHECK on the remoting port, a first report on the HA port) says it holds the commit log
+        beyond our end. Anyone can connect to those ports, so the claim only starts a check of the set's slaves as
+        the name servers list them (``_check_set``); a slave confirmed ahead makes this master refuse writes."""
+        if self.is_slave or self.lost_data is not None or offset <= self.store.max_phy_offset:
+            return
+        if self._verifying is not None and not self._verifying.done():
+            return
+        if time.monotonic() - self._verified_at < VERIFY_GAP_S:
+            return
+        log.warning("%s claims the commit log up to %d, beyond this master's %d: asking this set's slaves", peer,
+                    offset, self.store.max_phy_offset)  # fmt: skip
+        self._verified_at = time.monotonic()
+        self._verifying = asyncio.create_task(self._check_set(), name="ha-verify-set")
+
     def on_registration(self, master_addr: str | None, ha_addr: str | None) -> None:
         """A name server answered our registration: a slave learns where its master is."""
         if not self.is_slave:
@@ -213,6 +233,8 @@ class Replication:
 
     async def stop(self) -> None:
         """Stop following, copying and listening; remember what slaves acknowledged."""
+        if self._verifying is not None:
+            self._tasks.append(self._verifying)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

@@ -65,6 +65,8 @@ class PullResult:
     remark: str | None = None
     reason: Reason | None = None
     """The refusal's machine-readable reason (``sievemq.protocol.reasons``), when the answer carries one."""
+    suggest_broker_id: int = 0
+    """``suggestWhichBrokerId``: which broker of the set to pull this queue from next (0: the master)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,17 @@ async def pull_message(
         msgs,
         resp.remark,
         reason_of(f),
+        _suggested(f.get("suggestWhichBrokerId")),
     )
+
+
+def _suggested(value: str | None) -> int:
+    """A pull answer's ``suggestWhichBrokerId`` (0, the master, when absent or not a small number)."""
+    try:
+        n = int(value) if value is not None else 0
+    except ValueError:
+        return 0
+    return n if 0 <= n <= 1024 else 0
 
 
 async def register_filter_class(

@@ -42,8 +42,9 @@ Sleep = Callable[[float], Awaitable[None]]
 class Brokers(Protocol):
     """Where a queue's broker is (``ClientInstance`` is one)."""
 
-    def broker_addr(self, broker_name: str, master_only: bool = False) -> str | None:
-        """The master's address, else (unless ``master_only``) a slave's; None when the routes know none."""
+    def broker_addr(self, broker_name: str, master_only: bool = False, prefer: int = 0) -> str | None:
+        """Broker ``prefer``'s address when listed, else the master's, else (unless ``master_only``) a slave's; None
+        when the routes know none."""
         ...
 
     async def update_route(self, topic: str) -> object:
@@ -154,6 +155,8 @@ class QueuePuller:
         self.fetch = fetch
         self.log = logger or log
         self._sleep = sleep
+        self.suggested = 0
+        """The broker id the last answer suggested for the next pull (0: the master; back to 0 after a failure)."""
 
     async def run(self) -> None:
         """Pull until the consumer closes, the queue is dropped or its topic is no longer subscribed."""
@@ -170,7 +173,7 @@ class QueuePuller:
         if t.flow_controlled():
             await self._sleep(FLOW_CONTROL_DELAY)
             return True
-        addr = self.brokers.broker_addr(mq.broker_name)
+        addr = self.brokers.broker_addr(mq.broker_name, prefer=self.suggested)
         try:
             if addr is None:
                 await self.brokers.update_route(mq.topic)
@@ -183,12 +186,14 @@ class QueuePuller:
         except Exception as e:
             if t.dropped() or not t.running():
                 return False
+            self.suggested = 0
             if not isinstance(e, FilterFunctionError):  # those are logged (rate-limited) where they arise
                 self.log.warning("pull %s@%d failed: %s; retrying in %.0fs", mq, t.next_offset(), e, PULL_RETRY_DELAY)
             await self._sleep(PULL_RETRY_DELAY)
             return True
         if t.dropped():
             return False
+        self.suggested = r.suggest_broker_id  # where the broker says to pull next (RocketMQ's pullFromWhichNode)
         await self.handle(entry, r)
         return True
 

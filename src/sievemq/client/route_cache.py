@@ -68,9 +68,12 @@ class RouteCache:
             for i in range(qd.write_queue_nums)
         ]
 
-    def broker_addr(self, broker_name: str, master_only: bool = False) -> str | None:
-        """The master's address, else (unless ``master_only``) a slave's."""
+    def broker_addr(self, broker_name: str, master_only: bool = False, prefer: int = 0) -> str | None:
+        """Broker ``prefer``'s address (a pull answer's ``suggestWhichBrokerId``) when listed, else the master's,
+        else (unless ``master_only``) a slave's."""
         addrs = self.brokers.get(broker_name) or {}
+        if prefer and not master_only and prefer in addrs:
+            return addrs[prefer]
         if 0 in addrs:
             return addrs[0]
         if master_only or not addrs:

@@ -70,7 +70,10 @@ class HAServer:
         housekeeping_s: float = 20.0,
         max_fallbehind: int = 256 * 1024 * 1024,
         on_slave_change: Callable[[], None] | None = None,
+        on_ahead: Callable[[str, int], None] | None = None,
     ) -> None:
+        """``on_ahead(peer, offset)``: a connection reported more than this master holds (the caller decides what
+        that means; without it the master believes the report and sets ``behind_slave``)."""
         self.store = store
         self.host = host
         self.port = port
@@ -79,6 +82,7 @@ class HAServer:
         self.housekeeping_s = housekeeping_s
         self.max_fallbehind = max_fallbehind
         self.on_slave_change = on_slave_change
+        self.on_ahead = on_ahead
         self.slaves: dict[int, SlaveState] = {}
         self.behind_slave: str | None = None
         """Set when a slave reported more than the master holds: the master must not take writes."""
@@ -209,7 +213,10 @@ class HAServer:
     def _first_report(self, state: SlaveState) -> None:
         store = self.store
         master_end = store.max_phy_offset
-        if state.requested > master_end:
+        if state.requested > master_end:  # nothing is sent to it
+            if self.on_ahead is not None:
+                self.on_ahead(state.addr, state.requested)
+                return
             self.behind_slave = state.addr
             log.error("slave %s holds the commit log up to %d but this master only up to %d: this master lost data "
                       "or is new; it refuses writes until an operator recovers it from the slave", state.addr,

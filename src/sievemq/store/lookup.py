@@ -89,7 +89,10 @@ class Reader:
         ext = cq.ext if cq.ext is not None and cq.ext.has_files else None
         cl = self.commitlog
         w = scan_window(block, find=cl.mfq.find, log_min=cl.min_offset, ext=ext, flt=flt, limits=limits)
-        return window_result(w, offset, min_o, max_o)
+        result = window_result(w, offset, min_o, max_o)
+        if w.scanned > 0:  # how far behind the log's end this pull reads (a slave-read suggestion rests on it)
+            result.last_phy = CQ_ENTRY.unpack_from(block, (w.scanned - 1) * CQ_ENTRY.size)[0]
+        return result
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Next queue offset to be written (0 for an unknown queue)."""

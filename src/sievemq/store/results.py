@@ -103,3 +103,6 @@ class GetResult:
     records: list[bytes] = field(default_factory=list)
     message_count: int = 0
     buffer_total_size: int = 0
+    last_phy: int = -1
+    """Commit-log offset of the last queue entry the scan looked at (-1: none); the master's end minus this is how
+    far behind the pull reads (RocketMQ's ``maxPhyOffsetPulling``)."""

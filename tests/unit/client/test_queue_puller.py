@@ -38,7 +38,9 @@ class Brokers:
         self.addrs = {0: MASTER} if addrs is None else addrs
         self.refreshed: list[str] = []
 
-    def broker_addr(self, broker_name: str, master_only: bool = False) -> str | None:
+    def broker_addr(self, broker_name: str, master_only: bool = False, prefer: int = 0) -> str | None:
+        if prefer and not master_only and prefer in self.addrs:
+            return self.addrs[prefer]
         if 0 in self.addrs:
             return self.addrs[0]
         if master_only or not self.addrs:
@@ -249,6 +251,28 @@ async def test_the_commit_offset_rides_only_on_pulls_from_the_master() -> None:
     brokers.addrs = {1: SLAVE}  # the master is gone: pulls go to a slave, which must not store the offset
     await p.step()
     assert fetch.calls == [(MASTER, 0, 17), (SLAVE, 0, None)]
+
+
+def suggesting(code: int, next_offset: int, broker_id: int) -> PullResult:
+    return PullResult(code, next_offset, 0, 100, [], None, None, broker_id)
+
+
+async def test_the_next_pull_goes_where_the_answer_suggests_and_back_to_the_master_after_a_failure() -> None:
+    t = Target(commit=5)
+    fetch = Script(
+        t,
+        suggesting(ResponseCode.PULL_NOT_FOUND, 0, 1),  # the master: "consume slowly from broker 1"
+        suggesting(ResponseCode.PULL_NOT_FOUND, 0, 0),  # the slave: "back to the master"
+        suggesting(ResponseCode.PULL_NOT_FOUND, 0, 1),
+        ConnectionError("slave gone"),
+        suggesting(ResponseCode.PULL_NOT_FOUND, 0, 7),  # an id the routes do not list: the master
+        result(ResponseCode.PULL_NOT_FOUND, 0),
+    )
+    p, _ = puller(t, fetch, Brokers({0: MASTER, 1: SLAVE}))
+    for _ in range(6):
+        await p.step()
+    assert fetch.calls == [(MASTER, 0, 5), (SLAVE, 0, None), (MASTER, 0, 5), (SLAVE, 0, None), (MASTER, 0, 5),
+                           (MASTER, 0, 5)]  # fmt: skip
 
 
 async def test_flow_control_pauses_without_pulling() -> None:

@@ -8,6 +8,7 @@ time runs out, then runs once more without suspension.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
@@ -60,6 +61,19 @@ class PullSettings:
     """How long a pull is held when long polling is off."""
     property_filter: bool = True
     """SQL92 subscriptions allowed."""
+    slave_read_bytes: int | None = None
+    """With ``slaveReadEnable``: how far (bytes) a pull may lag the commit log's end before the answer sends the
+    group to its ``whichBrokerWhenConsumeSlowly``; None: every answer suggests the master."""
+
+
+def slave_read_limit(enabled: bool, ratio_percent: int, memory: int | None = None) -> int | None:
+    """``PullSettings.slave_read_bytes``: ``ratio_percent`` of ``memory`` (this machine's, by default) when
+    ``slaveReadEnable``, else None (RocketMQ's ``accessMessageInMemoryMaxRatio``)."""
+    if not enabled:
+        return None
+    if memory is None:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return memory * ratio_percent // 100
 
 
 @dataclass
@@ -172,13 +186,26 @@ class PullProcessor:
             code,
             None if code == ResponseCode.SUCCESS else result.status.name,
             {
-                "suggestWhichBrokerId": 0,
+                "suggestWhichBrokerId": self._suggest(h.consumer_group, result),
                 "nextBeginOffset": result.next_begin_offset,
                 "minOffset": result.min_offset,
                 "maxOffset": result.max_offset,
             },
             b"".join(result.records) if code == ResponseCode.SUCCESS else b"",
         )
+
+    def _suggest(self, group: str, result: GetResult) -> int:
+        """``suggestWhichBrokerId`` as RocketMQ answers it (docs/protocol/replication.md §4): the master (0) unless
+        ``slaveReadEnable``; then the group's ``whichBrokerWhenConsumeSlowly`` when the pull reads further behind
+        the commit log's end than ``slave_read_bytes``, else the group's ``brokerId``."""
+        limit = self.settings.slave_read_bytes
+        if limit is None:
+            return 0
+        gc = self.groups.find(group)
+        if gc is None:
+            return 0
+        slow = result.last_phy >= 0 and self.store.max_phy_offset - result.last_phy > limit
+        return gc.whichBrokerWhenConsumeSlowly if slow else gc.brokerId
 
     async def _hold(self, h: PullMessageHeader, flt: MessageFilter | None) -> None:
         """Wait until a matching message reaches the queue at the pull's offset, or the hold time ends."""
