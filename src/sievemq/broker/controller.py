@@ -118,6 +118,7 @@ class BrokerController:
             broker_signer(config),
             outgoing_tls(config),
             self.replication.on_registration,
+            self.replication.wants_master,
         )
         self._tasks: list[asyncio.Task[None]] = []
 

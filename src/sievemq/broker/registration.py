@@ -17,6 +17,10 @@ from sievemq.remoting.tls import ClientTls
 log = logging.getLogger(__name__)
 
 
+SOON_S = 1.0
+"""Seconds between registrations while ``soon()`` says a quick answer is wanted."""
+
+
 class NamesrvRegistrar:
     """Sends REGISTER_BROKER to each configured name server (signed by ``rpc_hook`` when the broker has an account)."""
 
@@ -29,14 +33,18 @@ class NamesrvRegistrar:
         rpc_hook: RpcHook | None = None,
         tls: ClientTls | None = None,
         on_answer: Callable[[str | None, str | None], None] | None = None,
+        soon: Callable[[], bool] | None = None,
     ) -> None:
-        """``on_answer(masterAddr, haServerAddr)`` gets what a name server answers (a slave learns its master)."""
+        """``on_answer(masterAddr, haServerAddr)`` gets what a name server answers (a slave learns its master);
+        while ``soon()`` is true, rounds come every ``SOON_S`` instead of every ``interval`` (a slave that has not
+        learnt its master yet)."""
         self.addrs = namesrv_addrs
         self._header = header
         self._body = body
         self._interval = interval
         self._pool = ConnectionPool(rpc_hook=rpc_hook, tls=tls.context() if tls is not None else None)
         self._on_answer = on_answer
+        self._soon = soon
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self.failures = 0
@@ -70,7 +78,8 @@ class NamesrvRegistrar:
     async def _loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._kick.wait(), self._interval)
+                wait = min(SOON_S, self._interval) if self._soon is not None and self._soon() else self._interval
+                await asyncio.wait_for(self._kick.wait(), wait)
             except TimeoutError:
                 pass
             self._kick.clear()

@@ -183,6 +183,10 @@ class Replication:
         self._verified_at = time.monotonic()
         self._verifying = asyncio.create_task(self._check_set(), name="ha-verify-set")
 
+    def wants_master(self) -> bool:
+        """True for a slave that does not know its master yet (it registers again soon to learn it)."""
+        return self.is_slave and self.master_remoting is None
+
     def on_registration(self, master_addr: str | None, ha_addr: str | None) -> None:
         """A name server answered our registration: a slave learns where its master is."""
         if not self.is_slave:

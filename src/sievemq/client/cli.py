@@ -7,6 +7,7 @@ import base64
 import os
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 import click
@@ -98,6 +99,7 @@ def produce(
     async def go() -> None:
         sent = failed = 0
         first_error: str | None = None
+        statuses: Counter[str] = Counter()
         started = time.monotonic()
         ak, sk = keys_of(credentials)
         async with Producer(namesrv, group, access_key=ak, secret_key=sk, **client_kwargs(tls)) as p:
@@ -129,7 +131,7 @@ def produce(
                     nonlocal sent, failed, first_error
                     async with sem:
                         try:
-                            await p.send(make(i))
+                            statuses[(await p.send(make(i))).status.name] += 1
                             sent += 1
                         except SieveError as e:
                             failed += 1
@@ -140,6 +142,9 @@ def produce(
                 await asyncio.gather(*(one(i) for i in range(count)))
         elapsed = max(time.monotonic() - started, 1e-6)
         click.echo(f"sent {sent} of {count} messages to {topic} in {elapsed:.2f}s ({sent / elapsed:.0f} msg/s)")
+        for status, n in sorted(statuses.items()):
+            if status != "SEND_OK":  # stored on the master, not (yet) on a slave: see the README's Replication
+                click.echo(f"  {n} answered {status}: stored on the master, not confirmed by a slave")
         if failed:
             raise click.ClickException(f"{failed} sends failed; first error: {first_error}")
 
