@@ -1,11 +1,12 @@
-"""A master lost (``kill -9``, or its network cut) under consumers and producers: sievemq's consumer goes on from the
-slave without a gap, commits its offsets there, and those offsets survive the master's return; producers move to
-the topic's other broker set; the master comes back and the set converges."""
+"""A master lost (``kill -9``, hung by SIGSTOP, or its network cut) under consumers and producers: sievemq's
+consumer goes on from the slave without a gap, commits its offsets there, and those offsets survive the master's
+return; producers move to the topic's other broker set; the master comes back and the set converges."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import AsyncIterator
 
 import pytest
@@ -93,11 +94,14 @@ async def _copied(slave: Proc) -> bool:
 async def lose_master(rsets: ReplicaSets, master: Proc, how: str) -> None:
     if how == "kill -9":
         master.kill9()
+    elif how == "SIGSTOP":  # a hung master: connections open, nothing answered
+        assert master.popen is not None
+        master.popen.send_signal(signal.SIGSTOP)
     else:
         rsets.host("master-a").link_down()
 
 
-@pytest.mark.parametrize("how", ["kill -9", "link down"])
+@pytest.mark.parametrize("how", ["kill -9", "SIGSTOP", "link down"])
 async def test_consumers_go_on_from_the_slave_and_their_offsets_survive(rsets: ReplicaSets, how: str) -> None:
     if how == "link down" and not rsets.namespaces:
         pytest.skip("cutting a host's network needs network namespaces (run as root with iproute2)")
@@ -127,6 +131,9 @@ async def test_consumers_go_on_from_the_slave_and_their_offsets_survive(rsets: R
         # the master returns: the set converges, and it takes the slave's offsets
         if how == "kill -9":
             rsets.broker("master-a", "SYNC_MASTER").start()
+        elif how == "SIGSTOP":
+            assert master.popen is not None
+            master.popen.send_signal(signal.SIGCONT)
         else:
             rsets.host("master-a").link_up()
         await in_step(rsets.namesrv, timeout=40.0)
