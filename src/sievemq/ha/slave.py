@@ -3,7 +3,10 @@
 The slave connects to the master's HA address, reports its commit-log end, and appends every frame it receives at
 the same physical offset (``MessageStore.append_commitlog``: the records are dispatched to consume queues, index
 and bitmaps by the same code as on the master), reporting its new end after each read and at least every
-``heartbeat_s``. A frame that does not start at the slave's end (the master restarted elsewhere, a lost byte) or
+``heartbeat_s``. The report goes out as soon as the bytes are written and checked, before the records are
+dispatched (RocketMQ's slave, too, acknowledges its commit log and builds its queues behind it): a SYNC_MASTER send
+does not wait for the slave's queues, and a crash in between loses nothing (recovery dispatches from the log).
+A frame that does not start at the slave's end (the master restarted elsewhere, a lost byte) or
 bytes that are not records end the link; the slave reconnects, reports its end again, and the master resumes
 from there. Nothing the slave holds is ever overwritten.
 """
@@ -141,9 +144,17 @@ class HAClient:
                 raise ConnectionError("the master closed the replication link")
             if data:
                 last_heard = time.monotonic()
-                for offset, body in decoder.feed(data):
-                    self._apply(offset, body)
-            if data or time.monotonic() - last_report >= self.heartbeat_s:
+                try:
+                    for offset, body in decoder.feed(data):
+                        self._apply(offset, body)
+                    # acknowledge the bytes at once (a SYNC_MASTER send waits for this), then build the queues:
+                    # a crash in between loses nothing, recovery dispatches from the commit log
+                    writer.write(encode_report(store.max_phy_offset))
+                    last_report = time.monotonic()
+                finally:
+                    store.dispatch_copied()
+                await writer.drain()
+            elif time.monotonic() - last_report >= self.heartbeat_s:
                 writer.write(encode_report(store.max_phy_offset))
                 await writer.drain()
                 last_report = time.monotonic()
@@ -157,7 +168,7 @@ class HAClient:
         elif offset != end and end != 0:  # (an empty slave takes the master's oldest segment onwards)
             raise WireError(f"the master sent bytes for offset {offset} but this slave's commit log ends at {end}")
         else:
-            store.append_commitlog(offset, body)
+            store.append_commitlog(offset, body, defer=True)
             self.master_offset = max(self.master_offset, offset + len(body))
         if store.max_phy_offset >= self.master_offset:
             self.caught_up_at = time.monotonic()

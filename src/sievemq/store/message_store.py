@@ -272,14 +272,19 @@ class MessageStore:
         """Commit-log bytes from ``offset``, within one segment (b"" when none are there yet): what a master streams."""
         return self.commitlog.read_raw(offset, max_bytes)
 
-    def append_commitlog(self, offset: int, data: bytes | bytearray | memoryview) -> int:
-        """A slave's copy: write ``data`` at ``offset`` (the current end) and dispatch every record that became whole.
+    def append_commitlog(self, offset: int, data: bytes | bytearray | memoryview, *, defer: bool = False) -> int:
+        """A slave's copy: write ``data`` at ``offset`` (the current end) and dispatch every record that became whole
+        (with ``defer``: checked now, dispatched by ``dispatch_copied()`` or the next append).
 
         Returns the new commit-log end; bytes that do not continue the log as records raise ``StoreError``.
         """
         if not self._available or self._stopping:
             raise StoreError("the store is not open")
-        return self.writer.append_copy(offset, data)
+        return self.writer.append_copy(offset, data, defer=defer)
+
+    def dispatch_copied(self) -> None:
+        """Dispatch what a deferred ``append_commitlog`` wrote (consume queues, index, bitmaps, listeners)."""
+        self.writer.dispatch_copied()
 
     async def wait_flushed(self, offset: int) -> bool:
         """Wait until the commit log is on disk up to ``offset`` (False on ``sync_flush_timeout_ms``)."""

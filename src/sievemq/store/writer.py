@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from sievemq.protocol.message import MessageExt, encode_record
+from sievemq.protocol.message import MessageExt, RecordSummary, encode_record
 from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from sievemq.store.config import StoreConfig
 from sievemq.store.dispatch import Dispatcher
@@ -49,6 +49,8 @@ class Writer:
         self.last_store_ts = 0
         """Store time of the newest record: store times never go backwards (time searches rely on it)."""
         self.dispatched_to = 0
+        self._copied: tuple[list[RecordSummary], int] | None = None
+        """Records of a deferred ``append_copy`` still to dispatch, and the offset after them."""
 
     def reset(self, last_store_ts: int) -> None:
         """After recovery: the log ends with a whole record, stored at ``last_store_ts``."""
@@ -79,6 +81,7 @@ class Writer:
         writing anything.
         """
         self.space.refuse_if_read_only()
+        self.dispatch_copied()  # (a recovered master's last copied records)
         cl = self.commitlog
         first = msgs[0]
         cq = self.queues.find(first.topic, first.queue_id)
@@ -119,12 +122,14 @@ class Writer:
         self.dispatched_to = end = cl.max_offset
         return end
 
-    def append_copy(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+    def append_copy(self, offset: int, data: bytes | bytearray | memoryview, *, defer: bool = False) -> int:
         """Write copied bytes at ``offset`` (the log's end) and dispatch every record that became whole.
 
         Returns the new end. Bytes that do not continue the log as records raise ``StoreError`` and
-        nothing of them is kept.
+        nothing of them is kept. With ``defer`` the records are checked but dispatched only by the next
+        ``dispatch_copied()`` (or append): a slave acknowledges the bytes first, then builds its queues.
         """
+        self.dispatch_copied()
         cl = self.commitlog
         self.space.prepare_copy(offset, len(data))
         try:
@@ -137,10 +142,20 @@ class Writer:
         except ValueError as e:
             cl.mfq.set_end(offset)
             raise StoreError(f"copied commit-log bytes at {offset} are not records: {e}") from None
-        self.dispatched_to = upto
+        self._copied = (summaries, upto)
+        if not defer:
+            self.dispatch_copied()
+        return end
+
+    def dispatch_copied(self) -> None:
+        """Dispatch the records of the last ``append_copy(defer=True)`` (nothing when there are none)."""
+        if self._copied is None:
+            return
+        summaries, upto = self._copied
+        self._copied = None
         dispatch = self.dispatcher.dispatch_summary
         for s in summaries:
             dispatch(s)
             if s.store_timestamp > self.last_store_ts:
                 self.last_store_ts = s.store_timestamp
-        return end
+        self.dispatched_to = upto

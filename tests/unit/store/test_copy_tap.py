@@ -147,3 +147,31 @@ async def test_copy_survives_a_restart_mid_record(open_store: Callable[..., Mess
                 assert pulled(slave, topic, q) == pulled(master, topic, q)
     finally:
         slave.abandon()
+
+
+async def test_a_deferred_copy_is_dispatched_later_and_never_skipped(
+    open_store: Callable[..., MessageStore], tmp_path: Path
+) -> None:
+    master = open_store()
+    await fill(master, 40)
+    slave = MessageStore(make_config(tmp_path / "slave"), HOST)
+    slave.load()
+    try:
+        data = master.read_commitlog(0, 3000)  # records of the first segment
+        slave.append_commitlog(0, data, defer=True)
+        assert slave.max_phy_offset == len(data)  # the bytes are there (what the slave acknowledges)...
+        assert slave.topic_queues() == {}  # ...the queues come with dispatch_copied
+        slave.dispatch_copied()
+        first = {t: [slave.get_max_offset(t, q) for q in qs] for t, qs in slave.topic_queues().items()}
+        assert sum(map(sum, first.values())) > 0
+        # a deferred copy followed by another append: the first one's records are dispatched before
+        rnd = random.Random(3)
+        while slave.max_phy_offset < master.max_phy_offset:
+            data = master.read_commitlog(slave.max_phy_offset, rnd.randint(1, 900))
+            slave.append_commitlog(slave.max_phy_offset, data, defer=rnd.random() < 0.7)
+        slave.dispatch_copied()
+        for topic, qids in master.topic_queues().items():
+            for q in qids:
+                assert slave.read_cq_entries(topic, q, 0, 1000) == master.read_cq_entries(topic, q, 0, 1000)
+    finally:
+        slave.abandon()
