@@ -15,10 +15,20 @@ from typing import Any
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the broker also uses port+1 for nothing; port-2 is left alone)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now, with the port after it free too: a broker listens on port + 1 for
+    replication (its HA port) unless told otherwise. (Port - 2, RocketMQ's VIP channel, is left alone.)"""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+            if port >= 65535:
+                continue
+            with socket.socket() as nxt:
+                try:
+                    nxt.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
 
 
 def wait_port(
