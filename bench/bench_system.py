@@ -806,6 +806,12 @@ async def run(args: argparse.Namespace) -> int:
         print(f"  {verdict(only_10 and s_share <= 0.15)} tag filter delivers only the 10% and moves <= 15% of the "
               f"bytes: {s_tag.received:,} delivered, {s_share:.1%} of the bytes")  # fmt: skip
         print(f"  {verdict(p99 <= 5.0)} p99 latency <= 5 ms at {args.rate:,} msg/s: {p99:.2f} ms")
+        async with AdminClient("") as admin:  # how late the broker's loop ran (its last minute, and all-time)
+            info = await admin.runtime_info(dev.addr)
+        if "eventLoopLagMaxMs" in info:
+            print(f"  broker event loop, last minute: p50 {info['eventLoopLagP50Ms']} ms, p99 "
+                  f"{info['eventLoopLagP99Ms']} ms; whole run: max {info['eventLoopLagMaxMs']} ms, "
+                  f"{info['eventLoopStalls']} stalls >= 10 ms ({info['eventLoopStalledMs']} ms in all)")  # fmt: skip
         return 0
     finally:
         if peer is not None:

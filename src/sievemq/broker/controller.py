@@ -34,6 +34,7 @@ from sievemq.broker.stats import BrokerStats
 from sievemq.broker.store_settings import bloom_filter, store_config
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.config import BrokerConfig
+from sievemq.loop_lag import LoopLagMonitor
 from sievemq.protocol.header_rules import check_request
 from sievemq.protocol.message import MessageExt
 from sievemq.remoting.codes import RequestCode
@@ -82,6 +83,7 @@ class BrokerController:
         self.filters = ConsumerFilterManager(config_dir, self.bloom, save)
         self.hold = PullHoldService()
         self.stats = BrokerStats()
+        self.loop_lag = LoopLagMonitor()
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
         self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,
@@ -174,7 +176,7 @@ class BrokerController:
                 self.register_now,
                 admin,
                 gate,
-                self.replication.runtime_info,
+                self._extra_runtime_info,
             ),
             GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
@@ -248,6 +250,10 @@ class BrokerController:
             except Exception:
                 log.exception("housekeeping failed")
 
+    def _extra_runtime_info(self) -> dict[str, str]:
+        """What GET_BROKER_RUNTIME_INFO adds to the admin processor's counters: replication, event-loop lag."""
+        return {**self.replication.runtime_info(), **self.loop_lag.stats.table()}
+
     async def start(self) -> None:
         """Load state, recover the store, listen, and register with the name servers."""
         self.topics.load()
@@ -267,6 +273,7 @@ class BrokerController:
             await self.vip_server.start()
         if not self.replication.is_slave:  # a slave's delayed messages are delivered by its master, and copied
             self.schedule.start()
+        self.loop_lag.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
         self.filter_servers.on_change = self.registrar.kick
@@ -277,6 +284,7 @@ class BrokerController:
 
     async def stop(self) -> None:
         """Unregister, stop serving, flush and mark a clean shutdown."""
+        await self.loop_lag.stop()
         for t in self._tasks:
             t.cancel()
         await self.filter_servers.stop()
