@@ -26,6 +26,7 @@ from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.metadata_sync import MetadataSync
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.schedule import ScheduleService
+from sievemq.broker.set_check import SetCheck
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.config import BrokerConfig
 from sievemq.errors import RecoveryError, RemotingError
@@ -44,8 +45,6 @@ __all__ = ["Replication", "build_replication"]
 
 log = logging.getLogger(__name__)
 
-VERIFY_GAP_S = 5.0
-"""Claims of a replica ahead are checked against the set's slaves at most this often."""
 
 
 def _remoting_of(ha_addr: str) -> str:
@@ -101,16 +100,14 @@ class Replication:
         self.server = HAServer(store, settings.host, settings.ha_port, batch=settings.batch,
                                heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
                                max_fallbehind=settings.max_fallbehind, on_ahead=self.claimed_ahead)  # fmt: skip
+        self.set_check = SetCheck(settings, store, pool)
         self.client: HAClient | None = None
         self.master_addr: str | None = None
         """The master's remoting address (a slave learns it from its registration)."""
         self.master_ha: str | None = settings.ha_master_address or None
-        self.lost_data: str | None = None
         self._persisted = 0
         self._last_refusal: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._verifying: asyncio.Task[None] | None = None
-        self._verified_at = -VERIFY_GAP_S
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -133,8 +130,8 @@ class Replication:
     @property
     def behind(self) -> str | None:
         """Why this master must not take writes (it holds less than a slave), or None."""
-        if self.lost_data is not None:
-            return self.lost_data
+        if self.set_check.lost_data is not None:
+            return self.set_check.lost_data
         if self.server.behind_slave is not None:
             return f"slave {self.server.behind_slave} holds more of the commit log than this master"
         return None
@@ -159,29 +156,11 @@ class Replication:
         ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
         return ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
 
-    def replica_ahead(self, peer: str, offset: int) -> None:
-        """A replica (HA_CHECK, or a set member at start) holds the commit log up to ``offset``, beyond our end."""
-        if self.is_slave or self.lost_data is not None:
-            return
-        self.lost_data = (f"replica {peer} holds the commit log up to {offset}, but this master only up to "
-                          f"{self.store.max_phy_offset}")  # fmt: skip
-        log.error("%s: refusing writes until recovered (`sievemq broker --recover-from-slave HOST:PORT`)",
-                  self.lost_data)  # fmt: skip
-
     def claimed_ahead(self, peer: str, offset: int) -> None:
-        """A connection (HA_CHECK on the remoting port, a first report on the HA port) says it holds the commit log
-        beyond our end. Anyone can connect to those ports, so the claim only starts a check of the set's slaves as
-        the name servers list them (``_check_set``); a slave confirmed ahead makes this master refuse writes."""
-        if self.is_slave or self.lost_data is not None or offset <= self.store.max_phy_offset:
-            return
-        if self._verifying is not None and not self._verifying.done():
-            return
-        if time.monotonic() - self._verified_at < VERIFY_GAP_S:
-            return
-        log.warning("%s claims the commit log up to %d, beyond this master's %d: asking this set's slaves", peer,
-                    offset, self.store.max_phy_offset)  # fmt: skip
-        self._verified_at = time.monotonic()
-        self._verifying = asyncio.create_task(self._check_set(), name="ha-verify-set")
+        """A connection says it holds more of the commit log than this master: have the set checked (a master only;
+        ``SetCheck.claimed_ahead``)."""
+        if not self.is_slave:
+            self.set_check.claimed_ahead(peer, offset)
 
     def wants_master(self) -> bool:
         """True for a slave that does not know its master yet (it registers again soon to learn it)."""
@@ -221,8 +200,8 @@ class Replication:
         if self.settings.recover_from:
             await self._recover(self.settings.recover_from)
         self._load()
-        if not self.is_slave and self.lost_data is None:
-            await self._check_set()
+        if not self.is_slave and self.set_check.lost_data is None:
+            await self.set_check.check_set()
         await self.server.start()
         self.store.add_dispatch_listener(lambda *_a: self.server.notify())
         if self.is_slave:
@@ -237,8 +216,7 @@ class Replication:
 
     async def stop(self) -> None:
         """Stop following, copying and listening; remember what slaves acknowledged."""
-        if self._verifying is not None:
-            self._tasks.append(self._verifying)
+        await self.set_check.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -259,10 +237,10 @@ class Replication:
         self._persisted = acked
         end = self.store.max_phy_offset
         if not self.is_slave and acked > end:
-            self.lost_data = (f"a slave acknowledged the commit log up to {acked}, but this master holds it only up "
-                              f"to {end} (data lost since)")  # fmt: skip
-            log.error("%s: refusing writes until recovered (`sievemq broker --recover-from-slave HOST:HAPORT`)",
-                      self.lost_data)  # fmt: skip
+            why = f"a slave acknowledged the commit log up to {acked}, but this master holds it only up to {end}"
+            self.set_check.lost_data = f"{why} (data lost since)"
+            log.error("%s: refusing writes until recovered (`sievemq broker --recover-from-slave HOST:PORT`)",
+                      self.set_check.lost_data)  # fmt: skip
 
     def _persist(self) -> None:
         acked = max(self._persisted, self.server.acked)
@@ -274,31 +252,6 @@ class Replication:
         while True:
             await asyncio.sleep(1.0)
             self._persist()
-
-    async def _check_set(self) -> None:
-        """Before serving, ask the name servers for our set's slaves, and each slave for its end: a master that
-        holds less than one of them refuses writes. A name server or slave that does not answer is skipped."""
-        for ns in self.settings.namesrv:
-            try:
-                resp = await self._pool.request(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
-                table = orjson.loads(resp.body).get("brokerAddrTable") or {}
-            except Exception as e:
-                log.warning("cannot ask name server %s for the slaves of this set: %s", ns, e)
-                continue
-            addrs = (table.get(self.settings.broker_name) or {}).get("brokerAddrs") or {}
-            for bid, addr in addrs.items():
-                if str(bid) == "0":
-                    continue
-                try:
-                    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
-                    info = orjson.loads((await self._pool.request(addr, request, 3.0)).body).get("table") or {}
-                    end = int(info.get("commitLogMaxOffset", 0))
-                except Exception as e:
-                    log.warning("cannot ask slave %s how much of the commit log it holds: %s", addr, e)
-                    continue
-                if end > self.store.max_phy_offset:
-                    self.replica_ahead(addr, end)
-            return
 
     # ------------------------------------------------------------------------------------------ slave checks
     async def _verify_master(self, ha_addr: str) -> str | None:
