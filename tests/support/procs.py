@@ -64,6 +64,8 @@ class Proc:
     """Where the test reaches it (a network namespace's address when ``prefix`` runs it in one)."""
     prefix: list[str] = field(default_factory=list)
     """Put before the command (``Host.prefix()``: run inside a network namespace)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Merged into the child's environment (e.g. ``PYTHONPATH`` to run another checkout's sources)."""
 
     @property
     def addr(self) -> str:
@@ -72,7 +74,7 @@ class Proc:
 
     def start(self) -> Proc:
         """Start and wait until it listens."""
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child)
         log_start = log.tell()

@@ -1,0 +1,1 @@
+"""Benchmarks (run as scripts from the repository root; ``bench.system`` is the system benchmark's package)."""
