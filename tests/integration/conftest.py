@@ -47,8 +47,9 @@ class Cluster:
         flush: str = "ASYNC_FLUSH",
         port: int | None = None,
         segment: int = COMMITLOG_SEGMENT,
+        env: dict[str, str] | None = None,
     ) -> Proc:
-        """Start a broker with small commit-log segments and consume-queue files."""
+        """Start a broker with small commit-log segments and consume-queue files (``env``: added to its environment)."""
         args = [
             "--mapped-file-size-commitlog",
             str(segment),
@@ -56,7 +57,9 @@ class Cluster:
             str(CQ_ENTRIES_PER_FILE),
             *extra,
         ]
-        return self._start(broker_proc(self.tmp, namesrv_addr, name, *args, flush=flush, port=port))
+        proc = broker_proc(self.tmp, namesrv_addr, name, *args, flush=flush, port=port)
+        proc.env.update(env or {})
+        return self._start(proc)
 
     def dev(self, *extra: str) -> Proc:
         """Start ``sievemq dev`` (data in ``tmp/dev-data``)."""

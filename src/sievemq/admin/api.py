@@ -180,7 +180,7 @@ class AdminClient:
         return dict(orjson.loads(resp.body).get("table") or {})
 
     async def cluster_status(self) -> list[dict[str, Any]]:
-        """Every broker of every set: role, address, commit-log end, and for a slave its lag behind the master
+        """Every broker of every set: role, address, commit-log end, codec, and for a slave its lag behind the master
         (bytes: the master's end minus its own when both answer; seconds: as the slave reports) and link state.
 
         A broker that does not answer has ``"state": "unreachable"`` and ``"error"``."""
@@ -201,7 +201,8 @@ class AdminClient:
                     rows.append({**row, "role": "SLAVE" if bid else "MASTER", "state": "unreachable", "error": info})
                     continue
                 end = int(info.get("commitLogMaxOffset", 0))
-                row.update(role=info.get("brokerRole", "ASYNC_MASTER"), commitLogMaxOffset=end)
+                row.update(role=info.get("brokerRole", "ASYNC_MASTER"), commitLogMaxOffset=end,
+                           codec=info.get("codecImplementation", ""))  # fmt: skip
                 if row["role"] == "SLAVE":
                     lag = master_end - end if master_end is not None else int(info.get("haLagBytes", 0))
                     row.update(lagBytes=max(0, lag), lagSeconds=float(info.get("haLagSeconds", 0.0)),

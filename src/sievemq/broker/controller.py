@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from sievemq import accel
 from sievemq.broker.access import broker_acl, broker_signer, filtersrv_env
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.config_files import ConfigWriter
@@ -251,8 +252,13 @@ class BrokerController:
                 log.exception("housekeeping failed")
 
     def _extra_runtime_info(self) -> dict[str, str]:
-        """What GET_BROKER_RUNTIME_INFO adds to the admin processor's counters: replication, event-loop lag."""
-        return {**self.replication.runtime_info(), **self.loop_lag.stats.table()}
+        """What GET_BROKER_RUNTIME_INFO adds to the admin processor's counters: replication, event-loop lag, and
+        which codecs run (``codecImplementation``: compiled or pure-python)."""
+        return {
+            **self.replication.runtime_info(),
+            **self.loop_lag.stats.table(),
+            "codecImplementation": accel.implementation(),
+        }
 
     async def start(self) -> None:
         """Load state, recover the store, listen, and register with the name servers."""

@@ -19,11 +19,13 @@ from __future__ import annotations
 import mmap
 import socket
 import struct
+import sys
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from sievemq import accel as _accel
 from sievemq.protocol.msgid import ip_to_bytes, make_offset_msg_id
 from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
@@ -573,3 +575,17 @@ def read_properties(buf: ReadableBuffer, pos: int = 0) -> dict[str, str]:
     except (struct.error, IndexError):
         raise ValueError(f"truncated record at {pos}") from None
     return string_to_properties(raw.decode("utf-8", "replace"))
+
+
+# --------------------------------------------------------------------------------------------- compiled twins
+
+REFERENCE: dict[str, object] = {
+    "string_to_properties": string_to_properties,
+    "properties_to_string": properties_to_string,
+    "encode_record": encode_record,
+    "decode_records": decode_records,
+}
+"""The pure-Python functions above, kept whatever runs (the accelerator's tests compare against them)."""
+
+
+_accel.install(sys.modules[__name__], REFERENCE, "init_message")
