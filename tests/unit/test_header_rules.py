@@ -5,13 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sievemq.broker.locks import MAX_LOCK_QUEUES, lock_request
 from sievemq.errors import HeaderError, RemotingError
-from sievemq.protocol.header_rules import check_request
+from sievemq.protocol import header_rules
+from sievemq.protocol.header_rules import check_fields, check_request, reference_check_fields
 from sievemq.protocol.heartbeat import MAX_SUBSCRIPTIONS, HeartbeatData
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.protocol.route import TopicConfig
+from sievemq.protocol.send_header import V2_TO_V1
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.headers import get_int
 
@@ -117,3 +121,39 @@ def test_malformed_lock_bodies_are_clean_refusals(body: dict[str, Any]) -> None:
 def test_a_good_lock_body() -> None:
     body = {"consumerGroup": "G", "clientId": "c", "mqSet": [{"topic": "T", "brokerName": "b", "queueId": "2"}]}
     assert lock_request(body) == ("G", "c", [("T", "b", 2)])
+
+
+_KEYS = ["topic", "consumerGroup", "brokerName", "queueId", "perm", "queueOffset", "sysFlag", "other", "b", "e"]
+_VALUES = st.one_of(
+    st.sampled_from(["", "null", "T", "..", "a b", "0", "7", "-1", "-2", "3.0", "1e3", "1_0", " 5", "16", "x" * 128]),
+    st.sampled_from(["²", "٣", "9" * 20, "0" * 30 + "1"]),
+    st.integers(-(2**64), 2**64).map(str),
+    st.text(max_size=8),
+)
+
+
+def _outcome(fn: Any, fields: dict[str, str], rename: dict[str, str] | None) -> tuple[str, str, str | None]:
+    try:
+        fn(fields, rename)
+    except RemotingError as e:
+        return type(e).__name__, e.remark or "", e.reason
+    return "ok", "", None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=5), min_size=1, max_size=4), st.booleans())
+def test_check_fields_decides_as_the_reference(requests: list[dict[str, str]], v2: bool) -> None:
+    """The remembering fast check and the plain one agree on every request, also when values repeat."""
+    rename = V2_TO_V1 if v2 else None
+    for fields in requests + requests:  # the second pass meets remembered values
+        assert _outcome(check_fields, fields, rename) == _outcome(reference_check_fields, fields, rename), fields
+
+
+def test_remembered_names_stay_bounded() -> None:
+    for i in range(3 * header_rules._PASSED_MAX):
+        check_fields({"topic": f"T{i}"})
+    assert len(header_rules._PASSED["topic"]) <= header_rules._PASSED_MAX
+    with pytest.raises(RemotingError):
+        check_fields({"topic": ".."})  # refused names are never remembered
+    with pytest.raises(RemotingError):
+        check_fields({"topic": ".."})
