@@ -49,7 +49,8 @@ def store_paths(root: Path) -> set[str]:
 _ALLOWED = [
     re.compile(r"commitlog(/\d{20})?"),
     re.compile(r"index(/\d{20})?"),
-    re.compile(r"(consumequeue|consumequeue_ext)(/(?P<topic>[^/]+)(/\d+(/\d{20})?)?)?"),
+    # a created topic's first queue files are made ahead, as spares (MessageStore.prepare_queues)
+    re.compile(r"(consumequeue|consumequeue_ext)(/(?P<topic>[^/]+)(/\d+(/\d{20}(\.spare)?)?)?)?"),
     re.compile(r"config(/[A-Za-z]+\.json(\.bak|\.tmp)?)?"),
     re.compile(r"checkpoint|abort|lock"),
 ]

@@ -17,6 +17,7 @@ from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from sievemq.store.consume_queue import CQ_UNIT, ConsumeQueue
 from sievemq.store.disk import DiskGuard, is_no_space
 from sievemq.store.index_file import IndexService
+from sievemq.store.mapped_file import MappedFile
 from sievemq.store.mapped_file_queue import MappedFileQueue
 from sievemq.store.results import DiskFullError
 
@@ -85,6 +86,17 @@ class PutSpace:
             if starts:
                 plan.append((cq.mfq, starts))
         self._make_room(plan, count_keys(msgs), grow, total)
+
+    def spare_first_files(self, cqs: list[ConsumeQueue]) -> list[MappedFile]:
+        """The first file of each queue that has none yet, created and allocated now as a spare (its first
+        append takes it); ``DiskFullError`` when the disk cannot hold them (then none is created)."""
+        plan = [(cq.mfq, cq.new_files_for(cq.max_offset, 1)) for cq in cqs if not cq.mfq.files]
+        plan = [(mfq, starts) for mfq, starts in plan if starts and not any(mfq.has_spare(x) for x in starts)]
+        if not plan:
+            return []
+        self.refuse_if_read_only()
+        self._make_room(plan, 0)
+        return [mfq.spare(s) for mfq, starts in plan for s in starts]
 
     def prepare_copy(self, offset: int, n: int) -> None:
         """The same for ``n`` copied commit-log bytes at ``offset`` (a slave's copy): the segments they fill.

@@ -28,6 +28,10 @@ from sievemq.remoting.headers import get_bool, get_str, int_or, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
 
+PREPARED_QUEUES_MAX = 16
+"""How many of a created topic's queues get their first file ahead (``MessageStore.prepare_queues``): enough for the
+usual 4-16 queues, and a request for 1,024 does not make 1,024 files that no message may ever need."""
+
 
 @dataclass(frozen=True, slots=True)
 class AdminSettings:
@@ -106,6 +110,7 @@ class AdminProcessor:
             order=get_bool(f, "order"),
         )
         self.topics.update(tc)
+        await self.store.prepare_queues(topic, range(min(write_n, PREPARED_QUEUES_MAX)))
         await self.writer.flush()
         await self.register_now()
         return cmd.response(ResponseCode.SUCCESS)
