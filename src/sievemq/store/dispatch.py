@@ -131,12 +131,12 @@ class Dispatcher:
             return True
         return room(ext.mfq.file_size)
 
-    def _index(self, topic: str, keys: list[str], uniq: str | None, phy: int, ts: int) -> None:
+    def _index(self, topic: str, keys: list[str], uniq: str | None, phy: int, ts: int, header: bool = True) -> None:
         put = self.index.put
         for k in keys:
-            put(f"{topic}#{k}", phy, ts)
+            put(f"{topic}#{k}", phy, ts, header=header)
         if uniq:
-            put(f"{topic}#{uniq}", phy, ts)
+            put(f"{topic}#{uniq}", phy, ts, header=header)
 
     def _notify(self, topic: str, queue_id: int, queue_offset: int, tags: int, props: dict[str, str]) -> None:
         for cb in self._listeners:
@@ -159,7 +159,11 @@ class Dispatcher:
             if self._listeners:
                 self._notify(topic, m.queue_id, m.queue_offset, tags, props)
         keys = props.get("KEYS")
-        self._index(topic, [k for k in keys.split(" ") if k] if keys else [], props.get("UNIQ_KEY"), phy, ts)
+        self._index(topic, [k for k in keys.split(" ") if k] if keys else [], props.get("UNIQ_KEY"), phy, ts, False)
+
+    def batch_done(self) -> None:
+        """After the ``dispatch`` calls of one put: what they left to do once (the index header)."""
+        self.index.finish()
 
     def redo(self, s: RecordSummary, to_cq: bool, to_index: bool) -> None:
         """Recovery: re-dispatch one record read back from the commit log (entries already there are kept)."""

@@ -125,8 +125,12 @@ class IndexFile:
         h, phy, ts, prev = _ENTRY.unpack_from(self.mf.mm, self._entry_pos(k))
         return h, phy, ts, prev
 
-    def put(self, h: int, phy: int, ts: int) -> None:
-        """Add an entry (caller checked ``is_full``); ``OSError`` (ENOSPC) before writing when it has no blocks."""
+    def put(self, h: int, phy: int, ts: int, *, header: bool = True) -> None:
+        """Add an entry (caller checked ``is_full``); ``OSError`` (ENOSPC) before writing when it has no blocks.
+
+        ``header=False`` leaves the header to a later ``write_header`` (a batch writes it once, at its end; a
+        crash in between leaves entries past the header's count, which loading drops and recovery indexes again).
+        """
         mm = self.mf.mm
         k = self.count + 1
         pos = self._entry_pos(k)
@@ -145,6 +149,11 @@ class IndexFile:
         self.count = k
         self.end_ts = ts
         self.end_phy = phy
+        if header:
+            self._write_header()
+
+    def write_header(self) -> None:
+        """Write the header (count, time and offset range) as it stands."""
         self._write_header()
 
     def lookup(self, h: int, begin_ts: int, end_ts: int, limit: int, out: list[int]) -> None:
@@ -221,7 +230,7 @@ class IndexFile:
 class IndexService:
     """All index files of a store, newest last."""
 
-    __slots__ = ("_dirty", "_spare_seq", "_spares", "directory", "files", "max_entries", "slots")
+    __slots__ = ("_dirty", "_spare_seq", "_spares", "_unwritten_header", "directory", "files", "max_entries", "slots")
 
     def __init__(self, directory: Path, slots: int, max_entries: int) -> None:
         self.directory = directory
@@ -233,6 +242,7 @@ class IndexService:
         self._spares: list[MappedFile] = []
         """The next files, allocated ahead by ``prepare``; named when their first key comes."""
         self._spare_seq = 0
+        self._unwritten_header: IndexFile | None = None
 
     def load(self) -> None:
         """Map the index files; unreadable ones are deleted (their keys get re-indexed by recovery)."""
@@ -266,13 +276,31 @@ class IndexService:
         """Phy offset of the oldest indexed record (or of the first file's name)."""
         return self.files[0].begin_phy if self.files else 0
 
-    def put(self, key: str, phy: int, ts: int) -> None:
-        """Index ``key`` (already ``topic#key``) for the record at ``phy``; ``OSError`` (ENOSPC) before writing."""
+    def put(self, key: str, phy: int, ts: int, *, header: bool = True) -> None:
+        """Index ``key`` (already ``topic#key``) for the record at ``phy``; ``OSError`` (ENOSPC) before writing.
+
+        ``header=False``: the file's header is written by ``finish()`` (a put's whole batch, once).
+        """
         f = self.files[-1] if self.files else None
         if f is None or f.is_full:
+            self.finish()
             f = self._new_file(phy)
-        f.put(key_hash(key), phy, ts)
+        f.put(key_hash(key), phy, ts, header=header)
+        if not header:
+            self._unwritten_header = f
         self._dirty[f.mf.file_from_offset] = f.mf
+
+    @staticmethod
+    def header_count(f: IndexFile) -> int:
+        """The entry count as ``f``'s header on the mapping says it (what a restart would read)."""
+        return int(_HEADER.unpack_from(f.mf.mm, 0)[-1])
+
+    def finish(self) -> None:
+        """Write the header that ``put(header=False)`` left (nothing when there is none)."""
+        f = self._unwritten_header
+        if f is not None:
+            self._unwritten_header = None
+            f.write_header()
 
     def _new_file(self, phy: int) -> IndexFile:
         path = self.directory / file_name(phy)

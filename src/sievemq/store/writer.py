@@ -109,7 +109,25 @@ class Writer:
         if cq is None and qoff > qoff0:
             cq = self.queues.get_or_create(first.topic, first.queue_id)
         self.space.prepare(records, guess - cl.max_offset, msgs, cq, qoff0, qoff - qoff0)
+        try:
+            self._write_and_dispatch(msgs, records, guess)
+        finally:
+            self.dispatcher.batch_done()
+        self.prefaulter.advance()
+        self.dispatched_to = end = cl.max_offset
+        return end
+
+    def _write_and_dispatch(self, msgs: list[MessageExt], records: list[bytes], end: int) -> None:
+        cl = self.commitlog
         dispatch = self.dispatcher.dispatch
+        last = cl.mfq.last
+        if last is not None and end - cl.max_offset + END_FILE_MIN_BLANK_LENGTH <= last.remaining:
+            # The common case: the whole batch fits the current segment, every record at the offset it was
+            # encoded for (``end`` is where the last one ends): one write, then the dispatches.
+            cl.write(cl.max_offset, records[0] if len(records) == 1 else b"".join(records))
+            for m, rec in zip(msgs, records, strict=True):
+                dispatch(m, m.commit_log_offset, len(rec))
+            return
         for m, rec in zip(msgs, records, strict=True):
             phy = cl.reserve(len(rec))
             if phy != m.commit_log_offset:
@@ -118,9 +136,6 @@ class Writer:
             else:
                 cl.write(phy, rec)
             dispatch(m, phy, len(rec))
-        self.prefaulter.advance()
-        self.dispatched_to = end = cl.max_offset
-        return end
 
     def append_copy(self, offset: int, data: bytes | bytearray | memoryview, *, defer: bool = False) -> int:
         """Write copied bytes at ``offset`` (the log's end) and dispatch every record that became whole.

@@ -75,3 +75,28 @@ async def test_query_message_by_keys_and_uniq_key(open_store: Callable[..., Mess
     assert bodies("T", "order") == []
     assert bodies("T", "shared", 10, a.store_timestamp, b.store_timestamp) == [b"b", b"a"]
     assert bodies("T", "shared", 10, b.store_timestamp + 1) == []
+
+
+def test_deferred_headers_are_written_by_finish_and_at_a_file_switch(tmp_path: Path) -> None:
+    idx = IndexService(tmp_path / "index", 4, 10)
+    for i in range(14):  # 10 fill the first file, 4 go to the second
+        idx.put(f"T#{i % 3}", i, i, header=False)
+    first, second = idx.files
+    assert IndexService.header_count(first) == 10, "the header of a full file is written when the next one starts"
+    assert IndexService.header_count(second) == 0, "not yet"
+    idx.finish()
+    assert IndexService.header_count(second) == 4
+    idx.close()
+    again = IndexService(tmp_path / "index", 4, 10)
+    again.load()
+    assert again.lookup("T#1", 100, 0, 1 << 62) == [13, 10, 7, 4, 1]
+    again.close()
+
+
+async def test_a_batch_put_leaves_the_index_header_up_to_date(open_store: Callable[..., MessageStore]) -> None:
+    s = open_store(index_max_entries=1000)
+    r = await s.put_messages([msg("T", f"m{i}".encode(), keys=f"k{i}", uniq=f"u{i}") for i in range(20)])
+    assert [m.queue_offset for m in r.msgs] == list(range(20))
+    f = s.index.files[-1]
+    assert IndexService.header_count(f) == f.count == 40, "two keys per message, header written at the end"
+    assert [decode_record(x)[0].body for x in s.query_message("T", "k7", 5, 0, 1 << 62)] == [b"m7"]
