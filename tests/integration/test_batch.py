@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from sievemq.client import api
-from sievemq.protocol.batch import BatchEntry
+from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.msgid import UniqIdGenerator, parse_offset_msg_id
+from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
 from tests.integration.conftest import OpenConn
 from tests.integration.helpers import create_topic, pull_all
 from tests.support import wire
@@ -71,3 +73,27 @@ async def test_batch_to_a_random_queue_keeps_the_batch_together(broker: Proc, op
     r = await wire.send_batch(conn, "BatchAnyQueue", entries)
     msgs = await pull_all(conn, "BatchAnyQueue", r.queue_id)
     assert [m.body for m in msgs] == [e.body for e in entries]
+
+
+async def test_batches_the_broker_refuses_say_why_and_store_nothing(broker: Proc, open_conn: OpenConn) -> None:
+    conn = await open_conn(broker)
+    await create_topic(conn, "BatchNo", queues=1)
+    good = BatchEntry(0, b"fine", {"TAGS": "A"})
+    header = SendMessageHeader(producer_group="p", topic="BatchNo", queue_id=0, born_timestamp=1, batch=True)
+    cases = [
+        ([good, BatchEntry(0, b"late", {"DELAY": "3"})], None, "cannot carry a DELAY level"),
+        ([good, BatchEntry(0, b"x" * (4 * 1024 * 1024 + 1), {})], None, "larger than maxMessageSize"),
+        ([], b"", "empty batch"),
+        ([], encode_batch([good, good])[:-3], "malformed batch body"),
+    ]
+    for entries, raw, why in cases:
+        body = encode_batch(entries) if raw is None else raw
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.to_fields(), body=body)
+        resp = await conn.request(cmd, 10.0)
+        assert resp.code == ResponseCode.MESSAGE_ILLEGAL and why in (resp.remark or ""), (why, resp.code, resp.remark)
+    assert await pull_all(conn, "BatchNo", 0) == [], "no entry of a refused batch is stored"
+    r = await wire.send_batch(conn, "BatchNo", [good, BatchEntry(0, b"two", {"WAIT": "false"})], queue_id=0)
+    assert r.code == ResponseCode.SUCCESS
+    assert [(m.body, "WAIT" in m.properties) for m in await pull_all(conn, "BatchNo", 0)] == [
+        (b"fine", False), (b"two", False)
+    ]

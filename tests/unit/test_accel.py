@@ -210,11 +210,35 @@ def test_decode_batch_twins(items: list[BatchEntry], data: st.DataObject) -> Non
         assert got[1] == want[1]
 
 
+batch_entries = st.lists(
+    st.builds(BatchEntry, st.integers(-(2**31), 2**31 - 1), st.binary(max_size=40),
+              st.dictionaries(st.sampled_from(["TAGS", "WAIT", "DELAY", "CLUSTER", "x", "é"]), values, max_size=4)),
+    max_size=5,
+)  # fmt: skip
+
+
+@SETTINGS
+@given(batch_entries, st.data())
+def test_batch_messages_twins(items: list[BatchEntry], data: st.DataObject) -> None:
+    body = bytearray(encode_batch(items))
+    if body and data.draw(st.integers(0, 3)) == 0:  # now and then a broken body
+        del body[data.draw(st.integers(0, len(body) - 1)) :]
+    args = (bytes(body), "BatchT", 3, 0x4, 1_700_000_000_000, ("10.0.0.9", 5001), ("127.0.0.1", 10911), 2,
+            {"CLUSTER": "DefaultCluster", "y": "1"}, data.draw(st.sampled_from([10, 30, 1 << 20])))  # fmt: skip
+    got, want = outcome(compiled.batch_messages, *args), outcome(REF_B["batch_messages"], *args)
+    assert got[0] == want[0] == "ok", (got, want)
+    if want[1] is None:
+        assert got[1] is None
+    else:
+        assert got[1] is not None and as_fields(got[1]) == as_fields(want[1])
+
+
 def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert accel.implementation() == "compiled"
     assert message.encode_record is compiled.encode_record
     assert message.decode_records is compiled.decode_records
     assert batch.decode_batch is compiled.decode_batch
+    assert batch.batch_messages is compiled.batch_messages
 
 
 def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -230,7 +254,7 @@ def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyP
     fake_m = type("M", (), {name: getattr(message, name) for name in dir(message)})
     fake_m.REFERENCE = dict.fromkeys(REF_M, refuse)  # type: ignore[attr-defined]
     fake_m.decode_record = staticmethod(refuse)  # type: ignore[attr-defined]
-    fake_b = type("B", (), {"BatchEntry": BatchEntry, "REFERENCE": {"decode_batch": refuse}})
+    fake_b = type("B", (), {"BatchEntry": BatchEntry, "REFERENCE": {"decode_batch": refuse, "batch_messages": refuse}})
     compiled.init_message(fake_m)
     compiled.init_batch(fake_b)
     try:
@@ -239,6 +263,8 @@ def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyP
         ]
         assert as_fields(compiled.decode_records(buf)) == as_fields(want_records)
         assert entry_fields(compiled.decode_batch(body)) == entry_fields(want_batch)
+        args = (body, "T", 1, 0, 5, ("10.0.0.9", 5001), ("127.0.0.1", 10911), 0, {"CLUSTER": "c"}, 1 << 20)
+        assert as_fields(compiled.batch_messages(*args)) == as_fields(REF_B["batch_messages"](*args))
     finally:
         compiled.init_message(message)
         compiled.init_batch(batch)

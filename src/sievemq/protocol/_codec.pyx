@@ -27,6 +27,7 @@ cdef object _ref_encode_record = None
 cdef object _ref_decode_record = None
 cdef object _ref_properties_to_string = None
 cdef object _ref_decode_batch = None
+cdef object _ref_batch_messages = None
 cdef dict _topic_parts = None   # the reference's caches: shared, so both see the same names
 cdef dict _topic_cache = None
 cdef dict _host_raw = None
@@ -54,9 +55,10 @@ def init_message(module):
 
 def init_batch(module):
     """Wire in ``sievemq.protocol.batch`` (its reference ``decode_batch`` and ``BatchEntry``)."""
-    global _BatchEntry, _ref_decode_batch
+    global _BatchEntry, _ref_decode_batch, _ref_batch_messages
     _BatchEntry = module.BatchEntry
     _ref_decode_batch = module.REFERENCE["decode_batch"]
+    _ref_batch_messages = module.REFERENCE["batch_messages"]
 
 
 # ------------------------------------------------------------------------------------------ big-endian helpers
@@ -346,3 +348,43 @@ def decode_batch(body):
         pos += props_len
         out.append(entry(flag, entry_body, props))
     return out
+
+
+def batch_messages(body, topic, queue_id, sys_flag, born_timestamp, born_host, store_host, reconsume_times,
+                   dict base, Py_ssize_t max_body):
+    """Twin of ``batch.batch_messages``."""
+    cdef const uint8_t[:] view = body
+    cdef const uint8_t* b = &view[0] if view.shape[0] else NULL
+    cdef Py_ssize_t n = view.shape[0]
+    cdef Py_ssize_t pos = 0
+    cdef int32_t body_len
+    cdef int16_t props_len
+    cdef dict props
+    cdef list out = []
+    new = _MessageExt
+    if _MessageExt is None:
+        return _ref_batch_messages(body, topic, queue_id, sys_flag, born_timestamp, born_host, store_host,
+                                   reconsume_times, base, max_body)
+    while pos < n:
+        if pos + 20 > n:
+            return None
+        flag = _get32(b + pos + 12)
+        body_len = _get32(b + pos + 16)
+        pos += 20
+        if body_len < 0 or pos + body_len + 2 > n:
+            return None
+        entry_body = PyBytes_FromStringAndSize(<const char*>(b + pos), body_len)
+        pos += body_len
+        props_len = <int16_t>((b[pos] << 8) | b[pos + 1])
+        pos += 2
+        if props_len < 0 or pos + props_len > n:
+            return None
+        props = _props_from_utf8(b + pos, props_len)
+        pos += props_len
+        props.pop("WAIT", None)
+        if "DELAY" in props or body_len > max_body:
+            return None
+        props.update(base)
+        out.append(new(topic, entry_body, flag, props, queue_id, 0, 0, sys_flag, born_timestamp, born_host, 0,
+                       store_host, reconsume_times))
+    return out or None

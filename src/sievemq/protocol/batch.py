@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from sievemq import accel as _accel
 from sievemq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
+    MessageExt,
     PropertiesSizeExceeded,
     properties_to_string,
     string_to_properties,
 )
 
-__all__ = ["BatchEntry", "decode_batch", "encode_batch"]
+__all__ = ["BatchEntry", "batch_messages", "decode_batch", "encode_batch"]
 
 _ENTRY_HEAD = struct.Struct(">iiiii")  # total, magic, crc, flag, body length
 _I16 = struct.Struct(">h")
@@ -64,6 +65,40 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchEntry]:
     return out
 
 
+def batch_messages(
+    body: bytes | bytearray | memoryview,
+    topic: str,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: tuple[str, int],
+    store_host: tuple[str, int],
+    reconsume_times: int,
+    base: dict[str, str],
+    max_body: int,
+) -> list[MessageExt] | None:
+    """The messages a broker stores for a batch body: each entry with its properties minus ``WAIT`` and with
+    ``base`` laid over them, and the request's topic, queue, flags, born time and hosts.
+
+    None when the caller must look closer and refuse the batch: a malformed body, no entry, an entry with a
+    ``DELAY`` level, or a body over ``max_body`` bytes.
+    """
+    try:
+        entries = decode_batch(body)
+    except ValueError:
+        return None
+    out: list[MessageExt] = []
+    for e in entries:
+        props = e.properties
+        props.pop("WAIT", None)
+        if "DELAY" in props or len(e.body) > max_body:
+            return None
+        props.update(base)
+        out.append(MessageExt(topic, e.body, e.flag, props, queue_id, 0, 0, sys_flag, born_timestamp, born_host, 0,
+                              store_host, reconsume_times))  # fmt: skip
+    return out or None
+
+
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
     """Encode entries like Java ``MessageDecoder.encodeMessages`` (magic and CRC written as 0)."""
     parts: list[bytes] = []
@@ -79,8 +114,8 @@ def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
     return b"".join(parts)
 
 
-REFERENCE: dict[str, object] = {"decode_batch": decode_batch}
-"""The pure-Python ``decode_batch``, kept whatever runs (the accelerator's tests compare against it)."""
+REFERENCE: dict[str, object] = {"decode_batch": decode_batch, "batch_messages": batch_messages}
+"""The pure-Python functions above, kept whatever runs (the accelerator's tests compare against them)."""
 
 
 _accel.install(sys.modules[__name__], REFERENCE, "init_batch")

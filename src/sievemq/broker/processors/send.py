@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import NoReturn
 
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.retry import client_retry_limit, decide
@@ -13,7 +14,7 @@ from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
-from sievemq.protocol.batch import decode_batch
+from sievemq.protocol.batch import batch_messages, decode_batch
 from sievemq.protocol.compression import CompressionError, decompress, is_compressed
 from sievemq.protocol.message import MessageExt, PropertyKey, string_to_properties
 from sievemq.protocol.names import (
@@ -221,24 +222,12 @@ class SendProcessor:
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             if is_retry_topic(h.topic):
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
-            try:
-                entries = decode_batch(self._batch_body(cmd.body, h.sys_flag))
-            except ValueError as err:
-                raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {err}") from None
+            body = self._batch_body(cmd.body, h.sys_flag)
             sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)  # the entries are stored as sent, inflated
-            if not entries:
-                raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-            msgs = []
-            limit = self.settings.max_message_size
-            for entry in entries:
-                props = entry.properties  # this request's own dict: updated in place
-                props.pop(PropertyKey.WAIT, None)
-                if PropertyKey.DELAY in props:
-                    raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a DELAY level")
-                props.update(base_props)
-                if len(entry.body) > limit:
-                    self._check_sizes(entry.body, "")
-                msgs.append(make(entry.body, entry.flag, props))
+            msgs = batch_messages(body, h.topic, queue_id, sys_flag, h.born_timestamp, peer, self.settings.store_host,
+                                  h.reconsume_times, base_props, self.settings.max_message_size)  # fmt: skip
+            if msgs is None:
+                self._refuse_batch(body)
             result = await self.store.put_messages(msgs)
         else:
             self._check_sizes(cmd.body, h.properties)
@@ -250,6 +239,21 @@ class SendProcessor:
             last = result.msgs[-1]
             code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
         return self._respond(cmd, result, queue_id, code)
+
+    def _refuse_batch(self, body: bytes) -> NoReturn:
+        """Why ``batch_messages`` would not take a batch, as the answer to send."""
+        try:
+            entries = decode_batch(body)
+        except ValueError as err:
+            raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {err}") from None
+        if not entries:
+            raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+        for entry in entries:
+            entry.properties.pop(PropertyKey.WAIT, None)
+            if PropertyKey.DELAY in entry.properties:
+                raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a DELAY level")
+            self._check_sizes(entry.body, "")
+        raise AssertionError("batch_messages refused a batch that has no problem")
 
     def _respond(self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: ResponseCode) -> RemotingCommand:
         first = result.msgs[0]
