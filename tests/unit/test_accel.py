@@ -233,12 +233,32 @@ def test_batch_messages_twins(items: list[BatchEntry], data: st.DataObject) -> N
         assert got[1] is not None and as_fields(got[1]) == as_fields(want[1])
 
 
+odd_entries = st.lists(
+    st.one_of(
+        st.builds(BatchEntry, ints32, st.binary(max_size=20), prop_dicts),  # separators and all
+        st.builds(BatchEntry, st.just(1), st.just(b"b"), st.just({"k": "\ud800"})),  # not encodable
+        st.builds(BatchEntry, st.just(2), st.just(b"c"), st.just({"big": "v" * 40_000})),  # too long
+        st.builds(BatchEntry, st.just(3), st.just(bytearray(b"ba")), st.just({"n": "1"})),  # another body type
+    ),
+    max_size=4,
+)
+
+
+@SETTINGS
+@given(st.one_of(batch_entries, odd_entries), st.booleans())
+def test_encode_batch_twins(items: list[BatchEntry], as_generator: bool) -> None:
+    got = outcome(compiled.encode_batch, (e for e in items) if as_generator else items)
+    want = outcome(REF_B["encode_batch"], items)
+    assert got == want, (got, want)
+
+
 def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert accel.implementation() == "compiled"
     assert message.encode_record is compiled.encode_record
     assert message.decode_records is compiled.decode_records
     assert batch.decode_batch is compiled.decode_batch
     assert batch.batch_messages is compiled.batch_messages
+    assert batch.encode_batch is compiled.encode_batch
 
 
 def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,7 +274,7 @@ def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyP
     fake_m = type("M", (), {name: getattr(message, name) for name in dir(message)})
     fake_m.REFERENCE = dict.fromkeys(REF_M, refuse)  # type: ignore[attr-defined]
     fake_m.decode_record = staticmethod(refuse)  # type: ignore[attr-defined]
-    fake_b = type("B", (), {"BatchEntry": BatchEntry, "REFERENCE": {"decode_batch": refuse, "batch_messages": refuse}})
+    fake_b = type("B", (), {"BatchEntry": BatchEntry, "REFERENCE": dict.fromkeys(REF_B, refuse)})
     compiled.init_message(fake_m)
     compiled.init_batch(fake_b)
     try:
@@ -265,6 +285,8 @@ def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyP
         assert entry_fields(compiled.decode_batch(body)) == entry_fields(want_batch)
         args = (body, "T", 1, 0, 5, ("10.0.0.9", 5001), ("127.0.0.1", 10911), 0, {"CLUSTER": "c"}, 1 << 20)
         assert as_fields(compiled.batch_messages(*args)) == as_fields(REF_B["batch_messages"](*args))
+        entries = REF_B["decode_batch"](body)
+        assert compiled.encode_batch(entries) == body
     finally:
         compiled.init_message(message)
         compiled.init_batch(batch)

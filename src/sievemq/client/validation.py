@@ -59,11 +59,12 @@ def _check_text(what: str, value: str) -> None:
         raise MessageValidationError(f"{what} {value!r} contains a reserved separator character (0x01 or 0x02)")
 
 
-def validate_message(msg: Message, max_body: int = MAX_MESSAGE_SIZE) -> None:
-    """Check topic, body size, tags, keys, delay level and user properties of one message."""
+def validate_message(msg: Message, max_body: int = MAX_MESSAGE_SIZE, *, topic: bool = True) -> None:
+    """Check topic (unless ``topic=False``: known good), body size, tags, keys, delay level and user properties."""
     if not isinstance(msg, Message):
         raise MessageValidationError(f"expected a sievemq.Message, got {type(msg).__name__}")
-    validate_topic(msg.topic)
+    if topic:
+        validate_topic(msg.topic)
     if not isinstance(msg.body, bytes | bytearray | memoryview):
         raise MessageValidationError(f"the message body must be bytes, not {type(msg.body).__name__}")
     if len(msg.body) == 0:
@@ -96,7 +97,8 @@ def validate_batch(msgs: Sequence[Message], max_size: int = MAX_MESSAGE_SIZE) ->
     first = msgs[0]
     total = 0
     for m in msgs:
-        validate_message(m, max_size)
+        # a topic equal to the first's (already checked) is as good as it
+        validate_message(m, max_size, topic=m is first or not isinstance(m, Message) or m.topic != first.topic)
         if m.topic != first.topic:
             raise MessageValidationError("every message of a batch must have the same topic")
         if m.delay_level > 0:

@@ -28,6 +28,7 @@ cdef object _ref_decode_record = None
 cdef object _ref_properties_to_string = None
 cdef object _ref_decode_batch = None
 cdef object _ref_batch_messages = None
+cdef object _ref_encode_batch = None
 cdef dict _topic_parts = None   # the reference's caches: shared, so both see the same names
 cdef dict _topic_cache = None
 cdef dict _host_raw = None
@@ -55,10 +56,11 @@ def init_message(module):
 
 def init_batch(module):
     """Wire in ``sievemq.protocol.batch`` (its reference ``decode_batch`` and ``BatchEntry``)."""
-    global _BatchEntry, _ref_decode_batch, _ref_batch_messages
+    global _BatchEntry, _ref_decode_batch, _ref_batch_messages, _ref_encode_batch
     _BatchEntry = module.BatchEntry
     _ref_decode_batch = module.REFERENCE["decode_batch"]
     _ref_batch_messages = module.REFERENCE["batch_messages"]
+    _ref_encode_batch = module.REFERENCE["encode_batch"]
 
 
 # ------------------------------------------------------------------------------------------ big-endian helpers
@@ -388,3 +390,43 @@ def batch_messages(body, topic, queue_id, sys_flag, born_timestamp, born_host, s
         out.append(new(topic, entry_body, flag, props, queue_id, 0, 0, sys_flag, born_timestamp, born_host, 0,
                        store_host, reconsume_times))
     return out or None
+
+
+def encode_batch(entries):
+    """Twin of ``batch.encode_batch``."""
+    cdef list items = list(entries)
+    cdef list sizes = []
+    cdef Py_ssize_t total = 0, plen, blen
+    cdef char* p
+    for e in items:
+        if type(e) is not _BatchEntry:
+            return _ref_encode_batch(items)
+        body, props, flag = e.body, e.properties, e.flag
+        if type(body) is not bytes or type(props) is not dict or not _fits32(flag):
+            return _ref_encode_batch(items)
+        plen = _props_size(<dict>props)
+        if plen < 0 or plen > 32767:
+            return _ref_encode_batch(items)  # formats other values, or raises
+        blen = PyBytes_GET_SIZE(body)
+        if 22 + blen + plen > 2147483647:
+            return _ref_encode_batch(items)
+        sizes.append(plen)
+        total += 22 + blen + plen
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = PyBytes_AS_STRING(out)
+    for e, size in zip(items, sizes):
+        body = e.body
+        plen = size
+        blen = PyBytes_GET_SIZE(body)
+        _put32(p, <uint32_t>(22 + blen + plen))
+        _put32(p + 4, 0)
+        _put32(p + 8, 0)
+        _put32(p + 12, <uint32_t><int32_t>e.flag)
+        _put32(p + 16, <uint32_t>blen)
+        memcpy(p + 20, PyBytes_AS_STRING(body), blen)
+        p += 20 + blen
+        p[0] = <char>(plen >> 8)
+        p[1] = <char>plen
+        _props_write(<dict>e.properties, p + 2)
+        p += 2 + plen
+    return out

@@ -114,7 +114,11 @@ def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
     return b"".join(parts)
 
 
-REFERENCE: dict[str, object] = {"decode_batch": decode_batch, "batch_messages": batch_messages}
+REFERENCE: dict[str, object] = {
+    "decode_batch": decode_batch,
+    "batch_messages": batch_messages,
+    "encode_batch": encode_batch,
+}
 """The pure-Python functions above, kept whatever runs (the accelerator's tests compare against them)."""
 
 
