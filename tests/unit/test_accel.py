@@ -20,6 +20,7 @@ from sievemq import accel
 from sievemq.protocol import batch, message
 from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.message import MessageExt
+from sievemq.store import index_file
 
 compiled = accel.codec()
 pytestmark = pytest.mark.skipif(
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.skipif(
 
 REF_M: dict[str, Any] = message.REFERENCE
 REF_B: dict[str, Any] = batch.REFERENCE
+REF_I: dict[str, Any] = index_file.REFERENCE
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -252,6 +254,29 @@ def test_encode_batch_twins(items: list[BatchEntry], as_generator: bool) -> None
     assert got == want, (got, want)
 
 
+@SETTINGS
+@given(
+    st.integers(1, 6),
+    st.integers(0, 3),
+    st.lists(st.tuples(st.one_of(text, st.just("\ud800")), ints64, ints64), max_size=6),
+    st.binary(min_size=24, max_size=24),
+    st.integers(0, 2),
+)
+def test_index_put_twins(slots: int, count: int, items: list[tuple[str, int, int]], slot_bytes: bytes,
+                         start: int) -> None:  # fmt: skip
+    """The same entries, chain links and count (or error) from the same index bytes, odd slot values included."""
+    keys, phys, tss = [k for k, _, _ in items], [p for _, p, _ in items], [t for _, _, t in items]
+    n = max(0, len(items) - start)
+    size = 48 + slots * 4 + (count + n + 1) * 24
+    a = bytearray(size)
+    a[48 : 48 + slots * 4] = (slot_bytes * 2)[: slots * 4]  # whatever the slots held before
+    b = bytearray(a)
+    got = outcome(compiled.index_put, a, slots, count, "T", keys, phys, tss, start, n)
+    want = outcome(REF_I["index_put"], b, slots, count, "T", keys, phys, tss, start, n)
+    assert got == want, (got, want)
+    assert a == b, "the index bytes differ"
+
+
 def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert accel.implementation() == "compiled"
     assert message.encode_record is compiled.encode_record
@@ -259,6 +284,7 @@ def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert batch.decode_batch is compiled.decode_batch
     assert batch.batch_messages is compiled.batch_messages
     assert batch.encode_batch is compiled.encode_batch
+    assert index_file.index_put is compiled.index_put
 
 
 def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:

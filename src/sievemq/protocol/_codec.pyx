@@ -29,6 +29,7 @@ cdef object _ref_properties_to_string = None
 cdef object _ref_decode_batch = None
 cdef object _ref_batch_messages = None
 cdef object _ref_encode_batch = None
+cdef object _ref_index_put = None
 cdef dict _topic_parts = None   # the reference's caches: shared, so both see the same names
 cdef dict _topic_cache = None
 cdef dict _host_raw = None
@@ -430,3 +431,53 @@ def encode_batch(entries):
         _props_write(<dict>e.properties, p + 2)
         p += 2 + plen
     return out
+
+
+# ------------------------------------------------------------------------------------------ index entries
+def init_index(module):
+    """Wire in ``sievemq.store.index_file`` (its reference ``index_put``)."""
+    global _ref_index_put
+    _ref_index_put = module.REFERENCE["index_put"]
+
+
+def index_put(mm, Py_ssize_t slots, Py_ssize_t count, topic, keys, phys, tss, Py_ssize_t start, Py_ssize_t n):
+    """Twin of ``index_file.index_put``."""
+    if (
+        type(topic) is not str or type(keys) is not list or type(phys) is not list or type(tss) is not list
+        or slots <= 0 or count < 0 or n < 0 or start < 0 or start + n > min(len(keys), len(phys), len(tss))
+    ):
+        return _ref_index_put(mm, slots, count, topic, keys, phys, tss, start, n)
+    cdef list hashes = []
+    cdef Py_ssize_t i
+    prefix = topic + "#"
+    try:  # everything checked before a byte is written: anything odd, and the reference does it all
+        for i in range(start, start + n):
+            key, phy, ts = keys[i], phys[i], tss[i]
+            if type(key) is not str or not _fits64(phy) or not _fits64(ts):
+                return _ref_index_put(mm, slots, count, topic, keys, phys, tss, start, n)
+            hashes.append(_crc32((prefix + key).encode("utf-8")))
+    except UnicodeEncodeError:
+        return _ref_index_put(mm, slots, count, topic, keys, phys, tss, start, n)
+    cdef unsigned char[:] view = mm
+    cdef Py_ssize_t base = 48 + slots * 4
+    if base + (count + n) * 24 > view.shape[0]:
+        return _ref_index_put(mm, slots, count, topic, keys, phys, tss, start, n)
+    cdef char* b = <char*>&view[0]
+    cdef Py_ssize_t slot_pos, pos, j = 0
+    cdef uint32_t h
+    cdef int32_t prev
+    for i in range(start, start + n):
+        h = <uint32_t>hashes[j]
+        j += 1
+        slot_pos = 48 + (h % <uint32_t>slots) * 4
+        prev = _get32(<const uint8_t*>(b + slot_pos))
+        if prev < 0 or prev > count:
+            prev = 0
+        count += 1
+        pos = base + (count - 1) * 24
+        _put32(b + pos, h)
+        _put64(b + pos + 4, <uint64_t><int64_t>phys[i])
+        _put64(b + pos + 12, <uint64_t><int64_t>tss[i])
+        _put32(b + pos + 20, <uint32_t>prev)
+        _put32(b + slot_pos, <uint32_t><int32_t>count)
+    return count

@@ -71,6 +71,11 @@ class Dispatcher:
         self._bad_bitmap_logged = False
         self._listeners: list[DispatchListener] = []
         self._tag_codes: dict[str, int] = {}
+        self._batch_topic = ""
+        self._batch_keys: list[str] = []
+        self._batch_phys: list[int] = []
+        self._batch_ts: list[int] = []
+        """Index keys of the put being dispatched (one topic), indexed by ``batch_done``."""
         self.room: Callable[[int], bool] | None = None
         """``room(n)``: may ``n`` new bytes be allocated now (``DiskGuard.fits``)? Asked before a unit needs a new
         extension file; without room the entry gets its plain tag code (units are best-effort on a full disk)."""
@@ -147,7 +152,8 @@ class Dispatcher:
 
     # ------------------------------------------------------------------------------------------ entry points
     def dispatch(self, m: MessageExt, phy: int, size: int) -> None:
-        """A message just appended at ``phy`` by a put (its queue offset and store time are set)."""
+        """A message just appended at ``phy`` by a put (its queue offset and store time are set); its keys are
+        indexed with the put's others by ``batch_done()``."""
         props = m.properties
         topic = m.topic
         ts = m.store_timestamp
@@ -159,11 +165,36 @@ class Dispatcher:
             if self._listeners:
                 self._notify(topic, m.queue_id, m.queue_offset, tags, props)
         keys = props.get("KEYS")
-        self._index(topic, [k for k in keys.split(" ") if k] if keys else [], props.get("UNIQ_KEY"), phy, ts, False)
+        uniq = props.get("UNIQ_KEY")
+        if keys or uniq:
+            if topic != self._batch_topic:
+                self._index_batch()
+                self._batch_topic = topic
+            pending, phys, tss = self._batch_keys, self._batch_phys, self._batch_ts
+            if keys:
+                for k in keys.split(" "):
+                    if k:
+                        pending.append(k)
+                        phys.append(phy)
+                        tss.append(ts)
+            if uniq:
+                pending.append(uniq)
+                phys.append(phy)
+                tss.append(ts)
 
     def batch_done(self) -> None:
-        """After the ``dispatch`` calls of one put: what they left to do once (the index header)."""
-        self.index.finish()
+        """After the ``dispatch`` calls of one put: what they left to do once (the keys, then the index header)."""
+        try:
+            self._index_batch()
+        finally:
+            self.index.finish()
+
+    def _index_batch(self) -> None:
+        """Index the keys the put's dispatches collected (``IndexService.put_keys``), in their order."""
+        if self._batch_keys:
+            keys, phys, tss = self._batch_keys, self._batch_phys, self._batch_ts
+            self._batch_keys, self._batch_phys, self._batch_ts = [], [], []
+            self.index.put_keys(self._batch_topic, keys, phys, tss)
 
     def redo(self, s: RecordSummary, to_cq: bool, to_index: bool) -> None:
         """Recovery: re-dispatch one record read back from the commit log (entries already there are kept)."""

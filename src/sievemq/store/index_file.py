@@ -25,6 +25,7 @@ takes its name when the first key goes to it.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import sys
@@ -32,6 +33,7 @@ import zlib
 from array import array
 from pathlib import Path
 
+from sievemq import accel as _accel
 from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
 from sievemq.store.mapped_file_queue import SPARE_SUFFIX
 
@@ -53,6 +55,28 @@ _ZERO_ENTRY = bytes(_ENTRY_SIZE)
 def key_hash(key: str) -> int:
     """Hash of an index key (``topic#key``), unsigned 32-bit."""
     return zlib.crc32(key.encode("utf-8"))
+
+
+def index_put(mm: mmap.mmap, slots: int, count: int, topic: str, keys: list[str], phys: list[int], tss: list[int],
+              start: int, n: int) -> int:
+    """Write ``n`` entries (``keys[start:start + n]``) after entry ``count`` of an index file's mapping and link each
+    into its hash slot's chain; returns the new count. The caller made sure they fit and are allocated."""
+    base = _HEADER_SIZE + slots * 4
+    for i in range(start, start + n):
+        h = zlib.crc32(f"{topic}#{keys[i]}".encode())
+        slot_pos = _HEADER_SIZE + (h % slots) * 4
+        prev = _SLOT.unpack_from(mm, slot_pos)[0]
+        if prev < 0 or prev > count:
+            prev = 0
+        count += 1
+        _ENTRY.pack_into(mm, base + (count - 1) * _ENTRY_SIZE, h, phys[i], tss[i], prev)
+        _SLOT.pack_into(mm, slot_pos, count)
+    return count
+
+
+REFERENCE: dict[str, object] = {"index_put": index_put}
+"""The pure-Python ``index_put``, kept whatever runs (the accelerator's tests compare against it)."""
+_accel.install(sys.modules[__name__], REFERENCE, "init_index")
 
 
 class IndexFile:
@@ -151,6 +175,25 @@ class IndexFile:
         self.end_phy = phy
         if header:
             self._write_header()
+
+    def put_keys(self, topic: str, keys: list[str], phys: list[int], tss: list[int], start: int) -> int:
+        """Index ``topic#keys[i]`` for the records at ``phys[i]`` stored at ``tss[i]``, from ``start`` on, as many as
+        fit this file; the header is left to ``write_header``. Returns how many it took.
+
+        The same entries and slots as one ``put`` per key (``_codec.index_put`` is its compiled twin).
+        """
+        n = min(len(keys) - start, self.max_entries - self.count)
+        if n <= 0:
+            return 0
+        end = self._entry_pos(self.count + n) + _ENTRY_SIZE
+        if end > self.mf.allocated:
+            self.mf.ensure_allocated(end, ENTRY_CHUNK)
+            self._allocated()
+        if self.count == 0:
+            self.begin_ts, self.begin_phy = tss[start], phys[start]
+        self.count = index_put(self.mf.mm, self.slots, self.count, topic, keys, phys, tss, start, n)
+        self.end_ts, self.end_phy = tss[start + n - 1], phys[start + n - 1]
+        return n
 
     def write_header(self) -> None:
         """Write the header (count, time and offset range) as it stands."""
@@ -294,6 +337,18 @@ class IndexService:
     def header_count(f: IndexFile) -> int:
         """The entry count as ``f``'s header on the mapping says it (what a restart would read)."""
         return int(_HEADER.unpack_from(f.mf.mm, 0)[-1])
+
+    def put_keys(self, topic: str, keys: list[str], phys: list[int], tss: list[int]) -> None:
+        """``put(f"{topic}#{key}", phy, ts, header=False)`` for each triple, in order, for less."""
+        done = 0
+        while done < len(keys):
+            f = self.files[-1] if self.files else None
+            if f is None or f.is_full:
+                self.finish()
+                f = self._new_file(phys[done])
+            done += f.put_keys(topic, keys, phys, tss, done)
+            self._unwritten_header = f
+            self._dirty[f.mf.file_from_offset] = f.mf
 
     def finish(self) -> None:
         """Write the header that ``put(header=False)`` left (nothing when there is none)."""

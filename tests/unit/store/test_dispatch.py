@@ -60,6 +60,7 @@ def entries(rig: Rig, topic: str = "T", qid: int = 0) -> list[tuple[int, int, in
 def test_entry_keys_and_listener(rig: Rig) -> None:
     rig.d.dispatch(message(KEYS="k1  k2", UNIQ_KEY="U1"), 0, 100)
     rig.d.dispatch(message(qoff=1, tags=None), 100, 50)
+    rig.d.batch_done()  # the keys of a put are indexed at its end
     assert entries(rig) == [(0, 100, tag_code("A")), (100, 50, 0)]
     assert rig.heard == [("T", 0, 0, tag_code("A")), ("T", 0, 1, 0)]
     assert [len(rig.written), rig.written[0] is rig.queues.find("T", 0)] == [2, True]
@@ -76,6 +77,7 @@ def test_schedule_topic_slot_is_the_delivery_time(rig: Rig) -> None:
 @pytest.mark.parametrize("flag", [TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE])
 def test_prepared_and_rolled_back_get_no_entry_but_keys(rig: Rig, flag: int) -> None:
     rig.d.dispatch(message(sys_flag=flag, KEYS="k"), 0, 100)
+    rig.d.batch_done()
     assert rig.queues.find("T", 0) is None and rig.heard == []
     assert rig.index.lookup("T#k", 10, 0, 1 << 62) == [0]
 
