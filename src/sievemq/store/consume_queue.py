@@ -172,6 +172,17 @@ class ConsumeQueue:
         mf.append(CQ_ENTRY.pack(phy, size, tags_code))
         return True
 
+    def append_run(self, queue_offset: int, entries: bytes) -> bool:
+        """Write packed entries from ``queue_offset`` when they simply continue the last file (True); else write
+        nothing (False: ``append`` them one by one, which creates files and fills gaps)."""
+        mf = self.mfq.last
+        if mf is None or queue_offset * CQ_UNIT != mf.file_from_offset + mf.wrote_position:
+            return False
+        if mf.wrote_position + len(entries) > mf.file_size:
+            return False
+        mf.append(entries)
+        return True
+
     def append_ext(self, queue_offset: int, phy: int, size: int, tags_code: int, store_time: int,
                    bitmap: bytes) -> int:  # fmt: skip
         """Write an extension unit then the entry pointing at it; returns the slot value written.

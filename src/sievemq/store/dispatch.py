@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from sievemq.filter.tags import tag_code
 from sievemq.protocol.message import MessageExt, RecordSummary
-from sievemq.store.consume_queue import ConsumeQueue
+from sievemq.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from sievemq.store.consume_queue_ext import MIN_UNIT_SIZE
 from sievemq.store.delay_levels import SCHEDULE_TOPIC, delay_ms_for_level
 from sievemq.store.index_file import IndexService
@@ -164,6 +164,42 @@ class Dispatcher:
             self._append(cq, m.queue_offset, phy, size, tags, ts, props, tag_s)
             if self._listeners:
                 self._notify(topic, m.queue_id, m.queue_offset, tags, props)
+        self._collect_keys(topic, props, phy, ts)
+
+    def dispatch_run(self, msgs: list[MessageExt], sizes: list[int]) -> None:
+        """``dispatch`` of each message of one put (one topic and queue, contiguous queue offsets, each at its
+        ``commit_log_offset``), for less: when no entry needs an extension unit and they continue the queue's last
+        file, their entries are written in one append."""
+        first = msgs[0]
+        topic, qid = first.topic, first.queue_id
+        cq = self.queues.find(topic, qid) if len(msgs) > 1 and dispatchable(first.sys_flag) else None
+        calc = self._calc
+        if cq is None or topic == SCHEDULE_TOPIC or (calc is not None and any(
+            self._bitmap(calc, topic, m.properties, m.properties.get("TAGS")) is not None for m in msgs
+        )):  # fmt: skip
+            for m, size in zip(msgs, sizes, strict=True):
+                self.dispatch(m, m.commit_log_offset, size)
+            return
+        tag_codes = self._tag_codes
+        seen = [tag_codes.get(t) if t else 0 for t in (m.properties.get("TAGS") for m in msgs)]
+        codes = [c for c in seen if c is not None]
+        if len(codes) != len(seen):  # a tag not seen yet: its code computed (and remembered) the usual way
+            codes = [self.tags_code(topic, qid, m.properties.get("TAGS"), 0) for m in msgs]
+        packed = b"".join([CQ_ENTRY.pack(m.commit_log_offset, size, code)
+                           for m, size, code in zip(msgs, sizes, codes, strict=True)])  # fmt: skip
+        if not cq.append_run(first.queue_offset, packed):
+            for m, size in zip(msgs, sizes, strict=True):
+                self.dispatch(m, m.commit_log_offset, size)
+            return
+        self._on_written(cq)
+        if self._listeners:
+            for m, code in zip(msgs, codes, strict=True):
+                self._notify(topic, qid, m.queue_offset, code, m.properties)
+        collect = self._collect_keys
+        for m in msgs:
+            collect(topic, m.properties, m.commit_log_offset, m.store_timestamp)
+
+    def _collect_keys(self, topic: str, props: dict[str, str], phy: int, ts: int) -> None:
         keys = props.get("KEYS")
         uniq = props.get("UNIQ_KEY")
         if keys or uniq:

@@ -125,8 +125,10 @@ class Writer:
             # The common case: the whole batch fits the current segment, every record at the offset it was
             # encoded for (``end`` is where the last one ends): one write, then the dispatches.
             cl.write(cl.max_offset, records[0] if len(records) == 1 else b"".join(records))
-            for m, rec in zip(msgs, records, strict=True):
-                dispatch(m, m.commit_log_offset, len(rec))
+            if len(msgs) == 1:
+                dispatch(msgs[0], msgs[0].commit_log_offset, len(records[0]))
+            else:
+                self.dispatcher.dispatch_run(msgs, [len(rec) for rec in records])
             return
         for m, rec in zip(msgs, records, strict=True):
             phy = cl.reserve(len(rec))

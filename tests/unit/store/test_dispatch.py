@@ -147,3 +147,51 @@ def test_unsafe_topic_names_never_become_folders(rig: Rig, tmp_path: Path) -> No
             rig.queues.get_or_create(bad, 0)
         assert rig.queues.remove_topic(bad) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing created, nothing deleted
+
+
+def _state(rig: Rig, topic: str) -> tuple[object, ...]:
+    cq = rig.queues.find(topic, 0)
+    ents = entries(rig, topic) if cq is not None else []
+    keys = {k: rig.index.lookup(f"{topic}#{k}", 100, 0, 1 << 62) for k in ("k0", "k1", "k7", "u3", "u20")}
+    return ents, list(rig.heard), keys, [q.topic for q in rig.written][-1:]
+
+
+@pytest.mark.parametrize("with_bitmaps", [False, True])
+def test_a_run_dispatches_as_one_message_at_a_time(tmp_path: Path, with_bitmaps: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``dispatch_run`` (entries written together) leaves what ``dispatch`` of each message leaves: entries (across
+    a file end too), listener calls, keys."""
+    one, run = Rig(tmp_path / "one"), Rig(tmp_path / "run")
+    runs: list[int] = []
+    real_run = ConsumeQueue.append_run
+
+    def counted(cq: ConsumeQueue, queue_offset: int, packed: bytes) -> bool:
+        ok = real_run(cq, queue_offset, packed)
+        runs.append(len(packed) // 20 if ok else 0)
+        return ok
+
+    monkeypatch.setattr(ConsumeQueue, "append_run", counted)
+    if with_bitmaps:
+        for r in (one, run):
+            r.d.set_bitmap_calculator(lambda topic, props, tags: b"\x01\x02" if tags == "B" else None)
+    try:
+        qoff = phy = 0
+        for size in (1, 3, 5, 9, 4):  # 22 entries: the second file (16 per file) starts inside a batch
+            batch = [message(qoff=qoff + i, phy=phy + 100 * i, tags=["A", "B", None, "Zz"][(qoff + i) % 4],
+                             KEYS=f"k{(qoff + i) % 8}", UNIQ_KEY=f"u{qoff + i}") for i in range(size)]  # fmt: skip
+            for m in batch:
+                one.d.dispatch(m, m.commit_log_offset, 100)
+            one.d.batch_done()
+            run.d.dispatch_run(batch, [100] * size)
+            run.d.batch_done()
+            qoff += size
+            phy += 100 * size
+        assert _state(run, "T") == _state(one, "T")
+        assert len(entries(run, "T")) == 22
+        if not with_bitmaps:
+            assert runs == [3, 5, 0, 4], runs  # the batch across the file end went one by one
+        else:
+            assert runs == [], runs  # every batch holds a message with a bitmap (tag B): one by one
+    finally:
+        one.close()
+        run.close()
