@@ -28,7 +28,8 @@ the issue's targets (MET / MISS) and the broker's event-loop lag. ``--low-level`
 ``sievemq.client.api`` (request wrappers, no Producer / PushConsumer).
 
     .venv/bin/python bench/bench_system.py [--messages 100000] [--size 1024] [--rate 2000] [--seconds 10]
-                                           [--baseline DIR] [--low-level] [--no-redis] [--no-tansu] [--keep]
+                                           [--baseline DIR] [--low-level] [--no-redis] [--no-tansu] [--settle 1.0]
+                                           [--keep]
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
     ap.add_argument("--no-tansu", action="store_true", help="skip the Tansu peer")
     ap.add_argument("--low-level", action="store_true", help="add the api.py rows (sievemq without Producer/Consumer)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds between two systems' runs of a phase (background work of the last one settles)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (stores, logs)")
     return ap.parse_args(argv)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import functools
 import os
@@ -124,10 +125,18 @@ def print_header(args: argparse.Namespace, s: Systems) -> None:
           f"in flight; {os.cpu_count()} CPUs; load average before the run {os.getloadavg()[0]:.2f}")  # fmt: skip
 
 
-async def phase(s: Systems, label: str, kind: str, fn: Phase) -> Row:
-    """Run one phase against every system, one after the other."""
+async def phase(s: Systems, label: str, kind: str, fn: Phase, settle: float, swap: bool) -> Row:
+    """Run one phase against every system, one after the other, ``settle`` seconds apart (the previous system's
+    background work -- writeback, a client library's threads -- out of the way). With ``swap`` the baseline runs
+    before this tree's sievemq: phases alternate, so neither always follows the same peer."""
     row = Row(label, kind)
-    for p in s.peers:
+    order = list(s.peers)
+    if swap and s.base is not None and s.new is not None:
+        i, j = order.index(s.new), order.index(s.base)
+        order[i], order[j] = order[j], order[i]
+    for k, p in enumerate(order):
+        if k:
+            await asyncio.sleep(settle)
         log(f"{label}: {p.name}")
         row.results[p.name] = await measured(p.pid, p.wire, functools.partial(fn, p))
     return row
@@ -168,18 +177,18 @@ async def run(args: argparse.Namespace) -> int:
     try:
         await start(args, tmp, make_body(args.size), s)
         print_header(args, s)
-        inf, binf = args.inflight, args.batch_inflight
+        inf, binf, st = args.inflight, args.batch_inflight, args.settle
         rows = {
             "single": await phase(s, f"produce, single sends ({inf} in flight)", "rate",
-                                  lambda p, r: p.produce_single(n, inf, r)),
+                                  lambda p, r: p.produce_single(n, inf, r), st, False),
             "batch": await phase(s, f"produce, batched ({binf} in flight)", "rate",
-                                 lambda p, r: p.produce_batch(n, r)),
+                                 lambda p, r: p.produce_batch(n, r), st, True),
             "consume": await phase(s, "consume (from the first offset)", "rate",
-                                   lambda p, r: p.consume(n + 1, None, r)),
+                                   lambda p, r: p.consume(n + 1, None, r), st, False),
             "tag": await phase(s, "consume, tag filter 10%: delivered msg/s", "rate",
-                               lambda p, r: p.consume(n_tag_a(n), "TagA", r)),
+                               lambda p, r: p.consume(n_tag_a(n), "TagA", r), st, True),
             "latency": await phase(s, f"latency @ {args.rate:,} msg/s, {args.seconds:g} s", "lat",
-                                   lambda p, r: p.latency(args.rate, args.seconds, r)),
+                                   lambda p, r: p.latency(args.rate, args.seconds, r), st, False),
         }  # fmt: skip
         extra = await api_rows(args, s, rows) if args.low_level else []
         print()
