@@ -20,7 +20,7 @@ from sievemq import accel
 from sievemq.protocol import batch, message
 from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.message import MessageExt
-from sievemq.store import index_file, writer
+from sievemq.store import index_file
 
 compiled = accel.codec()
 pytestmark = pytest.mark.skipif(
@@ -30,7 +30,6 @@ pytestmark = pytest.mark.skipif(
 REF_M: dict[str, Any] = message.REFERENCE
 REF_B: dict[str, Any] = batch.REFERENCE
 REF_I: dict[str, Any] = index_file.REFERENCE
-REF_W: dict[str, Any] = writer.REFERENCE
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -278,18 +277,6 @@ def test_index_put_twins(slots: int, count: int, items: list[tuple[str, int, int
     assert a == b, "the index bytes differ"
 
 
-@SETTINGS
-@given(st.lists(st.one_of(messages(), st.builds(good_message, st.integers(0, 99), st.just({"TAGS": "A"}),
-                                                st.binary(max_size=50), st.booleans())), max_size=5),
-       st.integers(0, 1000), st.sampled_from([150, 1 << 20]))  # fmt: skip
-def test_encode_records_twins(msgs: list[MessageExt], queue_offset: int, max_record: int) -> None:
-    a, b = copy.deepcopy(msgs), copy.deepcopy(msgs)
-    args = (queue_offset, 1_700_000_000_999, ("127.0.0.1", 10911), 4096, max_record)
-    got, want = outcome(compiled.encode_records, a, *args), outcome(REF_W["encode_records"], b, *args)
-    assert got == want, (got, want)
-    assert as_fields(a) == as_fields(b), "the messages were given different fields"
-
-
 def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert accel.implementation() == "compiled"
     assert message.encode_record is compiled.encode_record
@@ -298,7 +285,6 @@ def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert batch.batch_messages is compiled.batch_messages
     assert batch.encode_batch is compiled.encode_batch
     assert index_file.index_put is compiled.index_put
-    assert writer.encode_records is compiled.encode_records
 
 
 def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,8 +30,6 @@ cdef object _ref_decode_batch = None
 cdef object _ref_batch_messages = None
 cdef object _ref_encode_batch = None
 cdef object _ref_index_put = None
-cdef object _ref_encode_records = None
-cdef object _dispatchable = None
 cdef dict _topic_parts = None   # the reference's caches: shared, so both see the same names
 cdef dict _topic_cache = None
 cdef dict _host_raw = None
@@ -483,37 +481,3 @@ def index_put(mm, Py_ssize_t slots, Py_ssize_t count, topic, keys, phys, tss, Py
         _put32(b + pos + 20, <uint32_t>prev)
         _put32(b + slot_pos, <uint32_t><int32_t>count)
     return count
-
-
-# ------------------------------------------------------------------------------------------ a put's records
-def init_writer(module):
-    """Wire in ``sievemq.store.writer`` (its reference ``encode_records`` and the rule of which records get an
-    entry, ``dispatchable``)."""
-    global _ref_encode_records, _dispatchable
-    _ref_encode_records = module.REFERENCE["encode_records"]
-    _dispatchable = module.dispatchable
-
-
-def encode_records(msgs, queue_offset, store_ts, store_host, phy, Py_ssize_t max_record):
-    """Twin of ``writer.encode_records``."""
-    if type(msgs) is not list or type(queue_offset) is not int or type(phy) is not int:
-        return _ref_encode_records(msgs, queue_offset, store_ts, store_host, phy, max_record)
-    cdef list records = []
-    cdef Py_ssize_t size
-    dispatchable = _dispatchable
-    for m in msgs:
-        if dispatchable(m.sys_flag):
-            m.queue_offset = queue_offset
-            queue_offset += 1
-        else:
-            m.queue_offset = 0
-        m.store_timestamp = store_ts
-        m.store_host = store_host
-        m.commit_log_offset = phy
-        rec = encode_record(m)
-        size = len(rec)
-        if size > max_record:
-            raise ValueError(f"record of {size} bytes does not fit a commit-log segment")
-        records.append(rec)
-        phy += size
-    return records, queue_offset, phy

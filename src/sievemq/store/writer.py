@@ -11,10 +11,8 @@ the put will write is there and allocated, or refuses the put (``DiskFullError``
 
 from __future__ import annotations
 
-import sys
 import time
 
-from sievemq import accel as _accel
 from sievemq.protocol.message import MessageExt, RecordSummary, encode_record
 from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from sievemq.store.config import StoreConfig
@@ -33,35 +31,6 @@ _MAX_TOPIC_BYTES = 127
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def encode_records(msgs: list[MessageExt], queue_offset: int, store_ts: int, store_host: tuple[str, int], phy: int,
-                   max_record: int) -> tuple[list[bytes], int, int]:
-    """Give each message of a put its queue offset (when it gets a consume-queue entry), store time, store host and
-    commit-log offset (from ``phy`` on), and encode it. Returns the records, the next queue offset and the offset
-    after the last record; ``ValueError`` for a record over ``max_record`` bytes (``_codec`` has a compiled twin).
-    """
-    records: list[bytes] = []
-    for m in msgs:
-        if dispatchable(m.sys_flag):
-            m.queue_offset = queue_offset
-            queue_offset += 1
-        else:
-            m.queue_offset = 0
-        m.store_timestamp = store_ts
-        m.store_host = store_host
-        m.commit_log_offset = phy
-        rec = encode_record(m)
-        if len(rec) > max_record:
-            raise ValueError(f"record of {len(rec)} bytes does not fit a commit-log segment")
-        records.append(rec)
-        phy += len(rec)
-    return records, queue_offset, phy
-
-
-REFERENCE: dict[str, object] = {"encode_records": encode_records}
-"""The pure-Python ``encode_records``, kept whatever runs (the accelerator's tests compare against it)."""
-_accel.install(sys.modules[__name__], REFERENCE, "init_writer")
 
 
 class Writer:
@@ -121,7 +90,22 @@ class Writer:
         if now < self.last_store_ts:
             now = self.last_store_ts
         self.last_store_ts = now
-        records, qoff, guess = encode_records(msgs, qoff0, now, self.store_host, cl.max_offset, self._seg_limit)
+        guess = cl.max_offset
+        records: list[bytes] = []
+        for m in msgs:
+            if dispatchable(m.sys_flag):
+                m.queue_offset = qoff
+                qoff += 1
+            else:
+                m.queue_offset = 0
+            m.store_timestamp = now
+            m.store_host = self.store_host
+            m.commit_log_offset = guess
+            rec = encode_record(m)
+            if len(rec) > self._seg_limit:
+                raise ValueError(f"record of {len(rec)} bytes does not fit a commit-log segment")
+            records.append(rec)
+            guess += len(rec)
         if cq is None and qoff > qoff0:
             cq = self.queues.get_or_create(first.topic, first.queue_id)
         self.space.prepare(records, guess - cl.max_offset, msgs, cq, qoff0, qoff - qoff0)
