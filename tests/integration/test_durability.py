@@ -186,3 +186,31 @@ async def test_consume_queue_file_roll_with_long_polling_and_restarts(cluster: C
     conn = await open_conn(broker)
     assert [m.body for m in await pull_all(conn, "CqRoll", 0)] == expected
     assert (await wire.send_message(conn, "CqRoll", b"next", queue_id=0)).queue_offset == n + 1
+
+
+async def test_a_send_that_creates_its_topic_is_acknowledged_after_the_topic_is_on_disk(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    """An auto-created topic (and a dead-letter topic a send makes) is in ``config/topics.json`` when the send that
+    made it is acknowledged: a ``kill -9`` right after the answer keeps the topic and so its message readable.
+
+    (The topic's table was written by a helper thread after the answer; a master killed within that window came
+    back holding the message under a topic it did not know: nobody could read it.)
+    """
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-t")
+    conn = await open_conn(broker)
+    topics_file = cluster.store_dir(broker) / "config" / "topics.json"
+    created = []
+    for i in range(5):
+        topic = f"MadeBySend{i}"
+        r = await wire.send_message(conn, topic, b"first-" + str(i).encode(), queue_id=0)
+        assert r.code == ResponseCode.SUCCESS, r
+        written = topics_file.read_text() if topics_file.exists() else ""
+        assert f'"{topic}"' in written, f"{topic} acknowledged before config/topics.json held it"
+        created.append(topic)
+    broker.kill9()
+    broker = cluster.restart(broker)
+    conn = await open_conn(broker)
+    for i, topic in enumerate(created):
+        assert [m.body for m in await pull_all(conn, topic, 0)] == [b"first-" + str(i).encode()]

@@ -183,7 +183,11 @@ def commitlog_offset(offset_msg_id: str) -> int:
 
 
 async def read_all(addr: str, topic: str, queues: int = 4, group: str = "replication-reader") -> list[MessageExt]:
-    """Every message of ``topic`` stored on the broker at ``addr`` (pulled queue by queue from offset 0)."""
+    """Every message of ``topic`` stored on the broker at ``addr`` (pulled queue by queue from offset 0).
+
+    A queue read ends at its end (PULL_NOT_FOUND, or SUCCESS with nothing); any other answer is an AssertionError
+    naming the queue, offset, code and remark, so a test never mistakes a refusal for an empty queue.
+    """
     conn = await connect(*split_addr(addr))
     out: list[MessageExt] = []
     try:
@@ -191,10 +195,14 @@ async def read_all(addr: str, topic: str, queues: int = 4, group: str = "replica
             offset = 0
             while True:
                 r = await api.pull_message(conn, group, topic, q, offset, max_nums=256, timeout=10.0)
-                if r.code != ResponseCode.SUCCESS or not r.messages:
-                    break
-                out.extend(r.messages)
-                offset = r.next_begin_offset
+                if r.code == ResponseCode.SUCCESS and r.messages:
+                    out.extend(r.messages)
+                    offset = r.next_begin_offset
+                    continue
+                assert r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND), (
+                    f"reading {topic} queue {q} on {addr} stopped at offset {offset}: [{r.code}] {r.remark}"
+                )
+                break
     finally:
         conn.close()
     return out

@@ -5,7 +5,7 @@ The managers build the document to write (a fresh object, safe to hand to anothe
 one worker thread writes it with ``atomic_write_json`` (``store/jsonfile.py``: tmp file, fsync, rename, ``.bak``).
 Writes of one file happen in order and coalesce: while a write runs, only the newest pending document of that
 file is kept, so a burst of changes costs at most two writes. ``write`` waits until a document (or a newer
-one) is on disk, for requests whose answer promises durability.
+one) is on disk, for requests whose answer promises durability; ``settled`` waits until what was saved so far is.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ class _File:
     pending: Any = None
     has_pending: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    """Resolved by the write of ``pending``."""
+    inflight: list[asyncio.Future[None]] = field(default_factory=list)
+    """Resolved by the write running now."""
     writer: asyncio.Task[None] | None = None
 
 
@@ -52,6 +55,16 @@ class ConfigWriter:
         """Write ``document`` to ``path`` and wait until it (or a newer document) is on disk; OSError on failure."""
         await self._enqueue(path, document)
 
+    async def settled(self, path: Path) -> None:
+        """Wait until every document saved to ``path`` so far is on disk (at once if none is pending); OSError
+        when that write failed."""
+        f = self._files.get(path)
+        if f is None or f.writer is None:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        (f.waiters if f.has_pending else f.inflight).append(fut)
+        await fut
+
     def _enqueue(self, path: Path, document: Any) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         f = self._files.setdefault(path, _File())
@@ -69,7 +82,7 @@ class ConfigWriter:
         try:
             while f.has_pending:
                 document, waiters = f.pending, f.waiters
-                f.pending, f.has_pending, f.waiters = None, False, []
+                f.pending, f.has_pending, f.waiters, f.inflight = None, False, [], waiters
                 error: OSError | None = None
                 try:
                     await loop.run_in_executor(self._executor, atomic_write_json, path, document)
@@ -85,7 +98,7 @@ class ConfigWriter:
                         w.set_exception(error)
                         w.exception()  # nobody may be waiting: the error is logged above
         finally:
-            f.writer = None
+            f.writer, f.inflight = None, []
 
     async def flush(self) -> None:
         """Wait until every document saved so far is written."""

@@ -73,6 +73,7 @@ class BrokerController:
             config.default_topic_queue_nums,
             config.auto_create_topic_enable,
             save,
+            self.writer.settled,
         )
         self.offsets = ConsumerOffsetManager(config_dir, save)
         self.groups = SubscriptionGroupManager(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,16 @@ class TopicConfigManager:
         default_queue_nums: int,
         auto_create_topic_enable: bool,
         save: Callable[[Path, Any], None] = atomic_write_json,
+        settled: Callable[[Path], Awaitable[None]] | None = None,
     ) -> None:
-        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop)."""
+        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop);
+        ``settled(path)`` waits until what was saved is on disk (``ConfigWriter.settled``; None: ``save`` is
+        synchronous)."""
         self.path = config_dir / "topics.json"
         self._save = save
+        self._settled = settled
+        self.revision = 0
+        """Counts changes of the table in this process (a request that changed it waits for ``saved``)."""
         self.table: dict[str, TopicConfig] = {}
         self.data_version: dict[str, int] = {"counter": 0, "timestamp": int(time.time() * 1000)}
         self.auto_create = auto_create_topic_enable
@@ -92,7 +98,30 @@ class TopicConfigManager:
             "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.table.items())},
         }
 
+    async def saved(self) -> None:
+        """Wait until the table as it is now is on disk: a send that created a topic answers after this, so a
+        ``kill -9`` right after the answer cannot leave its message under a topic the broker forgot. OSError
+        when the write failed."""
+        if self._settled is not None:
+            await self._settled(self.path)
+
+    async def saved_since(self, revision: int, what: str = "message") -> None:
+        """``saved`` if the table changed since ``revision`` (a request's topic creations); a failed write is
+        SYSTEM_ERROR saying so (the ``what`` is stored, but a restart before the next good write forgets its
+        topic)."""
+        if self.revision == revision:
+            return
+        try:
+            await self.saved()
+        except OSError as e:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                f"the {what} is stored, but the topic created for it could not be saved to {self.path} ({e}); "
+                "free space there: the broker saves it again with the next topic change",
+            ) from None
+
     def _changed(self) -> None:
+        self.revision += 1
         self.data_version = {"counter": self.data_version["counter"] + 1, "timestamp": int(time.time() * 1000)}
         self.persist()
         if self.on_change is not None:

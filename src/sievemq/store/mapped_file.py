@@ -143,10 +143,13 @@ class MappedFile:
         self._addr = 0
 
     def prefault(self, pos: int, length: int) -> bool:
-        """Fault ``[pos, pos + length)`` in for writing, bytes unchanged; False if not possible (any thread).
+        """Fault the whole pages of ``[pos, pos + length)`` in for writing, bytes unchanged; False if not
+        possible (any thread).
 
-        The caller keeps the file open until this returns (the store waits for its prefault job before
-        closing files).
+        A page holding bytes before ``pos`` is left alone: it was written already, and a write fault on it
+        after its fsync would mark it dirty again (same bytes, but a second write-back, and a SYNC_FLUSH reply
+        whose page looks unsynced). The caller keeps the file open until this returns (the store waits for its
+        prefault job before closing files).
         """
         global _madvise
         if _madvise is None or self._closed:
@@ -156,7 +159,7 @@ class MappedFile:
             self._addr = ctypes.addressof(view)
             del view
         page = mmap.PAGESIZE
-        start = max(0, pos) // page * page
+        start = -(-max(0, pos) // page) * page  # the first page boundary at or after pos
         end = min(self.file_size, pos + length)
         if end <= start:
             return True

@@ -56,3 +56,41 @@ async def test_write_raises_when_the_file_cannot_be_written(tmp_path: Path) -> N
 def test_without_an_event_loop_save_writes_at_once(tmp_path: Path) -> None:
     ConfigWriter().save(tmp_path / "groups.json", {"g": 1})
     assert read_json(tmp_path / "groups.json") == {"g": 1}
+
+
+async def test_settled_waits_for_the_write_running_and_the_one_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real = config_files.atomic_write_json
+
+    def slow_write(path: Path, document: Any) -> None:
+        gate.wait(5)
+        real(path, document)
+
+    monkeypatch.setattr(config_files, "atomic_write_json", slow_write)
+    w = ConfigWriter()
+    path = tmp_path / "topics.json"
+    await w.settled(path)  # nothing saved yet: at once
+    w.save(path, {"n": 1})
+    await asyncio.sleep(0.05)  # the write of n=1 is running (held at the gate)
+    running = asyncio.ensure_future(w.settled(path))
+    w.save(path, {"n": 2})
+    pending = asyncio.ensure_future(w.settled(path))
+    await asyncio.sleep(0.05)
+    assert not running.done() and not pending.done(), "settled returned before the disk had the document"
+    gate.set()
+    await running
+    await pending
+    assert read_json(path) == {"n": 2}
+    await w.close()
+
+
+async def test_settled_raises_when_the_write_failed(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    w = ConfigWriter()
+    w.save(blocker / "topics.json", {"a": 1})
+    with pytest.raises(OSError):
+        await w.settled(blocker / "topics.json")
+    await w.close()

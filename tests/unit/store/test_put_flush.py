@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import mmap
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -208,6 +209,26 @@ def test_prefault_changes_no_bytes(tmp_path: Path) -> None:
     finally:
         mf.close()
     assert mf.prefault(0, 4096) is False  # closed
+
+
+def test_prefault_leaves_a_written_and_synced_page_clean(tmp_path: Path) -> None:
+    """Prefaulting from a write position inside a page starts at the next page: the page holding the record
+    stays clean after its fsync (the first SYNC_FLUSH send of a new segment showed a dirty page otherwise)."""
+    from sievemq.store.mapped_file import MappedFile, file_name, prefault_supported
+    from tests.integration.helpers import dirty_pages
+
+    if not prefault_supported():
+        pytest.skip("MADV_POPULATE_WRITE needs Linux >= 5.14")
+    mf = MappedFile(tmp_path / file_name(0), 1 << 20)
+    try:
+        mf.append(b"r" * 300)
+        mf.sync()
+        assert dirty_pages(mf.path, 0, 300) == 0, "precondition: the fsync wrote the record's page back"
+        assert mf.prefault(300, 1 << 16)
+        assert dirty_pages(mf.path, 0, 300) == 0, "prefault dirtied the page holding the synced record"
+        assert dirty_pages(mf.path, mmap.PAGESIZE, 1 << 15) > 0, "the pages ahead were not faulted in"
+    finally:
+        mf.close()
 
 
 async def test_prefault_ahead_across_segment_rolls(open_store: Callable[..., MessageStore]) -> None:

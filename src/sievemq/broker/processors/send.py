@@ -197,6 +197,7 @@ class SendProcessor:
         refusal = self.gate.write_refusal()
         if refusal is not None:
             raise refusal
+        revision = self.topics.revision
         tc = self._check_topic(h)
         queue_id = self._queue_id(h, tc)
         base_props = string_to_properties(h.properties) if h.properties else {}
@@ -238,6 +239,7 @@ class SendProcessor:
         if code == ResponseCode.SUCCESS:
             last = result.msgs[-1]
             code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
+        await self.topics.saved_since(revision)  # a topic made for this send is on disk before the answer
         return self._respond(cmd, result, queue_id, code)
 
     def _refuse_batch(self, body: bytes) -> NoReturn:

@@ -53,6 +53,7 @@ class SendBackProcessor:
         gc = self.groups.find(group)
         if gc is None:
             raise RemotingError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist")
+        revision = self.topics.revision
         raw = self.store.look_message_by_offset(offset)
         if raw is None:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
@@ -86,4 +87,5 @@ class SendBackProcessor:
         )
         park_for_delay(msg, self.max_delay_level)
         stored_code(await self.store.put_message(msg), "retry message")
+        await self.topics.saved_since(revision, "retry message")  # its retry or DLQ topic is on disk first
         return cmd.response(ResponseCode.SUCCESS)
