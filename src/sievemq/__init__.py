@@ -27,6 +27,7 @@ from sievemq.client.message import (
 from sievemq.client.producer import Producer
 from sievemq.client.pull_consumer import PullConsumer
 from sievemq.client.push_consumer import PushConsumer
+from sievemq.client.transaction_producer import TransactionProducer, TransactionSendResult, TransactionState
 from sievemq.errors import (
     ConfigError,
     ConnectionClosedError,
@@ -62,5 +63,8 @@ __all__ = [
     "SendStatus",
     "SieveError",
     "SubscriptionError",
+    "TransactionProducer",
+    "TransactionSendResult",
+    "TransactionState",
     "__version__",
 ]

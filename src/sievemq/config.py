@@ -171,6 +171,20 @@ class BrokerConfig:
     short_polling_time_mills: int = setting("hold time when long polling is off", 1000, lo=1)
     message_delay_level: str = setting("delay levels 1..N", DEFAULT_DELAY_LEVELS, fmt=DELAY_LEVELS)
     max_reconsume_times: int = setting("default retries before a message goes to %DLQ%group", 16, lo=0)
+    transaction_timeout: int = setting(
+        "ms after its store time before an open transaction's half message is checked (a message's own "
+        "CHECK_IMMUNITY_TIME_IN_SECONDS replaces it)",
+        6000,
+        lo=0,
+    )
+    transaction_check_max: int = setting(
+        "checks of an open transaction before the broker rolls it back", 15, lo=1, hi=INT32_MAX
+    )
+    transaction_check_interval: int = setting(
+        "ms between two checks of one open transaction (CHECK_TRANSACTION_STATE to a producer of its group)",
+        60_000,
+        lo=10,
+    )
     channel_expired_seconds: float = setting("drop a client connection silent for this long", 120.0, above=0)
     server_max_unsent_bytes: int = setting(
         "per connection: stop reading its requests while more than this many bytes of answers wait to be sent "

@@ -52,14 +52,15 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 DRIVERS_DIR = HERE / "drivers"
 SETUP_SCRIPT = HERE / "setup_clients.sh"
-KINDS = ("rmqcp", "rmq044", "ons")
+KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx")
 
 _DRIVER_FILES = {
     "rmqcp": DRIVERS_DIR / "rmqcp_driver.py",
     "rmq044": DRIVERS_DIR / "rmq044_driver.py",
     "ons": DRIVERS_DIR / "ons_driver.js",
+    "rmqcp-tx": DRIVERS_DIR / "rmqcp_tx_driver.py",  # TransactionMQProducer of the same client
 }
-_VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044"}
+_VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044", "rmqcp-tx": "venv-rmqcp"}
 
 
 def interop_dir() -> Path:

@@ -28,12 +28,15 @@ from sievemq.broker.processors.pull import PullProcessor, PullSettings, slave_re
 from sievemq.broker.processors.query import QueryProcessor
 from sievemq.broker.processors.send import SendProcessor, SendSettings
 from sievemq.broker.processors.send_back import SendBackProcessor
+from sievemq.broker.processors.transaction import TransactionProcessor
 from sievemq.broker.registration import NamesrvRegistrar
 from sievemq.broker.replication import build_replication
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.store_settings import bloom_filter, store_config
 from sievemq.broker.topics import TopicConfigManager
+from sievemq.broker.transactions.book import CheckSettings
+from sievemq.broker.transactions.service import TransactionService
 from sievemq.config import BrokerConfig
 from sievemq.loop_lag import LoopLagMonitor
 from sievemq.protocol.header_rules import check_request
@@ -88,6 +91,10 @@ class BrokerController:
         self.loop_lag = LoopLagMonitor()
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
+        checks = CheckSettings(config.transaction_timeout, config.transaction_check_max,
+                               config.transaction_check_interval)  # fmt: skip
+        self.transactions = TransactionService(self.store, self.topics, self.producers, self.offsets, checks,
+                                               self.store_host, len(levels))  # fmt: skip
         self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,
                                              groups=self.groups, offsets=self.offsets, schedule=self.schedule,
                                              filters=self.filters, recover_from=recover_from)  # fmt: skip
@@ -141,8 +148,10 @@ class BrokerController:
                             slave_read_limit(c.slave_read_enable, c.access_message_in_memory_max_ratio))  # fmt: skip
         admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
         gate = self.replication
+        self.transactions.gate = gate
         return [
-            SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate),
+            TransactionProcessor(self.transactions, gate),
+            SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate, self.transactions),
             SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level, gate),
             PullProcessor(
                 self.store,
@@ -280,6 +289,7 @@ class BrokerController:
             await self.vip_server.start()
         if not self.replication.is_slave:  # a slave's delayed messages are delivered by its master, and copied
             self.schedule.start()
+        await self.transactions.start(checks=not self.replication.is_slave)
         self.loop_lag.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
@@ -302,6 +312,7 @@ class BrokerController:
             await self.vip_server.stop()
         await self.replication.stop()
         await self.schedule.stop()
+        await self.transactions.stop()
         self.offsets.persist(force=True)
         self.filters.persist()
         self.topics.persist()

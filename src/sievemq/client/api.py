@@ -291,6 +291,36 @@ async def unregister_client(
     _check(await conn.request(RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, fields), timeout))
 
 
+async def end_transaction(
+    conn: Connection,
+    producer_group: str,
+    half_offset: int,
+    half_phy: int,
+    state: int,
+    msg_id: str,
+    *,
+    from_check: bool = False,
+    remark: str | None = None,
+    timeout: float = 3.0,
+) -> str | None:
+    """END_TRANSACTION: ``state`` 8 commits, 12 rolls back, 0 leaves it to the broker's check; the broker's remark.
+
+    ``half_offset`` / ``half_phy``: the half message's queue offset and commit-log offset (from the send result).
+    """
+    fields = {
+        "producerGroup": producer_group,
+        "tranStateTableOffset": half_offset,
+        "commitLogOffset": half_phy,
+        "commitOrRollback": state,
+        "fromTransactionCheck": "true" if from_check else "false",
+        "msgId": msg_id,
+        "transactionId": msg_id,
+    }
+    cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, fields)
+    cmd.remark = remark
+    return _check(await conn.request(cmd, timeout)).remark
+
+
 async def check_client_config(
     conn: Connection, client_id: str, group: str, subscription: Subscription, timeout: float = 3.0
 ) -> None:

@@ -29,6 +29,7 @@ from sievemq.client.route_cache import RouteCache
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
+from sievemq.protocol.message import PropertyKey, decode_record
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP
 from sievemq.protocol.reasons import RefusedSubscription
 from sievemq.protocol.route import TopicRouteData
@@ -326,9 +327,27 @@ class ClientInstance(RouteCache):
             log.info("broker %s:%d: consumer ids of group %s changed", *conn.peer, cmd.ext_fields.get("consumerGroup"))
             self.rebalance_now()
             return None
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction(conn, cmd)
+            return None
         if cmd.is_oneway:
             return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client")
+
+    def _check_transaction(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Hand a broker's check of a half message to the transaction producer of its group (``PGROUP``)."""
+        try:
+            msg, _ = decode_record(cmd.body)
+        except ValueError as e:
+            log.warning("broker %s:%d sent a transaction check with a broken message: %s", *conn.peer, e)
+            return
+        group = msg.properties.get(PropertyKey.PGROUP, "")
+        check = getattr(self.producers.get(group), "check_transaction", None)
+        if check is None:
+            log.warning("broker %s:%d checks a transaction of producer group %r, which is no transaction producer "
+                        "here", *conn.peer, group)  # fmt: skip
+            return
+        check(conn, cmd.ext_fields, msg)
 
     async def conn(self, addr: str) -> Connection:
         """The connection to ``addr``; a broker we reconnected to gets a heartbeat at once."""

@@ -77,6 +77,9 @@ INT_RULES: dict[str, tuple[int, int]] = {
     "subVersion": _I64,
     "classCRC": _I64,
     "suspendTimeoutMillis": _U64,
+    "tranStateTableOffset": _U64,
+    "commitLogOffset": _U64,
+    "commitOrRollback": _I32,
     "brokerId": _U64,
 }
 """Field -> inclusive range of its integer value."""

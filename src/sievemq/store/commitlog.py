@@ -295,6 +295,19 @@ class CommitLog:
             return None
         return mf.mm[pos : pos + total]
 
+    def record_from(self, phy: int) -> bytes | None:
+        """``record_at(phy)``, or when a segment's blank filler starts at ``phy``, the next segment's first record."""
+        rec = self.record_at(phy)
+        if rec is not None:
+            return rec
+        mf = self.mfq.find(phy)
+        if mf is None:
+            return None
+        pos = phy - mf.file_from_offset
+        if pos + 8 > mf.wrote_position or _SIZE_MAGIC.unpack_from(mf.mm, pos)[1] != BLANK_MAGIC:
+            return None
+        return self.record_at(mf.end_offset)
+
     def store_timestamp_at(self, phy: int) -> int | None:
         """STORETIMESTAMP of the record at ``phy``, or None when the record is gone."""
         mf = self.mfq.find(phy)

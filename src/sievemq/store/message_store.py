@@ -37,6 +37,7 @@ import fcntl
 import logging
 import os
 import struct
+from dataclasses import replace
 
 from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded
 from sievemq.protocol.msgid import make_offset_msg_id
@@ -295,6 +296,39 @@ class MessageStore:
         if self.flusher.sync_flush and not await self.flusher.wait_flushed(end):
             status = PutStatus.FLUSH_DISK_TIMEOUT
         return PutResult(status, msgs, ids)
+
+    async def put_in_order(self, batches: list[list[MessageExt]]) -> list[PutResult]:
+        """Store batches one right after the other, no other put between them (their records adjacent in the
+        log, unless a segment ends between two), with one flush wait at the end. Stops at the first batch
+        refused: the results of the batches tried, the last one the refusal."""
+        results: list[PutResult] = []
+        end = -1
+        for msgs in batches:
+            status = PutStatus.SERVICE_NOT_AVAILABLE if not self._available or self._stopping else None
+            status = status or self.writer.check(msgs)
+            if status is not None:
+                results.append(PutResult(status, msgs))
+                break
+            try:
+                end = self.writer.append(msgs)
+            except DiskFullError as e:
+                results.append(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, msgs, disk_full=e.info))
+                break
+            except (PropertiesSizeExceeded, ValueError, struct.error) as e:
+                log.debug("put rejected: %s", e)
+                results.append(PutResult(PutStatus.MESSAGE_ILLEGAL, msgs))
+                break
+            host, port = self.store_host
+            results.append(PutResult(PutStatus.PUT_OK, msgs, [make_offset_msg_id(host, port, m.commit_log_offset)
+                                                                for m in msgs]))  # fmt: skip
+        if end >= 0 and self.flusher.sync_flush and not await self.flusher.wait_flushed(end):
+            results = [replace(r, status=PutStatus.FLUSH_DISK_TIMEOUT) if r.status == PutStatus.PUT_OK else r
+                       for r in results]  # fmt: skip
+        return results
+
+    def record_from(self, phy: int) -> bytes | None:
+        """The record at ``phy``, or the first of the next segment when ``phy`` is in a segment's blank tail."""
+        return self.commitlog.record_from(phy)
 
     # ------------------------------------------------------------------------------------------ replication
     def read_commitlog(self, offset: int, max_bytes: int) -> bytes:

@@ -12,6 +12,7 @@ from sievemq.broker.retry import client_retry_limit, decide
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
+from sievemq.broker.transactions.service import TransactionService
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.batch import batch_messages, decode_batch
@@ -98,6 +99,8 @@ class SendProcessor:
     settings: SendSettings
     gate: WriteGate = OPEN
     """The broker's role: a slave refuses sends; SYNC_MASTER answers after a slave has them."""
+    transactions: TransactionService | None = None
+    """Takes messages with ``TRAN_MSG=true`` as half messages (None: refused)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the send codes into ``table``."""
@@ -229,18 +232,35 @@ class SendProcessor:
                                   h.reconsume_times, base_props, self.settings.max_message_size)  # fmt: skip
             if msgs is None:
                 self._refuse_batch(body)
+            if any(PropertyKey.TRAN_MSG in m.properties for m in msgs):
+                raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
             result = await self.store.put_messages(msgs)
         else:
             self._check_sizes(cmd.body, h.properties)
             msg = make(cmd.body, h.flag, base_props)
-            self._route_special(msg, h, cmd.version)
-            result = await self.store.put_message(msg)
+            if base_props.get(PropertyKey.TRAN_MSG) == "true":
+                result = await self._prepare(msg)
+            else:
+                self._route_special(msg, h, cmd.version)
+                result = await self.store.put_message(msg)
         code = stored_code(result)
         if code == ResponseCode.SUCCESS:
             last = result.msgs[-1]
             code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
         await self.topics.saved_since(revision)  # a topic made for this send is on disk before the answer
         return self._respond(cmd, result, queue_id, code)
+
+    async def _prepare(self, msg: MessageExt) -> PutResult:
+        """A transaction's half message: stored where no consumer reads until END_TRANSACTION commits it."""
+        if self.transactions is None:
+            raise RemotingError(ResponseCode.NO_PERMISSION, "this broker takes no transactional messages")
+        if is_retry_topic(msg.topic):
+            raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "a transactional message cannot go to a retry topic")
+        if not msg.properties.get(PropertyKey.PGROUP):
+            raise RemotingError(
+                ResponseCode.MESSAGE_ILLEGAL, "a transactional message needs its producer group (property PGROUP)"
+            )
+        return await self.transactions.prepare(msg)
 
     def _refuse_batch(self, body: bytes) -> NoReturn:
         """Why ``batch_messages`` would not take a batch, as the answer to send."""
