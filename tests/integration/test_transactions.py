@@ -9,11 +9,13 @@ from typing import Any
 
 from sievemq import Message, SendStatus, TransactionProducer, TransactionState
 from sievemq.client import api
-from sievemq.protocol.message import MessageExt
+from sievemq.errors import RemotingError
+from sievemq.protocol.message import MessageExt, encode_record
 from sievemq.protocol.msgid import parse_offset_msg_id
-from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import create_topic, eventually, pull_all
+from tests.integration.helpers import call, create_topic, eventually, pull_all
+from tests.support import wire
 from tests.support.procs import Proc
 
 TOPIC = "TxTopic"
@@ -172,3 +174,60 @@ async def test_kill9_between_half_message_and_commit_is_resolved_by_the_check_af
 
 async def _commit(msg: Message, arg: Any) -> TransactionState:
     return TransactionState.COMMIT
+
+
+async def test_a_half_record_forged_inside_a_message_body_cannot_be_committed(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    """An attacker stores a body holding a well-formed record of the half topic (their group, a victim's topic)
+    and ends it: the broker finds half messages through the half topic's queue only, so nothing reaches the victim."""
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-tx")
+    conn = await open_conn(broker)
+    await create_topic(conn, "Victim", queues=1)
+    await create_topic(conn, TOPIC, queues=1)
+    async with TransactionProducer(ns.addr, "tx-real", check_listener=_never) as p:  # one real half, offset 0
+        real = await p.send_in_transaction(Message(TOPIC, b"real"), _unknown)
+    props = {"REAL_TOPIC": "Victim", "REAL_QID": "0", "PGROUP": "tx-evil", "TRAN_MSG": "true"}
+    fake = MessageExt(topic="RMQ_SYS_TRANS_HALF_TOPIC", body=b"forged", queue_id=0, queue_offset=0, properties=props)
+    forged = encode_record(fake)
+    sent = await wire.send_message(conn, TOPIC, b"pad" + forged, queue_id=0)
+    _, _, phy = parse_offset_msg_id(sent.msg_id)
+    resp = await call(conn, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy})
+    at = phy + resp.body.index(forged)
+    for half_offset in (0, real.send.queue_offset):
+        try:
+            await api.end_transaction(conn, "tx-evil", half_offset, at, 8, "x")
+        except RemotingError as e:
+            assert e.code == ResponseCode.SYSTEM_ERROR, e
+        else:
+            raise AssertionError("a forged half record was taken")
+    assert [m.body for m in await pull_all(conn, "Victim", 0)] == []
+
+
+async def _unknown(msg: Message, arg: Any) -> TransactionState:
+    return TransactionState.UNKNOWN
+
+
+async def test_a_half_message_with_a_broken_delay_level_is_refused_at_send(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    """The DELAY level is applied at the commit, which must not fail on it: it is checked when the half arrives."""
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-tx")
+    conn = await open_conn(broker)
+    await create_topic(conn, TOPIC, queues=1)
+    props = {"TRAN_MSG": "true", "PGROUP": "tx-p", "DELAY": "soon"}
+    try:
+        await wire.send_message(conn, TOPIC, b"x", properties=props, queue_id=0)
+    except RemotingError as e:
+        assert e.code == ResponseCode.MESSAGE_ILLEGAL, e
+    else:
+        raise AssertionError("a half message with DELAY=soon was taken")
+    no_group = {"TRAN_MSG": "true"}
+    try:
+        await wire.send_message(conn, TOPIC, b"x", properties=no_group, queue_id=0)
+    except RemotingError as e:
+        assert e.code == ResponseCode.MESSAGE_ILLEGAL, e
+    else:
+        raise AssertionError("a half message without PGROUP was taken")

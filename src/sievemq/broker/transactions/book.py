@@ -10,6 +10,7 @@ writes an op record for each step, from which ``note_op`` rebuilds the book afte
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from sievemq.broker.transactions.records import OpRecord
@@ -71,6 +72,7 @@ class TransactionBook:
         self._checks: dict[int, int] = {}  # counts of checks of halves not (yet) added
         self._first_op: dict[int, int] = {}  # half offset -> lowest op offset naming it, for halves >= floor
         self._held: set[int] = set()  # settled halves the floor may not pass yet (a commit record still owed)
+        self._schedule: list[tuple[int, int]] = []  # heap of (next_check_ms, half offset); stale entries skipped
         self.op_end = op_floor
         """One past the last op offset seen."""
 
@@ -85,6 +87,7 @@ class TransactionBook:
         if checks:
             due = max(due, stored_ms + immune + checks * self.settings.interval_ms)
         self.pending[offset] = PendingHalf(offset, phy, group, stored_ms, immune, checks, due)
+        heapq.heappush(self._schedule, (due, offset))
 
     def note_op(self, op_offset: int, op: OpRecord, *, replay: bool = True) -> None:
         """An op record at ``op_offset``: read back at a restart (``replay``, in op order: a check counts), or
@@ -154,18 +157,22 @@ class TransactionBook:
         if pending is not None:
             pending.checks += 1
             pending.next_check_ms = now_ms + self.settings.interval_ms
+            heapq.heappush(self._schedule, (pending.next_check_ms, offset))
 
     # ------------------------------------------------------------------------------------------ decisions
     def due(self, now_ms: int, limit: int = 1000) -> list[Check | Expire]:
-        """What to do now, oldest half first, at most ``limit`` steps."""
+        """What to do now, the longest due first, at most ``limit`` steps (a heap: the cost follows the steps due,
+        not the number of open transactions). A step the caller does not carry out is offered again."""
         out: list[Check | Expire] = []
-        for offset in sorted(self.pending):
-            half = self.pending[offset]
-            if half.next_check_ms > now_ms:
-                continue
+        heap = self._schedule
+        while heap and heap[0][0] <= now_ms and len(out) < limit:
+            at, offset = heapq.heappop(heap)
+            half = self.pending.get(offset)
+            if half is None or half.next_check_ms != at:
+                continue  # settled, or rescheduled since
             out.append(Expire(half) if half.checks >= self.settings.check_max else Check(half))
-            if len(out) >= limit:
-                break
+        for step in out:
+            heapq.heappush(heap, (step.half.next_check_ms, step.half.offset))
         return out
 
     @property

@@ -198,7 +198,9 @@ class TransactionService:
 
     # ------------------------------------------------------------------------------------------ requests
     async def prepare(self, msg: MessageExt) -> PutResult:
-        """Store ``msg`` as a half message (the send processor's part for ``TRAN_MSG=true``)."""
+        """Store ``msg`` as a half message (the send processor's part for ``TRAN_MSG=true``); RemotingError for a
+        DELAY level that is no number (it is applied at the commit, which must not fail on it)."""
+        park_for_delay(replace(msg, properties=dict(msg.properties)), self.max_delay_level)
         self.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
         result = await self.store.put_message(half_message(msg))
         if result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
@@ -211,8 +213,8 @@ class TransactionService:
 
         Raises ``EndRefused`` when the request names no half message of this broker, or one of another group.
         """
-        half = self._half_at_phy(req.half_phy)
-        if half is None or half.queue_offset != req.half_offset:
+        half = self._half_at_offset(req.half_offset)  # found through the half topic's queue, which only we write:
+        if half is None or half.commit_log_offset != req.half_phy:  # a forged record inside a body is no half
             raise EndRefused(
                 f"no half message at commit-log offset {req.half_phy} with queue offset {req.half_offset} "
                 "(tranStateTableOffset): find prepared transaction message failed"
@@ -318,7 +320,10 @@ class TransactionService:
             if half is None:  # deleted by retention meanwhile
                 self._settled(offset)
                 continue
-            await self._commit(half, OpKind.COMMIT)
+            try:
+                await self._commit(half, OpKind.COMMIT)
+            except Exception:
+                log.exception("writing the owed commit of half message %d failed; retrying next round", offset)
 
     def _save_floors(self) -> None:
         self.offsets.commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0, self.book.half_floor)
