@@ -321,6 +321,25 @@ async def end_transaction(
     return _check(await conn.request(cmd, timeout)).remark
 
 
+async def lock_batch_mq(
+    conn: Connection, group: str, client_id: str, queues: list[dict[str, Any]], timeout: float = 3.0
+) -> list[dict[str, Any]]:
+    """LOCK_BATCH_MQ for an orderly consumer: ``queues`` as ``{"topic", "brokerName", "queueId"}`` objects; the
+    ones this client holds now (locked, or still its own)."""
+    body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": queues})
+    resp = _check(await conn.request(RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body), timeout))
+    held = orjson.loads(resp.body).get("lockOKMQSet") if resp.body else None
+    return [q for q in held or [] if isinstance(q, dict)]
+
+
+async def unlock_batch_mq(
+    conn: Connection, group: str, client_id: str, queues: list[dict[str, Any]], timeout: float = 3.0
+) -> None:
+    """UNLOCK_BATCH_MQ: give queues up (an orderly consumer after a rebalance took them away, or at close)."""
+    body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": queues})
+    _check(await conn.request(RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=body), timeout))
+
+
 async def check_client_config(
     conn: Connection, client_id: str, group: str, subscription: Subscription, timeout: float = 3.0
 ) -> None:

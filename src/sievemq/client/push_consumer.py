@@ -25,6 +25,7 @@ from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from sievemq.client.orderly import OrderlyConsumeService
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
 from sievemq.client.queue_puller import QueuePuller, fetch_for
@@ -90,9 +91,13 @@ class PushConsumer(ClientLifecycle):
         rebalance_interval: float = 20.0,
         persist_interval: float = 5.0,
         standby: bool = False,
+        orderly: bool = False,
+        suspend: float = 1.0,
         **tls: Unpack[TlsOptions],
     ) -> None:
         validate_group(group)
+        if orderly and broadcasting:
+            raise ClientStateError("orderly consumption needs clustering (queue locks): broadcasting=False")
         self.group = group
         self.config = ClientConfig.create(
             namesrv,
@@ -125,6 +130,10 @@ class PushConsumer(ClientLifecycle):
         # with standby=True it logs the error and waits instead, taking the queues over once its expression
         # becomes the group's (a rolling change of a group's expression).
         self.standby = standby
+        self.orderly = orderly
+        """Per queue one batch at a time, in order, under the broker's queue lock (``client/orderly.py``)."""
+        self.suspend = suspend
+        """Orderly: seconds before a failed batch is consumed again in place."""
         self._subs: dict[str, SubscriptionEntry] = {}
         self._listener: Listener | None = None
         self._state = "new"
@@ -203,7 +212,10 @@ class PushConsumer(ClientLifecycle):
         self._inner = Producer(
             group=CLIENT_INNER_PRODUCER_GROUP, _instance=inst, send_timeout=self.config.request_timeout
         )
-        self._consuming = ConsumeService(self, inst, self._offsets, self._inner)
+        service = OrderlyConsumeService if self.orderly else ConsumeService
+        self._consuming = service(self, inst, self._offsets, self._inner)
+        if isinstance(self._consuming, OrderlyConsumeService):
+            spawn(self._consuming.keep_locks(), self._background, "keep-locks")
         await self._inner.start()
         self._state = "running"
         async with self._closed_on_failure():
@@ -235,6 +247,9 @@ class PushConsumer(ClientLifecycle):
         for pq in self._pqs.values():
             pq.dropped = True
         await self._offsets.persist_all(list(self._pqs), oneway=False)
+        if isinstance(consumer, OrderlyConsumeService):
+            for mq in list(self._pqs):
+                await consumer.unlock(mq)
         self._pqs.clear()
         self._pull_tasks.clear()
         if self._inner is not None:
@@ -323,6 +338,9 @@ class PushConsumer(ClientLifecycle):
         if pq is not None:
             pq.dropped = True
         await cancel_and_wait(task)
+        orderly = self._consuming if isinstance(self._consuming, OrderlyConsumeService) else None
+        if orderly is not None:
+            await orderly.release(mq)  # its running batch ends first: its offset counts
         assert self._offsets is not None
         if not self.broadcasting:
             try:
@@ -332,6 +350,8 @@ class PushConsumer(ClientLifecycle):
         else:
             await self._offsets.persist_all([mq])
         self._offsets.remove(mq)
+        if orderly is not None:
+            await orderly.unlock(mq)  # the next holder starts after what was consumed here
 
     async def take_queue(self, mq: MessageQueue) -> bool:
         """Start pulling ``mq`` from its committed offset (or per ``consume_from``)."""
@@ -339,6 +359,9 @@ class PushConsumer(ClientLifecycle):
         assert inst is not None and self._offsets is not None
         if mq.topic not in self._all_subs():
             return True
+        orderly = self._consuming if isinstance(self._consuming, OrderlyConsumeService) else None
+        if orderly is not None and mq not in await orderly.lock([mq]):
+            return False  # another client still holds it: the next round tries again
         offset = await first_offset(inst, self._offsets, mq, self.consume_from, self.consume_timestamp, log)
         if offset is None:
             return False
