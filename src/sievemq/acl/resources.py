@@ -164,6 +164,8 @@ BROKER = Policy(
         C.SEND_MESSAGE: _send("topic"),
         C.SEND_MESSAGE_V2: _send("b"),
         C.SEND_BATCH_MESSAGE: _send("b"),
+        C.SEND_REPLY_MESSAGE: _send("topic"),
+        C.SEND_REPLY_MESSAGE_V2: _send("b"),
         C.CONSUMER_SEND_MSG_BACK: _group_only("group"),
         C.PULL_MESSAGE: _topic_and_group(Perm.SUB),
         C.QUERY_MESSAGE: _topic_and_group(Perm.SUB, None),

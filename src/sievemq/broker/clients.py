@@ -260,6 +260,14 @@ class ProducerManager:
         """Record a heartbeat's producer entry."""
         self.groups.setdefault(group, {})[channel.client_id] = channel
 
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The channel of producer client ``client_id`` in any group (a request-reply requester), or None."""
+        for chans in self.groups.values():
+            ch = chans.get(client_id)
+            if ch is not None and not ch.conn.is_closed:
+                return ch
+        return None
+
     def unregister(self, group: str, client_id: str) -> None:
         """A producer client left."""
         chans = self.groups.get(group)

@@ -26,6 +26,7 @@ from sievemq.broker.processors.ha import HaProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.broker.processors.pull import PullProcessor, PullSettings, slave_read_limit
 from sievemq.broker.processors.query import QueryProcessor
+from sievemq.broker.processors.reply import ReplyProcessor
 from sievemq.broker.processors.send import SendProcessor, SendSettings
 from sievemq.broker.processors.send_back import SendBackProcessor
 from sievemq.broker.processors.transaction import TransactionProcessor
@@ -151,6 +152,9 @@ class BrokerController:
         self.transactions.gate = gate
         return [
             TransactionProcessor(self.transactions, gate),
+            ReplyProcessor(
+                self.store, self.producers, self.stats, c.broker_cluster_name, self.store_host, c.max_message_size, gate
+            ),
             SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate, self.transactions),
             SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level, gate),
             PullProcessor(

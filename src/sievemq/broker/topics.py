@@ -18,6 +18,7 @@ from sievemq.protocol.names import (
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    reply_topic,
     topic_problem,
 )
 from sievemq.protocol.reasons import Reason
@@ -73,6 +74,7 @@ class TopicConfigManager:
         self.table[broker_name] = TopicConfig(broker_name, 1, 1, rw)
         self.table[OFFSET_MOVED_EVENT] = TopicConfig(OFFSET_MOVED_EVENT, 1, 1)
         self.table[SCHEDULE_TOPIC] = TopicConfig(SCHEDULE_TOPIC, 18, 18)
+        self.table[reply_topic(cluster_name)] = TopicConfig(reply_topic(cluster_name), 1, 1, rw)
 
     def load(self) -> None:
         """Read the persisted table (system topics stay)."""

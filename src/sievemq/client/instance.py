@@ -25,6 +25,7 @@ import orjson
 
 from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
+from sievemq.client.request_reply import ReplyWaiters, pushed_reply
 from sievemq.client.route_cache import RouteCache
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError
@@ -195,6 +196,8 @@ class ClientInstance(RouteCache):
             handler=self, connect_timeout=config.request_timeout, rpc_hook=signer, tls=config.tls_context()
         )
         self.producers: dict[str, ProducerLike] = {}
+        self.replies = ReplyWaiters()
+        """Requests (``Producer.request``) waiting for their replies."""
         self.consumers: dict[str, ConsumerLike] = {}
         self._refs = 0
         self._ns_index = 0
@@ -330,6 +333,15 @@ class ClientInstance(RouteCache):
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             self._check_transaction(conn, cmd)
             return None
+        if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+            try:
+                reply = pushed_reply(cmd.ext_fields, cmd.body)
+            except Exception as e:
+                log.warning("broker %s:%d pushed a broken reply: %s", *conn.peer, e)
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"broken reply: {e}")
+            if not self.replies.deliver(reply):
+                log.info("reply %s arrived after its request ended", reply.properties.get("CORRELATION_ID"))
+            return cmd.response(ResponseCode.SUCCESS)
         if cmd.is_oneway:
             return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client")

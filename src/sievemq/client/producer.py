@@ -24,10 +24,12 @@ from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave
 from sievemq.client.message import Message, MessageQueue, SendResult, SendStatus
 from sievemq.client.outgoing import Outgoing, new_uniq_id, prepare, prepare_batch, send_header
+from sievemq.client.request_reply import is_reply, mark_request, reply_outgoing
 from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_group, validate_message
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.filter.tags import java_string_hash
-from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
+from sievemq.protocol.message import MessageExt
+from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, reply_topic
 from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -235,6 +237,8 @@ class Producer(ClientLifecycle):
         inst = self._running()
         conn = await inst.conn(await self._addr(mq))
         code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
+        if is_reply(out):
+            code = RequestCode.SEND_REPLY_MESSAGE_V2
         try:
             r = await api.send_request(conn, self._header(out, mq), out.body, code=code, timeout=timeout)
         except RemotingError as e:
@@ -322,6 +326,57 @@ class Producer(ClientLifecycle):
         selector = queue_selector or (shard_selector(shard_key) if shard_key is not None else self.queue_selector)
         return await self.send_outgoing(out, selector=selector, timeout=timeout)
 
+    async def request(self, msg: Message, timeout: float = 3.0, *, shard_key: object | None = None) -> MessageExt:
+        """Send ``msg`` and wait for the reply a consumer sends with ``Producer.reply``; RequestTimeoutError
+        when none arrives within ``timeout`` seconds (RocketMQ 4.6+ request-reply)."""
+        inst = self._running()
+        out = self.prepare(msg)
+        correlation = mark_request(out, inst.client_id, timeout)
+        await self._know_reply_brokers(msg.topic)
+        waiting = inst.replies.expect(correlation)
+        deadline = time.monotonic() + timeout
+        try:
+            selector = shard_selector(shard_key) if shard_key is not None else self.queue_selector
+            await self.send_outgoing(out, selector=selector, timeout=timeout)
+            return await asyncio.wait_for(waiting, max(0.001, deadline - time.monotonic()))
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"no reply to the request to {msg.topic} within {timeout:.1f}s (correlation id {correlation})"
+            ) from None
+        finally:
+            inst.replies.forget(correlation)
+
+    async def _know_reply_brokers(self, topic: str) -> None:
+        """Heartbeat to every broker of the clusters of ``topic``: a reply may come from any of them."""
+        inst = self._running()
+        info = await self.publish_info(topic)
+        names = {mq.broker_name for mq in info.queues}
+        route = inst.route(topic)
+        routes = [route] if route is not None else list(inst.routes.values())
+        clusters = {b.cluster for r in routes for b in r.broker_datas if b.broker_name in names}
+        for cluster in clusters:
+            try:
+                await inst.update_route(reply_topic(cluster))
+            except Exception as e:
+                log.debug("route of %s: %s", reply_topic(cluster), e)
+
+    async def reply(
+        self,
+        request: MessageExt,
+        body: bytes,
+        *,
+        properties: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Answer ``request`` (a message sent with ``Producer.request``) with ``body``: the broker pushes the reply
+        to the requester. MessageValidationError when ``request`` is no request."""
+        self._running()
+        try:
+            out = reply_outgoing(request, body, properties)
+        except ValueError as e:
+            raise MessageValidationError(str(e)) from None
+        return await self.send_outgoing(out, timeout=timeout)
+
     async def send_batch(
         self,
         msgs: Sequence[Message],
@@ -382,6 +437,8 @@ class Producer(ClientLifecycle):
                 mq = info.select(self._avoid(), None)
             conn = await self._running().conn(await self._addr(mq))
             code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
+            if is_reply(out):
+                code = RequestCode.SEND_REPLY_MESSAGE_V2
             api.send_oneway_request(conn, self._header(out, mq), out.body, code=code)
         except Exception as e:
             log.warning("one-way send to %s failed: %s", out.topic, e)

@@ -84,7 +84,7 @@ INT_RULES: dict[str, tuple[int, int]] = {
 }
 """Field -> inclusive range of its integer value."""
 
-_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
 
 
 def check_name(field: str, value: str) -> None:

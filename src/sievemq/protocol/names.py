@@ -20,6 +20,7 @@ __all__ = [
     "NAME_RE",
     "NOT_ALLOWED_SEND_TOPICS",
     "OFFSET_MOVED_EVENT",
+    "REPLY_TOPIC_SUFFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
@@ -34,6 +35,7 @@ __all__ = [
     "group_problem",
     "is_retry_topic",
     "is_system_topic",
+    "reply_topic",
     "retry_topic",
     "topic_problem",
 ]
@@ -48,6 +50,13 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
+"""``<cluster>_REPLY_TOPIC``: where the replies of request-reply go (every broker of the cluster has it)."""
+
+
+def reply_topic(cluster: str) -> str:
+    """The reply topic of ``cluster``."""
+    return cluster + REPLY_TOPIC_SUFFIX
 
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {

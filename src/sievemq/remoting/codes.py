@@ -56,6 +56,9 @@ class RequestCode(IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     # sievemq extensions (a private range no RocketMQ version uses)
     FILTERSRV_STATUS = 30001
     GET_GROUP_STATUS = 30010
