@@ -180,6 +180,13 @@ class BrokerConfig:
     transaction_check_max: int = setting(
         "checks of an open transaction before the broker rolls it back", 15, lo=1, hi=INT32_MAX
     )
+    transaction_open_max: int = setting(
+        "open transactions the broker keeps at most (each costs ~200 bytes of memory until it ends or expires); "
+        "a half message beyond it is refused with SYSTEM_BUSY, reason TOO_MANY_OPEN_TRANSACTIONS",
+        1_000_000,
+        lo=1,
+        hi=INT32_MAX,
+    )
     transaction_check_interval: int = setting(
         "ms between two checks of one open transaction (CHECK_TRANSACTION_STATE to a producer of its group)",
         60_000,

@@ -12,6 +12,7 @@ from sievemq.client import api
 from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, encode_record
 from sievemq.protocol.msgid import parse_offset_msg_id
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic, eventually, pull_all
@@ -231,3 +232,24 @@ async def test_a_half_message_with_a_broken_delay_level_is_refused_at_send(
         assert e.code == ResponseCode.MESSAGE_ILLEGAL, e
     else:
         raise AssertionError("a half message without PGROUP was taken")
+
+
+async def test_half_messages_beyond_transaction_open_max_are_refused_with_a_reason(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    """A producer that never ends its transactions cannot grow the broker's memory past ``transactionOpenMax``."""
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-tx", "--transaction-open-max", "3")
+    conn = await open_conn(broker)
+    await create_topic(conn, TOPIC, queues=1)
+    props = {"TRAN_MSG": "true", "PGROUP": "tx-flood"}
+    for i in range(3):
+        await wire.send_message(conn, TOPIC, f"h{i}".encode(), properties=props, queue_id=0)
+    try:
+        await wire.send_message(conn, TOPIC, b"h3", properties=props, queue_id=0)
+    except RemotingError as e:
+        assert (e.code, e.reason) == (ResponseCode.SYSTEM_BUSY, Reason.TOO_MANY_OPEN_TRANSACTIONS), e
+    else:
+        raise AssertionError("a fourth open transaction was taken")
+    async with TransactionProducer(ns.addr, "tx-other", check_listener=_never) as p:  # plain sends still work
+        assert (await p.send(Message(TOPIC, b"plain"))).status == SendStatus.SEND_OK

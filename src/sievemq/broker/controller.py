@@ -93,7 +93,7 @@ class BrokerController:
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
         checks = CheckSettings(config.transaction_timeout, config.transaction_check_max,
-                               config.transaction_check_interval)  # fmt: skip
+                               config.transaction_check_interval, config.transaction_open_max)  # fmt: skip
         self.transactions = TransactionService(self.store, self.topics, self.producers, self.offsets, checks,
                                                self.store_host, len(levels))  # fmt: skip
         self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,

@@ -75,6 +75,9 @@ class Reason(StrEnum):
     ACL_UNKNOWN_ACCOUNT = "ACL_UNKNOWN_ACCOUNT"
     """ACL (code 16): no account of the server's ACL file has the request's AccessKey."""
     ACL_SIGNATURE = "ACL_SIGNATURE"
+    TOO_MANY_OPEN_TRANSACTIONS = "TOO_MANY_OPEN_TRANSACTIONS"
+    """The broker holds ``transactionOpenMax`` open transactions (code 2 SYSTEM_BUSY): the half message was not
+    stored. End open transactions (commit or roll back), or retry later."""
     """ACL (code 16): the Signature is missing or not the one the account's secret key gives (wrong secret)."""
 
 

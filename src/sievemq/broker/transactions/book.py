@@ -28,6 +28,8 @@ class CheckSettings:
     """``transactionCheckMax``: checks before the broker rolls the half back."""
     interval_ms: int = 60_000
     """``transactionCheckInterval``: time between two checks of one half."""
+    open_max: int = 1_000_000
+    """``transactionOpenMax``: open transactions at most (a half message beyond is refused)."""
 
 
 @dataclass(slots=True)

@@ -31,10 +31,12 @@ from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.transactions.book import Check, CheckSettings, Expire, TransactionBook
 from sievemq.broker.transactions.records import OpKind, OpRecord, commit_message, half_message, op_message, parse_op
 from sievemq.broker.write_gate import OPEN, WriteGate
+from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record, encode_record
 from sievemq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.sysflag import TRANSACTION_COMMIT_TYPE, transaction_value
-from sievemq.remoting.codes import RequestCode
+from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.store import MessageStore, PutResult, PutStatus
 
@@ -201,6 +203,13 @@ class TransactionService:
         """Store ``msg`` as a half message (the send processor's part for ``TRAN_MSG=true``); RemotingError for a
         DELAY level that is no number (it is applied at the commit, which must not fail on it)."""
         park_for_delay(replace(msg, properties=dict(msg.properties)), self.max_delay_level)
+        if len(self.book.pending) >= self.settings.open_max:
+            raise RemotingError(
+                ResponseCode.SYSTEM_BUSY,
+                f"the broker holds {len(self.book.pending)} open transactions (transactionOpenMax): end some "
+                "(commit or roll back) or retry later; this half message was not stored",
+                Reason.TOO_MANY_OPEN_TRANSACTIONS,
+            )
         self.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
         result = await self.store.put_message(half_message(msg))
         if result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
