@@ -60,7 +60,7 @@ _DRIVER_FILES = {
     "ons": DRIVERS_DIR / "ons_driver.js",
     "rmqcp-tx": DRIVERS_DIR / "rmqcp_tx_driver.py",  # TransactionMQProducer of the same client
 }
-_VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044", "rmqcp-tx": "venv-rmqcp"}
+_VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044", "rmqcp-tx": "venv-rmqcp", "rmq5": "venv-rmq5"}
 
 
 def interop_dir() -> Path:
@@ -145,7 +145,7 @@ def install_output() -> str:
 
 
 def python_for(kind: str) -> Path:
-    """Interpreter of the venv holding the client ``kind`` ('rmqcp' or 'rmq044')."""
+    """Interpreter of the venv holding the client ``kind`` ('rmqcp', 'rmq044', or 'rmq5': the 5.x gRPC client)."""
     if kind not in _VENVS:
         raise ValueError(f"{kind!r} is not a Python client kind ({', '.join(_VENVS)})")
     return interop_dir() / _VENVS[kind] / "bin" / "python"

@@ -5,6 +5,7 @@
 # Layout (under the repo root, gitignored):
 #   .interop/venv-rmqcp/   rocketmq-client-python==0.5.0rc2  (import: rocketmq.client; bundles the C++ core)
 #   .interop/venv-rmq044/  rocketmq==0.4.4                   (import: rocketmq.client too -> own venv)
+#   .interop/venv-rmq5/    rocketmq-python-client==5.1.2 + grpcio-tools  (the 5.x gRPC client; import: rocketmq.v5)
 #   .interop/node/         ali-ons@3.12.0                    (pure JavaScript)
 #
 # Environment knobs:
@@ -18,6 +19,8 @@ set -euo pipefail
 
 RMQCP_VERSION="0.5.0rc2"
 RMQ044_VERSION="0.4.4"
+RMQ5_VERSION="5.1.2"
+GRPC_TOOLS_VERSION="1.85.1"
 ALI_ONS_VERSION="3.12.0"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -145,6 +148,22 @@ install_wheel "$dest/venv-rmqcp" rocketmq-client-python "$RMQCP_VERSION"
 install_wheel "$dest/venv-rmq044" rocketmq "$RMQ044_VERSION"
 "$dest/venv-rmq044/bin/python" -c 'from rocketmq.client import Producer; assert hasattr(Producer, "send_batch")' \
   || die "rocketmq==$RMQ044_VERSION has no Producer.send_batch"
+
+# The 5.x gRPC client (apache.rocketmq.v2) and grpcio-tools' protoc: the proxy's wire contract is checked against it.
+rmq5="$dest/venv-rmq5"
+make_venv "$rmq5"
+if "$rmq5/bin/python" -c "from importlib.metadata import version as v; import sys; \
+sys.exit(v('rocketmq-python-client') != '$RMQ5_VERSION' or v('grpcio-tools') != '$GRPC_TOOLS_VERSION')" 2>/dev/null; then
+  log "ok   venv-rmq5: rocketmq-python-client==$RMQ5_VERSION, grpcio-tools==$GRPC_TOOLS_VERSION already installed"
+else
+  log "pip install rocketmq-python-client==$RMQ5_VERSION grpcio-tools==$GRPC_TOOLS_VERSION into $rmq5"
+  "$rmq5/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    "rocketmq-python-client==$RMQ5_VERSION" "grpcio-tools==$GRPC_TOOLS_VERSION" \
+    || die "pip install rocketmq-python-client==$RMQ5_VERSION failed"
+fi
+"$rmq5/bin/python" -c 'from rocketmq.grpc_protocol import service_pb2; import grpc_tools.protoc' \
+  || die "import of the 5.x client's protocol or of grpc_tools failed in $rmq5"
+log "ok   venv-rmq5: the 5.x client's protocol modules and protoc import"
 
 # ------------------------------------------------------------------------------------------- node
 if ! command -v node >/dev/null 2>&1; then
