@@ -15,12 +15,14 @@ from sievemq import __version__
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.proxy.config import ProxyConfig
 from sievemq.runner import config_options, run_until_signalled
 
 REFERENCE_SECTIONS: tuple[tuple[str, type[Any]], ...] = (
     ("name server (`sievemq namesrv`)", NamesrvConfig),
     ("broker (`sievemq broker`, `sievemq dev`)", BrokerConfig),
     ("filter server (`sievemq filtersrv`; env prefix `SIEVEMQ_FILTERSRV_`)", FiltersrvConfig),
+    ("proxy (`sievemq proxy`, gRPC for 5.x clients)", ProxyConfig),
 )
 
 
@@ -186,6 +188,30 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
         sys.stdout.flush()
         await stop.wait()
         await b.stop()
+
+    run_until_signalled(run)
+
+
+@main.command()
+@click.option("--config", "config_path", default=None, help="proxy TOML file")
+@config_options(ProxyConfig)
+def proxy(config_path: str | None, **kwargs: Any) -> None:
+    """Run the gRPC proxy (apache.rocketmq.v2) for RocketMQ 5.x clients in front of a cluster (docs/proxy.md)."""
+    from sievemq.proxy.server import ProxyServer
+
+    try:
+        cfg = load_config(ProxyConfig, config_path, overrides=_overrides(kwargs, ProxyConfig))
+    except SieveError as e:
+        raise click.ClickException(str(e)) from None
+
+    async def run(stop: asyncio.Event) -> None:
+        server = ProxyServer(cfg)
+        await server.start()
+        click.echo(f"sievemq proxy (gRPC, apache.rocketmq.v2) listening on {server.addr}, name servers "
+                   f"{cfg.namesrv_addr}")  # fmt: skip
+        sys.stdout.flush()
+        await stop.wait()
+        await server.stop()
 
     run_until_signalled(run)
 

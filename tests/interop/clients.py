@@ -52,13 +52,14 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 DRIVERS_DIR = HERE / "drivers"
 SETUP_SCRIPT = HERE / "setup_clients.sh"
-KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx")
+KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5")
 
 _DRIVER_FILES = {
     "rmqcp": DRIVERS_DIR / "rmqcp_driver.py",
     "rmq044": DRIVERS_DIR / "rmq044_driver.py",
     "ons": DRIVERS_DIR / "ons_driver.js",
     "rmqcp-tx": DRIVERS_DIR / "rmqcp_tx_driver.py",  # TransactionMQProducer of the same client
+    "rmq5": DRIVERS_DIR / "rmq5_driver.py",  # the 5.x gRPC client, through sievemq's proxy
 }
 _VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044", "rmqcp-tx": "venv-rmqcp", "rmq5": "venv-rmq5"}
 

@@ -204,6 +204,13 @@ def dev_proc(tmp: Path, *extra: str) -> Proc:
     return p
 
 
+def proxy_proc(tmp: Path, namesrv_addr: str, name: str = "proxy") -> Proc:
+    """``sievemq proxy`` (gRPC for 5.x clients) on a free port in front of ``namesrv_addr`` (not started)."""
+    port = free_port()
+    args = ["proxy", "--namesrv-addr", namesrv_addr, "--listen-port", str(port)]
+    return Proc(args, port, tmp / f"{name}.log", ready_text="listening on")
+
+
 def attach_process_logs(report: Any, procs: Iterable[Proc], limit: int = 20_000) -> None:
     """Add the tail of each process's log to a failed pytest report."""
     for proc in procs:

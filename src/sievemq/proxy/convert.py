@@ -1,0 +1,97 @@
+"""Between apache.rocketmq.v2 messages and sievemq's 4.x records (docs/proxy.md §4). Pure: no I/O."""
+
+from __future__ import annotations
+
+from sievemq.client.errors import MessageValidationError
+from sievemq.client.outgoing import Outgoing
+from sievemq.client.validation import RESERVED_PROPERTIES, validate_topic
+from sievemq.protocol.message import PropertyKey, properties_to_string
+from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
+from sievemq.proxy.v2 import definition_pb2 as pb
+
+__all__ = ["ProxyError", "outgoing_of", "route_queues"]
+
+ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO)
+"""Message types this proxy takes so far (delay and transaction come with their own steps)."""
+
+
+class ProxyError(Exception):
+    """A request the proxy refuses: ``code`` (apache.rocketmq.v2 ``Code``) and a message for people."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _permission(perm: int) -> int:
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    if readable and writable:
+        return int(pb.READ_WRITE)
+    if readable:
+        return int(pb.READ)
+    return int(pb.WRITE if writable else pb.NONE)
+
+
+def route_queues(topic: pb.Resource, route: TopicRouteData, endpoint: tuple[str, int]) -> list[pb.MessageQueue]:
+    """The message queues of ``route`` as a 5.x client sees them: every broker at the proxy's own ``endpoint``
+    (clients talk only to the proxy), queue permissions from the topic's, the message types accepted."""
+    host, port = endpoint
+    endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
+    out: list[pb.MessageQueue] = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        broker = pb.Broker(name=qd.broker_name, id=0, endpoints=endpoints)
+        for qid in range(max(qd.read_queue_nums, qd.write_queue_nums)):
+            perm = qd.perm
+            if qid >= qd.read_queue_nums:
+                perm &= ~PERM_READ
+            if qid >= qd.write_queue_nums:
+                perm &= ~PERM_WRITE
+            out.append(pb.MessageQueue(topic=topic, id=qid, permission=_permission(perm), broker=broker,
+                                       accept_message_types=ACCEPTED_TYPES))  # fmt: skip
+    return out
+
+
+def outgoing_of(msg: pb.Message, max_body_size: int) -> tuple[Outgoing, str | None]:
+    """The 4.x message to send for a 5.x one, and its sharding key (the FIFO message group, else None).
+
+    Raises ``ProxyError`` with the v2 code a client branches on: an illegal topic, tag, key or property name, a body
+    too large, or a message type this proxy does not take yet.
+    """
+    topic = msg.topic.name
+    try:
+        validate_topic(topic)
+    except MessageValidationError as e:
+        raise ProxyError(pb.ILLEGAL_TOPIC, str(e)) from None
+    sp = msg.system_properties
+    if len(msg.body) > max_body_size:
+        raise ProxyError(pb.MESSAGE_BODY_TOO_LARGE, f"body of {len(msg.body)} bytes, more than {max_body_size}")
+    if sp.message_type not in ACCEPTED_TYPES:
+        raise ProxyError(pb.UNSUPPORTED, f"message type {pb.MessageType.Name(sp.message_type)} is not taken yet")
+    if not sp.message_id:
+        raise ProxyError(pb.ILLEGAL_MESSAGE_ID, "the message has no message_id")
+    props: dict[str, str] = {}
+    for k, v in msg.user_properties.items():
+        if k in RESERVED_PROPERTIES:
+            raise ProxyError(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property name {k!r} is reserved by the system")
+        props[k] = v
+    if sp.HasField("tag"):
+        if not sp.tag or "||" in sp.tag:
+            raise ProxyError(pb.ILLEGAL_MESSAGE_TAG, f"tag {sp.tag!r} is empty or contains '||'")
+        props[PropertyKey.TAGS] = sp.tag
+    keys = [k for k in sp.keys if k]
+    if any(" " in k for k in keys):
+        raise ProxyError(pb.ILLEGAL_MESSAGE_KEY, "a message key may not contain a space")
+    if keys:
+        props[PropertyKey.KEYS] = " ".join(keys)
+    props[PropertyKey.UNIQ_KEY] = sp.message_id
+    group: str | None = None
+    if sp.message_type == pb.FIFO:
+        if not sp.message_group:
+            raise ProxyError(pb.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
+        group = sp.message_group
+    try:
+        properties_to_string(props)
+    except ValueError as e:
+        raise ProxyError(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, str(e)) from None
+    return Outgoing(topic, bytes(msg.body), props, uniq_ids=[sp.message_id]), group

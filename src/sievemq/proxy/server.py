@@ -1,0 +1,45 @@
+"""The proxy process: a grpc.aio server with the MessagingService, and the 4.x producer behind it."""
+
+from __future__ import annotations
+
+import grpc
+
+from sievemq.client.producer import Producer
+from sievemq.proxy.config import ProxyConfig
+from sievemq.proxy.service import MessagingService
+from sievemq.proxy.v2 import service_pb2_grpc as rpc
+
+__all__ = ["PROXY_PRODUCER_GROUP", "ProxyServer"]
+
+PROXY_PRODUCER_GROUP = "SIEVEMQ_PROXY_PRODUCER"
+
+
+class ProxyServer:
+    """Serves apache.rocketmq.v2 on ``listenHost:listenPort`` for the cluster of ``namesrvAddr``."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        timeout = config.request_timeout_seconds
+        self.producer = Producer(config.namesrv_list(), PROXY_PRODUCER_GROUP, send_timeout=timeout,
+                                 request_timeout=timeout)  # fmt: skip
+        self.server = grpc.aio.server()
+        self.port = 0
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` clients connect to."""
+        return f"{self.config.advertised_ip}:{self.port}"
+
+    async def start(self) -> None:
+        """Start the producer and listen."""
+        await self.producer.start()
+        self.port = self.server.add_insecure_port(f"{self.config.listen_host}:{self.config.listen_port}")
+        service = MessagingService(self.config, self.producer)
+        service.endpoint = (self.config.advertised_ip, self.port)
+        rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
+        await self.server.start()
+
+    async def stop(self) -> None:
+        """Stop listening (in-flight calls get a second), then the producer."""
+        await self.server.stop(1.0)
+        await self.producer.close()

@@ -1,0 +1,78 @@
+"""The RocketMQ 5.x Python client (rocketmq-python-client 5.1.2, gRPC) through ``sievemq proxy``: its producer
+starts (routes, settings handshake) and sends; 4.x consumers (sievemq's and the C++ core) read the messages with
+tag, keys, user properties and message id intact."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sievemq.client import api
+from sievemq.protocol.message import MessageExt
+from sievemq.remoting.connection import connect
+from tests.interop.clients import run_driver, unique_name
+from tests.interop.test_against_sievemq import consume_args, create_topic, ns, received_keys
+from tests.support.procs import Proc, dev_proc, proxy_proc
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
+    tmp = tmp_path_factory.mktemp("interop-proxy")
+    dev = dev_proc(tmp).start()
+    proxy = proxy_proc(tmp, ns(dev))
+    try:
+        proxy.start()
+        yield dev, proxy
+    finally:
+        assert proxy.stop() == 0, proxy.log()
+        assert dev.stop() == 0, dev.log()
+
+
+def _read_all(port: int, topic: str, queues: int) -> list[MessageExt]:
+    async def go() -> list[MessageExt]:
+        conn = await connect("127.0.0.1", port)
+        try:
+            out: list[MessageExt] = []
+            for q in range(queues):
+                r = await api.pull_message(conn, unique_name("Rd"), topic, q, 0, max_nums=64, subscription="*")
+                out.extend(r.messages)
+            return out
+        finally:
+            conn.close()
+
+    return asyncio.run(go())
+
+
+def test_5x_producer_sends_through_the_proxy_and_4x_consumers_read_it(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxT")
+    create_topic(dev, topic, queues=2)
+    res = run_driver("rmq5", ["produce", "--endpoints", proxy.addr, "--topic", topic, "--count", "6", "--tag", "TagA",
+                              "--key-prefix", "k", "--prop", "color=red", "--prop", "n={i}"], timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.describe()
+    sent = {e["i"]: e["message_id"] for e in res.of("sent")}
+    assert len(sent) == 6, res.describe()
+    got = _read_all(dev.port, topic, 2)
+    assert sorted(m.body for m in got) == sorted(f"body-{i}".encode() for i in range(6))
+    for m in got:
+        i = int(m.body.decode().split("-")[1])
+        assert (m.tags, m.keys, m.uniq_key) == ("TagA", [f"k{i}"], sent[i]), m
+        assert m.properties.get("color") == "red" and m.properties.get("n") == str(i), m.properties
+    # The C++ core consumes them with a tag expression, as any 4.x message.
+    c = run_driver("rmqcp", consume_args(dev, topic, unique_name("PxC"), "TagA", 6), timeout=150)
+    assert c.returncode == 0, c.describe()
+    assert set(received_keys(c.of("received"))) == {f"k{i}" for i in range(6)}, c.describe()
+
+
+def test_a_topic_that_does_not_exist_is_a_clear_failure(cluster: tuple[Proc, Proc]) -> None:
+    _dev, proxy = cluster
+    res = run_driver("rmq5", ["produce", "--endpoints", proxy.addr, "--topic", unique_name("NoSuchT"), "--count",
+                              "1"], timeout=120)  # fmt: skip
+    assert res.returncode == 1, res.describe()
+    assert not res.of("sent"), res.describe()
+    assert any("route" in e.get("error", "") for e in res.of("error")), res.describe()
