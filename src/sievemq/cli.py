@@ -56,6 +56,8 @@ def main(log_level: str) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="address both roles listen on and advertise")
 @click.option("--namesrv-port", default=9876, show_default=True, type=int, help="name server port")
 @click.option("--broker-port", default=10911, show_default=True, type=int, help="broker port")
+@click.option("--grpc-port", default=8081, show_default=True, type=int,
+              help="port of the gRPC proxy for RocketMQ 5.x clients (0: none)")  # fmt: skip
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"]), default=None, help="flush mode (default async)")
 @click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
@@ -69,6 +71,7 @@ def dev(
     host: str,
     namesrv_port: int,
     broker_port: int,
+    grpc_port: int,
     config_path: str | None,
     flush: str | None,
     filtersrv_nums: int | None,
@@ -121,9 +124,14 @@ def dev(
         except Exception:
             await ns.stop()
             raise
+        proxy = await _dev_proxy(ns.addr, host, br_cfg.broker_ip, grpc_port) if grpc_port and tls is None else None
         click.echo(f"sievemq {__version__} dev")
         click.echo(f"  name server  {ns.addr}")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
+        if proxy is not None:
+            click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients)")
+        elif grpc_port and tls is not None:
+            click.echo("  gRPC proxy   off with --tls (the proxy has no TLS yet)")
         click.echo(f"  data         {br_cfg.store_path_root_dir}")
         for line in tls.connect_lines(ns.addr) if tls else ():
             click.echo(line)
@@ -131,11 +139,30 @@ def dev(
         sys.stdout.flush()
         await stop.wait()
         click.echo("stopping...")
+        if proxy is not None:
+            await proxy.stop()
         await broker.stop()
         await ns.stop()
         click.echo("stopped cleanly")
 
     run_until_signalled(run)
+
+
+async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int) -> Any:
+    """The dev command's gRPC proxy, or None (with a warning) when its port is taken."""
+    from sievemq.proxy.server import ProxyServer
+
+    cfg = load_config(ProxyConfig, None, overrides={"namesrv_addr": namesrv, "listen_host": host,
+                                                    "listen_port": port, "advertised_ip": advertised_ip})  # fmt: skip
+    proxy = ProxyServer(cfg)
+    try:
+        await proxy.start()
+    except RuntimeError as e:
+        await proxy.stop()
+        click.echo(f"warning: the gRPC proxy did not start on {host}:{port} ({e}); choose a free port with "
+                   "--grpc-port, or 0 to turn it off", err=True)  # fmt: skip
+        return None
+    return proxy
 
 
 @main.command()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sievemq.remoting.connection import Connection, RequestHandler, connect
-from tests.support.procs import Proc, attach_process_logs, broker_proc, dev_proc, namesrv_proc
+from tests.support.procs import Proc, attach_process_logs, broker_proc, dev_proc, namesrv_proc, proxy_proc
 
 # Small files keep the tests fast and make segment rolls happen.
 COMMITLOG_SEGMENT = 256 * 1024
@@ -60,6 +60,10 @@ class Cluster:
         proc = broker_proc(self.tmp, namesrv_addr, name, *args, flush=flush, port=port)
         proc.env.update(env or {})
         return self._start(proc)
+
+    def proxy(self, namesrv_addr: str, name: str = "proxy") -> Proc:
+        """Start ``sievemq proxy`` (gRPC for 5.x clients) in front of ``namesrv_addr``."""
+        return self._start(proxy_proc(self.tmp, namesrv_addr, name))
 
     def dev(self, *extra: str) -> Proc:
         """Start ``sievemq dev`` (data in ``tmp/dev-data``)."""

@@ -76,3 +76,14 @@ def test_a_topic_that_does_not_exist_is_a_clear_failure(cluster: tuple[Proc, Pro
     assert res.returncode == 1, res.describe()
     assert not res.of("sent"), res.describe()
     assert any("route" in e.get("error", "") for e in res.of("error")), res.describe()
+
+
+def test_sievemq_dev_serves_5x_clients_on_its_grpc_port(cluster: tuple[Proc, Proc]) -> None:
+    dev, _proxy = cluster
+    topic = unique_name("DevPxT")
+    create_topic(dev, topic, queues=1)
+    res = run_driver("rmq5", ["produce", "--endpoints", str(dev.extra["grpc"]), "--topic", topic, "--count", "2"],
+                     timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.describe()
+    assert sorted(m.body for m in _read_all(dev.port, topic, 1)) == [b"body-0", b"body-1"]
+    assert f"gRPC proxy   {dev.extra['grpc']}" in dev.log(), "the dev banner does not show the gRPC endpoint"

@@ -192,15 +192,17 @@ def broker_proc(
 
 def dev_proc(tmp: Path, *extra: str) -> Proc:
     """``sievemq dev`` on free ports (not started); ``extra['namesrv']`` is its name server address."""
-    ns_port, br_port = free_port(), free_port()
+    ns_port, br_port, grpc_port = free_port(), free_port(), free_port()
     p = Proc(
-        ["dev", "--data", str(tmp / "dev-data"), "--namesrv-port", str(ns_port), "--broker-port", str(br_port), *extra],
+        ["dev", "--data", str(tmp / "dev-data"), "--namesrv-port", str(ns_port), "--broker-port", str(br_port),
+         "--grpc-port", str(grpc_port), *extra],
         br_port,
         tmp / "dev.log",
         ready_text="Press Ctrl-C to stop.",
     )
     p.extra["namesrv"] = f"127.0.0.1:{ns_port}"
     p.extra["namesrv_port"] = ns_port
+    p.extra["grpc"] = f"127.0.0.1:{grpc_port}"
     return p
 
 

@@ -22,7 +22,8 @@ class ProxyServer:
         timeout = config.request_timeout_seconds
         self.producer = Producer(config.namesrv_list(), PROXY_PRODUCER_GROUP, send_timeout=timeout,
                                  request_timeout=timeout)  # fmt: skip
-        self.server = grpc.aio.server()
+        # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
+        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         self.port = 0
 
     @property
@@ -33,7 +34,13 @@ class ProxyServer:
     async def start(self) -> None:
         """Start the producer and listen."""
         await self.producer.start()
-        self.port = self.server.add_insecure_port(f"{self.config.listen_host}:{self.config.listen_port}")
+        where = f"{self.config.listen_host}:{self.config.listen_port}"
+        try:
+            self.port = self.server.add_insecure_port(where)
+        except RuntimeError as e:
+            raise RuntimeError(f"cannot listen on {where}: {e}") from None
+        if not self.port:
+            raise RuntimeError(f"cannot listen on {where}: the address is in use or not local")
         service = MessagingService(self.config, self.producer)
         service.endpoint = (self.config.advertised_ip, self.port)
         rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
