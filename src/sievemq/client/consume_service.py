@@ -152,17 +152,23 @@ class ConsumeService:
             log.warning("sending %s to the retry topic failed: %s; it will be consumed again locally", msg.msg_id, e)
             return False
 
-    async def _send_to_retry_topic(self, msg: MessageExt) -> None:
+    def retry_outgoing(self, msg: MessageExt, reconsume_times: int, delay_level: int | None) -> Outgoing:
+        """``msg`` as a normal send to ``%RETRY%<group>`` counted ``reconsume_times`` (the broker dead-letters it once
+        that reaches the group's limit), delivered after ``delay_level`` (None: no delay)."""
         c = self.consumer
         props = dict(msg.properties)
-        for k in _CLIENT_ONLY_PROPS:
+        for k in (*_CLIENT_ONLY_PROPS, PropertyKey.DELAY, PropertyKey.TRAN_MSG):
             props.pop(k, None)
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
         props[PropertyKey.RETRY_TOPIC] = msg.topic
-        props[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times + 1)
+        props[PropertyKey.RECONSUME_TIME] = str(reconsume_times)
         props[PropertyKey.MAX_RECONSUME_TIMES] = str(c.max_reconsume_times)
+        if delay_level is not None:
+            props[PropertyKey.DELAY] = str(delay_level)
+        return Outgoing(retry_topic(c.group), msg.body, props, msg.flag, 0, False, [msg.msg_id],
+                        reconsume_times=reconsume_times, max_reconsume_times=c.max_reconsume_times)  # fmt: skip
+
+    async def _send_to_retry_topic(self, msg: MessageExt) -> None:
+        c = self.consumer
         level = c.retry_delay_level if c.retry_delay_level > 0 else 3 + msg.reconsume_times
-        props[PropertyKey.DELAY] = str(level)
-        props.pop("TRAN_MSG", None)
-        out = Outgoing(retry_topic(c.group), msg.body, props, msg.flag, 0, False, [msg.msg_id])
-        await self.inner.send_outgoing(out)
+        await self.inner.send_outgoing(self.retry_outgoing(msg, msg.reconsume_times + 1, level))

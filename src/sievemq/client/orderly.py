@@ -25,12 +25,11 @@ from sievemq.client.consume_service import ConsumeService
 from sievemq.client.instance import ClientInstance
 from sievemq.client.message import ConsumeResult, MessageQueue, restore_retry_topic
 from sievemq.client.offset_store import OffsetStore
-from sievemq.client.outgoing import Outgoing
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
 from sievemq.client.tasks import spawn
 from sievemq.protocol.message import MessageExt, PropertyKey
-from sievemq.protocol.names import is_retry_topic, retry_topic
+from sievemq.protocol.names import is_retry_topic
 
 if TYPE_CHECKING:
     from sievemq.client.push_consumer import PushConsumer
@@ -183,15 +182,7 @@ class OrderlyConsumeService(ConsumeService):
         """Send ``msg`` through the retry topic with its reconsume count at the limit: the broker puts it in the
         group's DLQ (RocketMQ's orderly consumers do the same)."""
         c = self.consumer
-        props = dict(msg.properties)
-        for k in (PropertyKey.MIN_OFFSET, PropertyKey.MAX_OFFSET, PropertyKey.CONSUME_START_TIME, PropertyKey.DELAY):
-            props.pop(k, None)
-        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
-        props[PropertyKey.RETRY_TOPIC] = msg.topic
-        props[PropertyKey.RECONSUME_TIME] = str(msg.reconsume_times)
-        props[PropertyKey.MAX_RECONSUME_TIMES] = str(c.max_reconsume_times)
-        out = Outgoing(retry_topic(c.group), msg.body, props, msg.flag, 0, False, [msg.msg_id],
-                       reconsume_times=msg.reconsume_times, max_reconsume_times=c.max_reconsume_times)  # fmt: skip
+        out = self.retry_outgoing(msg, msg.reconsume_times, None)
         try:
             await self.inner.send_outgoing(out)
         except Exception as e:

@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from collections.abc import Mapping
 
-from sievemq.client.outgoing import Outgoing
+from sievemq.client.outgoing import Outgoing, new_uniq_id
 from sievemq.errors import RemotingError
 from sievemq.protocol.compression import CompressionError, decompress, is_compressed
 from sievemq.protocol.message import MessageExt, PropertyKey, properties_to_string, string_to_properties
@@ -45,7 +45,7 @@ def reply_outgoing(request: MessageExt, body: bytes, properties: Mapping[str, st
         PropertyKey.CORRELATION_ID: correlation,
         PropertyKey.REPLY_TO_CLIENT: requester,
         PropertyKey.MSG_TYPE: REPLY,
-        PropertyKey.UNIQ_KEY: uuid.uuid4().hex.upper(),
+        PropertyKey.UNIQ_KEY: new_uniq_id(),
     })  # fmt: skip
     if PropertyKey.TTL in props:
         out_props[PropertyKey.TTL] = props[PropertyKey.TTL]

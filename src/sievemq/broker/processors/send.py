@@ -247,7 +247,8 @@ class SendProcessor:
         if code == ResponseCode.SUCCESS:
             last = result.msgs[-1]
             code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
-        await self.topics.saved_since(revision)  # a topic made for this send is on disk before the answer
+        if self.topics.revision != revision:  # a topic made for this send is on disk before the answer
+            await self.topics.saved_since(revision)
         return self._respond(cmd, result, queue_id, code)
 
     async def _prepare(self, msg: MessageExt) -> PutResult:

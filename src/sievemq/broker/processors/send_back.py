@@ -87,5 +87,6 @@ class SendBackProcessor:
         )
         park_for_delay(msg, self.max_delay_level)
         stored_code(await self.store.put_message(msg), "retry message")
-        await self.topics.saved_since(revision, "retry message")  # its retry or DLQ topic is on disk first
+        if self.topics.revision != revision:  # its retry or DLQ topic is on disk first
+            await self.topics.saved_since(revision, "retry message")
         return cmd.response(ResponseCode.SUCCESS)

@@ -38,7 +38,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.protocol.sysflag import TRANSACTION_COMMIT_TYPE, transaction_value
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
-from sievemq.store import MessageStore, PutResult, PutStatus
+from sievemq.store import MessageStore, PutResult
 
 __all__ = ["SYSTEM_GROUP", "EndRequest", "TransactionService"]
 
@@ -212,7 +212,7 @@ class TransactionService:
             )
         self.topics.create_system_topic(TRANS_HALF_TOPIC, 1)
         result = await self.store.put_message(half_message(msg))
-        if result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT):
+        if result.ok:
             self.book.add_half(msg.queue_offset, msg.commit_log_offset, msg.properties.get(PropertyKey.PGROUP, ""),
                                msg.store_timestamp, _immunity(msg))  # fmt: skip
         return result
@@ -236,7 +236,7 @@ class TransactionService:
             return None, "the transaction was already settled: nothing changed"
         if not req.commit:
             result = await self._write_ops([op_message(offset, OpKind.ROLLBACK, self.store_host, _now())])
-            if _ok(result):
+            if result.ok:
                 self._settled(offset)
             return result, "rolled back"
         return await self._commit(half, OpKind.COMMIT), "committed"
@@ -248,10 +248,10 @@ class TransactionService:
         op = op_message(offset, kind, self.store_host, _now())
         self.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
         results = await self.store.put_in_order([[op], [real]])
-        if not _ok(results[0]):
+        if not results[0].ok:
             return results[0]
         self.book.note_op(op.queue_offset, parse_op(op) or _never(), replay=False)
-        if len(results) < 2 or not _ok(results[1]):
+        if len(results) < 2 or not results[1].ok:
             self._owed[offset] = half.commit_log_offset  # decided: a later round writes it
             self.book.hold(offset)
             self.book.resolve(offset)
@@ -264,7 +264,7 @@ class TransactionService:
         results = await self.store.put_in_order([[op] for op in ops])
         for op, result in zip(ops, results, strict=False):
             parsed = parse_op(op)
-            if _ok(result) and parsed is not None:
+            if result.ok and parsed is not None:
                 self.book.note_op(op.queue_offset, parsed, replay=False)
         return results[-1]
 
@@ -288,13 +288,13 @@ class TransactionService:
                 log.warning("transaction of message %s (producer group %s) rolled back: %d checks unanswered",
                             half.uniq_key, step.half.group, step.half.checks)  # fmt: skip
                 result = await self._write_ops([op_message(step.half.offset, OpKind.EXPIRED, self.store_host, now_ms)])
-                if _ok(result):
+                if result.ok:
                     self._settled(step.half.offset)
                     self.expired += 1
             elif isinstance(step, Check):
                 result = await self._write_ops([op_message(step.half.offset, OpKind.CHECKED, self.store_host, now_ms)])
                 self.book.checked(step.half.offset, now_ms)
-                if _ok(result):
+                if result.ok:
                     self._send_check(half)
             steps += 1
         self._save_floors()
@@ -350,10 +350,6 @@ class TransactionService:
 def _immunity(msg: MessageExt) -> int | None:
     raw = msg.properties.get(PropertyKey.CHECK_IMMUNITY_TIME_IN_SECONDS)
     return int(raw) if raw and raw.isdecimal() else None
-
-
-def _ok(result: PutResult) -> bool:
-    return result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
 
 
 def _now() -> int:
