@@ -187,6 +187,13 @@ class BrokerConfig:
         lo=1,
         hi=INT32_MAX,
     )
+    pop_inflight_max: int = setting(
+        "POP: messages one queue of one group may have handed out and not acked (each lease costs ~100 bytes of "
+        "memory); a queue at the limit hands out only messages whose invisible time ran out",
+        20_000,
+        lo=1,
+        hi=INT32_MAX,
+    )
     transaction_check_interval: int = setting(
         "ms between two checks of one open transaction (CHECK_TRANSACTION_STATE to a producer of its group)",
         60_000,

@@ -18,12 +18,14 @@ from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.locks import QueueLocks
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.pop.service import PopService, PopSettings
 from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.client import ClientProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.ha import HaProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
+from sievemq.broker.processors.pop import PopProcessor
 from sievemq.broker.processors.pull import PullProcessor, PullSettings, slave_read_limit
 from sievemq.broker.processors.query import QueryProcessor
 from sievemq.broker.processors.reply import ReplyProcessor
@@ -99,6 +101,8 @@ class BrokerController:
         self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,
                                              groups=self.groups, offsets=self.offsets, schedule=self.schedule,
                                              filters=self.filters, recover_from=recover_from)  # fmt: skip
+        self.pop = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, config_dir, save,
+                              config.broker_name, self.store_host, PopSettings(config.pop_inflight_max))  # fmt: skip
         self.acl = broker_acl(config)
         table = ProcessorTable("broker", check_request, self.acl)
         for proc in self._processors(len(levels)):
@@ -150,6 +154,7 @@ class BrokerController:
         admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
         gate = self.replication
         self.transactions.gate = gate
+        self.pop.gate = gate
         return [
             TransactionProcessor(self.transactions, gate),
             ReplyProcessor(
@@ -167,6 +172,16 @@ class BrokerController:
                 self.hold,
                 self.stats,
                 pull,
+            ),
+            PopProcessor(
+                self.pop,
+                self.topics,
+                self.groups,
+                self.consumers,
+                self.filters,
+                self.stats,
+                c.enable_property_filter,
+                gate,
             ),
             ClientProcessor(
                 self.consumers,
@@ -294,6 +309,7 @@ class BrokerController:
         if not self.replication.is_slave:  # a slave's delayed messages are delivered by its master, and copied
             self.schedule.start()
         await self.transactions.start(checks=not self.replication.is_slave)
+        await self.pop.start(rounds=not self.replication.is_slave)
         self.loop_lag.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._persist_offsets_loop()))
@@ -317,6 +333,7 @@ class BrokerController:
         await self.replication.stop()
         await self.schedule.stop()
         await self.transactions.stop()
+        await self.pop.stop()
         self.offsets.persist(force=True)
         self.filters.persist()
         self.topics.persist()

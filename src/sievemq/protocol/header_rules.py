@@ -81,6 +81,10 @@ INT_RULES: dict[str, tuple[int, int]] = {
     "commitLogOffset": _U64,
     "commitOrRollback": _I32,
     "brokerId": _U64,
+    "invisibleTime": _U64,
+    "pollTime": _U64,
+    "bornTime": _U64,
+    "initMode": _I32,
 }
 """Field -> inclusive range of its integer value."""
 

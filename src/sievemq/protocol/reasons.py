@@ -78,6 +78,11 @@ class Reason(StrEnum):
     TOO_MANY_OPEN_TRANSACTIONS = "TOO_MANY_OPEN_TRANSACTIONS"
     """The broker holds ``transactionOpenMax`` open transactions (code 2 SYSTEM_BUSY): the half message was not
     stored. End open transactions (commit or roll back), or retry later."""
+    RECEIPT_HANDLE_INVALID = "RECEIPT_HANDLE_INVALID"
+    """A POP receipt handle is not one this broker made (malformed, or of another broker); nothing was done."""
+    RECEIPT_HANDLE_EXPIRED = "RECEIPT_HANDLE_EXPIRED"
+    """No lease matches the receipt handle (code 208 NO_MESSAGE): the message was acked already, or its invisible
+    time ran out and it was delivered again under a new handle (ack that one)."""
     """ACL (code 16): the Signature is missing or not the one the account's secret key gives (wrong secret)."""
 
 

@@ -59,6 +59,9 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE = 324
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
     # sievemq extensions (a private range no RocketMQ version uses)
     FILTERSRV_STATUS = 30001
     GET_GROUP_STATUS = 30010
@@ -105,6 +108,8 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     FLOW_CONTROL = 215
 
 

@@ -1,0 +1,107 @@
+"""The POP log: what the broker writes to keep POP state durable (docs/pop.md §3). Pure: no I/O.
+
+Every change of a group's POP state is one record in ``RMQ_SYS_POP_LOG`` queue 0, written (and, under SYNC_FLUSH,
+flushed) before the change is answered: replaying the records in log order onto the last snapshot rebuilds the
+state exactly. The tag says the kind, the body is a small JSON document:
+
+- ``init``  ``{"g", "t", "c": {queueId: cursor}}``: a group's first POP of a topic here; where each queue starts.
+- ``lease`` ``{"g", "t", "q", "c", "d", "e": [[offset, token, attempt], ...]}``: messages handed out, invisible
+  until ``d`` (epoch ms); ``c`` the queue's cursor after them (filtered-out messages skipped on the way).
+- ``ack``   ``{"g", "t", "q", "o", "n"}``: the lease ``n`` of offset ``o`` is done.
+- ``change`` ``{"g", "t", "q", "o", "n", "m", "d"}``: lease ``n`` becomes lease ``m``, invisible until ``d``.
+- ``dead``  ``{"g", "t", "q", "o", "n"}``: moved to the group's dead-letter topic after its last attempt.
+
+Applying a record is a pure function of the record (each sets what it names), so applying a suffix of the log
+twice in order ends in the same state: a snapshot that already holds some of the records it is replayed with is
+harmless (``book.PopBook.apply``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+from sievemq.protocol.message import MessageExt, PropertyKey
+
+__all__ = ["POP_LOG_TOPIC", "Kind", "PopRecord", "parse_record", "record_message"]
+
+POP_LOG_TOPIC = "RMQ_SYS_POP_LOG"
+"""The system topic of the POP log (one queue; no client may write it)."""
+
+
+class Kind(StrEnum):
+    """What a POP record records (its tag)."""
+
+    INIT = "init"
+    LEASE = "lease"
+    ACK = "ack"
+    CHANGE = "change"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class PopRecord:
+    """One parsed POP record (fields unused by its kind keep their defaults)."""
+
+    kind: Kind
+    group: str
+    topic: str
+    queue_id: int = 0
+    cursor: int = 0
+    deadline: int = 0
+    entries: tuple[tuple[int, int, int], ...] = ()
+    """``lease``: (offset, token, attempt) of each message handed out."""
+    offset: int = 0
+    token: int = 0
+    new_token: int = 0
+    cursors: dict[int, int] = field(default_factory=dict)
+    """``init``: queue id -> cursor."""
+
+    def document(self) -> dict[str, Any]:
+        """The record's body as a JSON-ready dict."""
+        d: dict[str, Any] = {"g": self.group, "t": self.topic}
+        if self.kind is Kind.INIT:
+            d["c"] = {str(q): c for q, c in self.cursors.items()}
+        elif self.kind is Kind.LEASE:
+            d.update(q=self.queue_id, c=self.cursor, d=self.deadline, e=[list(e) for e in self.entries])
+        else:
+            d.update(q=self.queue_id, o=self.offset, n=self.token)
+            if self.kind is Kind.CHANGE:
+                d.update(m=self.new_token, d=self.deadline)
+        return d
+
+
+def record_message(rec: PopRecord, store_host: tuple[str, int], now_ms: int) -> MessageExt:
+    """``rec`` as the message the store keeps (``RMQ_SYS_POP_LOG`` queue 0, tag = kind, born at ``now_ms``)."""
+    return MessageExt(
+        topic=POP_LOG_TOPIC,
+        body=orjson.dumps(rec.document()),
+        properties={PropertyKey.TAGS: rec.kind.value},
+        queue_id=0,
+        store_host=store_host,
+        born_host=store_host,
+        born_timestamp=now_ms,
+    )
+
+
+def parse_record(msg: MessageExt) -> PopRecord | None:
+    """The record a POP log message holds (None for anything that is not one: it is skipped)."""
+    try:
+        kind = Kind(msg.properties.get(PropertyKey.TAGS, ""))
+        d = orjson.loads(msg.body)
+        g, t = str(d["g"]), str(d["t"])
+        if kind is Kind.INIT:
+            return PopRecord(kind, g, t, cursors={int(q): int(c) for q, c in d["c"].items()})
+        q = int(d["q"])
+        if kind is Kind.LEASE:
+            entries = tuple((int(o), int(n), int(a)) for o, n, a in d["e"])
+            return PopRecord(kind, g, t, q, cursor=int(d["c"]), deadline=int(d["d"]), entries=entries)
+        if kind is Kind.CHANGE:
+            return PopRecord(kind, g, t, q, offset=int(d["o"]), token=int(d["n"]), new_token=int(d["m"]),
+                             deadline=int(d["d"]))  # fmt: skip
+        return PopRecord(kind, g, t, q, offset=int(d["o"]), token=int(d["n"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None

@@ -1,0 +1,419 @@
+"""POP consumption on the broker (docs/pop.md): the doing, for what ``book.PopBook`` holds.
+
+- ``pop`` hands out up to N messages of one queue to a group: due leases first (delivered again, attempt + 1),
+  then new messages from the cursor through the filter; each under a new lease invisible for the asked time. The
+  lease record is in the POP log before the answer leaves. With nothing to hand out, a pop waits (long polling)
+  for a matching message or the next lease deadline.
+- ``ack`` ends a lease, ``change`` moves its deadline (a new token, so a new receipt handle).
+- A lease whose last attempt (the group's ``retryMaxTimes`` + 1) expired goes to ``%DLQ%<group>`` with its
+  ``dead`` record, in one step (``MessageStore.put_in_order``); a background round does this every second.
+- Every few seconds (and at stop) the book is saved to ``config/pop.json`` with the POP log offset it covers; at
+  start the book is that snapshot plus the records after it.
+
+Changes of one queue are serialized by that queue's lock (a pop, an ack and a change of the same queue never
+interleave between their record's write and its apply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sievemq.broker.filters import MessageFilter
+from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.long_polling import PullHoldService
+from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.pop.book import PopBook, QueueKey, QueueState
+from sievemq.broker.pop.handles import ReceiptHandle
+from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, parse_record, record_message
+from sievemq.broker.topics import TopicConfigManager
+from sievemq.broker.write_gate import OPEN, WriteGate
+from sievemq.errors import RemotingError
+from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
+from sievemq.protocol.names import dlq_topic
+from sievemq.protocol.reasons import Reason
+from sievemq.protocol.route import PERM_READ, PERM_WRITE
+from sievemq.remoting.codes import ResponseCode
+from sievemq.store import GetStatus, MessageStore, PutResult, PutStatus
+from sievemq.store.jsonfile import read_json
+
+__all__ = ["PopAnswer", "PopRequest", "PopService", "PopSettings", "Popped"]
+
+log = logging.getLogger(__name__)
+
+_QUEUE_OFFSET_AT = struct.Struct(">q")
+"""A stored record's QUEUEOFFSET is at byte 20 (docs/protocol/message-format.md)."""
+_MAX_HOLD_MS = 25_000
+_READ_CHUNK = 256
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class PopSettings:
+    """The broker settings POP depends on."""
+
+    inflight_max: int = 20_000
+    """Leases one queue of one group may hold; a queue at the limit hands out only due leases."""
+    snapshot_seconds: float = 5.0
+    round_seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PopRequest:
+    """A POP, checked at the edge (``processors/pop.py``)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    max_nums: int
+    invisible_ms: int
+    poll_ms: int = 0
+    init_latest: bool = True
+    """A group's first POP of a topic starts at the queues' ends (else at their oldest messages)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    """One message handed out."""
+
+    record: bytes
+    handle: ReceiptHandle
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class PopAnswer:
+    """What a POP hands out, and where the queue stands."""
+
+    messages: list[Popped]
+    deadline: int
+    rest: int
+    """Messages of the queue past the cursor (not looked at yet)."""
+
+
+class PopService:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        groups: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        hold: PullHoldService,
+        config_dir: Path,
+        save: Callable[[Path, Any], None],
+        broker_name: str,
+        store_host: tuple[str, int],
+        settings: PopSettings = PopSettings(),
+        gate: WriteGate = OPEN,
+    ) -> None:
+        self.store, self.topics, self.groups, self.offsets, self.hold = store, topics, groups, offsets, hold
+        self.path = config_dir / "pop.json"
+        self._save = save
+        self.broker_name = broker_name
+        self.store_host = store_host
+        self.settings = settings
+        self.gate = gate
+        self.book = PopBook()
+        self._locks: weakref.WeakValueDictionary[QueueKey, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._dirty = False
+        self._task: asyncio.Task[None] | None = None
+        self.dead_lettered = 0
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    def rebuild(self) -> None:
+        """The book from ``config/pop.json`` and the POP log records after it (at start)."""
+        start = self.store.get_min_offset(POP_LOG_TOPIC, 0)
+        book = PopBook()
+        doc = read_json(self.path)
+        if isinstance(doc, dict):
+            try:
+                book = PopBook.from_snapshot(doc)
+                start = max(start, int(doc.get("log", 0)))
+            except (ValueError, KeyError, TypeError):
+                log.warning("pop: %s is not a POP snapshot; rebuilding from the POP log alone", self.path)
+                book = PopBook()
+        replayed = 0
+        offset = start
+        while entries := self.store.read_cq_entries(POP_LOG_TOPIC, 0, offset, _READ_CHUNK):
+            for phy, _size, _tags in entries:
+                raw = self.store.look_message_by_offset(phy) if phy >= 0 else None
+                if raw is not None:
+                    with contextlib.suppress(ValueError):
+                        rec = parse_record(decode_record(raw)[0])
+                        if rec is not None:
+                            book.apply(rec)
+                            replayed += 1
+                offset += 1
+        self.book = book
+        log.info("pop: %d leases in %d queues (%d records replayed)", book.leased(), len(book.queues), replayed)
+
+    async def start(self, rounds: bool = True) -> None:
+        """Rebuild, and start the background rounds (``rounds``: False on a slave)."""
+        self.rebuild()
+        if rounds:
+            self._task = asyncio.create_task(self._loop(), name="pop-rounds")
+
+    async def stop(self) -> None:
+        """Stop the rounds and save the book."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        self.save_snapshot()
+
+    def save_snapshot(self) -> None:
+        """Hand the book and the POP log offset it covers to the config writer."""
+        doc = self.book.snapshot()
+        doc["log"] = self.store.get_max_offset(POP_LOG_TOPIC, 0)
+        self._save(self.path, doc)
+        self._dirty = False
+
+    async def _loop(self) -> None:
+        last_snapshot = time.monotonic()
+        while True:
+            await asyncio.sleep(self.settings.round_seconds)
+            try:
+                await self.bury_due()
+                if self._dirty and time.monotonic() - last_snapshot >= self.settings.snapshot_seconds:
+                    self.save_snapshot()
+                    last_snapshot = time.monotonic()
+            except Exception:
+                log.exception("pop round failed")
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _lock(self, key: QueueKey) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def max_attempts(self, group: str) -> int:
+        """Deliveries a message gets before it is dead-lettered: the group's ``retryMaxTimes`` + 1."""
+        gc = self.groups.find(group)
+        return (gc.retryMaxTimes if gc is not None else 16) + 1
+
+    async def _write(self, recs: list[PopRecord], what: str, before: list[MessageExt] | None = None) -> None:
+        """Store ``recs`` (after ``before``, in one step) or refuse with the reason; apply them once stored."""
+        now = _now_ms()
+        batches = ([before] if before else []) + [[record_message(r, self.store_host, now)] for r in recs]
+        results = await self.store.put_in_order(batches)
+        bad = next((r for r in results if r.status not in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)), None)
+        if bad is not None or len(results) < len(batches):
+            raise _refusal(bad, what)
+        for r in recs:
+            self.book.apply(r)
+        self._dirty = True
+
+    def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
+        group, topic, qid = key
+        self.offsets.commit(group, topic, qid, qs.floor())
+
+    async def _ensure_queue(self, req: PopRequest) -> QueueState:
+        """The queue's state, written first as an ``init`` record for a group new to the topic (or queue)."""
+        qs = self.book.queue(req.group, req.topic, req.queue_id)
+        if qs is not None:
+            return qs
+        tc = self.topics.get(req.topic)
+        qids = range(tc.read_queue_nums) if tc is not None and not self.book.knows_topic(req.group, req.topic) else []
+        cursors = {q: self._start_offset(req, q) for q in qids}
+        cursors.setdefault(req.queue_id, self._start_offset(req, req.queue_id))
+        await self._write([PopRecord(Kind.INIT, req.group, req.topic, cursors=cursors)], "POP start")
+        for q, c in cursors.items():
+            self.offsets.commit(req.group, req.topic, q, c)
+        qs = self.book.queue(req.group, req.topic, req.queue_id)
+        assert qs is not None, "an init record creates its queues"
+        return qs
+
+    def _start_offset(self, req: PopRequest, qid: int) -> int:
+        committed = self.offsets.query(req.group, req.topic, qid)
+        if committed >= 0:
+            return committed
+        if req.init_latest:
+            return self.store.get_max_offset(req.topic, qid)
+        return self.store.get_min_offset(req.topic, qid)
+
+    def _stored(self, topic: str, qid: int, offset: int) -> bytes | None:
+        entries = self.store.read_cq_entries(topic, qid, offset, 1)
+        if not entries or entries[0][0] < 0:
+            return None
+        return self.store.look_message_by_offset(entries[0][0])
+
+    # ------------------------------------------------------------------------------------------ pop
+    async def pop(self, req: PopRequest, flt: MessageFilter | None) -> PopAnswer:
+        """Hand out up to ``req.max_nums`` messages (waiting up to ``req.poll_ms`` when there are none)."""
+        key = (req.group, req.topic, req.queue_id)
+        async with self._lock(key):
+            answer = await self._pop_once(key, req, flt)
+        if answer.messages or req.poll_ms <= 0:
+            return answer
+        qs = self.book.queue(*key)
+        assert qs is not None, "a pop made its queue"
+        wait_ms = min(req.poll_ms, _MAX_HOLD_MS)
+        deadline = qs.next_deadline()
+        if deadline is not None:
+            wait_ms = max(0, min(wait_ms, deadline - _now_ms() + 5))
+        fut = self.hold.hold(req.topic, req.queue_id, qs.cursor, flt.match_code if flt is not None else None)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), wait_ms / 1000.0)
+        except TimeoutError:
+            pass
+        finally:
+            self.hold.release(req.topic, req.queue_id, fut)
+        async with self._lock(key):
+            return await self._pop_once(key, req, flt)
+
+    async def _pop_once(self, key: QueueKey, req: PopRequest, flt: MessageFilter | None) -> PopAnswer:
+        qs = await self._ensure_queue(req)
+        now = _now_ms()
+        deadline = now + req.invisible_ms
+        limit = self.max_attempts(req.group)
+        due = qs.due(now, req.max_nums)
+        dead = [o for o in due if qs.leases[o].attempt >= limit]
+        if dead:
+            await self._bury(key, dead)
+        out: list[Popped] = []
+        entries: list[tuple[int, int, int]] = []
+        for offset in due:
+            lease = qs.leases.get(offset)
+            if lease is None or offset in dead:
+                continue
+            raw = self._stored(req.topic, req.queue_id, offset)
+            if raw is None:  # the message is gone (retention): nothing to deliver again
+                await self._write([PopRecord(Kind.ACK, *key, offset=offset, token=lease.token)], "POP ack")
+                continue
+            token = self.book.new_token(now * 1000)
+            entries.append((offset, token, lease.attempt + 1))
+            out.append(Popped(raw, ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token),
+                              lease.attempt + 1))  # fmt: skip
+        room = min(req.max_nums - len(out), self.settings.inflight_max - len(qs.leases))
+        cursor = qs.cursor
+        if room > 0:
+            result = self.store.get_message(req.topic, req.queue_id, cursor, room, flt)
+            if result.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL):
+                cursor = max(cursor, result.next_begin_offset)
+            for raw in result.records:
+                offset = _QUEUE_OFFSET_AT.unpack_from(raw, 20)[0]
+                token = self.book.new_token(now * 1000)
+                entries.append((offset, token, 1))
+                out.append(Popped(bytes(raw), ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token),
+                                  1))  # fmt: skip
+        rec = PopRecord(Kind.LEASE, *key, cursor=cursor, deadline=deadline, entries=tuple(entries))
+        if entries:
+            await self._write([rec], "POP lease")
+            self._commit_floor(key, qs)
+        elif cursor != qs.cursor:
+            self.book.apply(rec)  # only filtered-out messages passed: a lost cursor move is re-scanned, harmless
+            self._dirty = True
+            self._commit_floor(key, qs)
+        rest = max(0, self.store.get_max_offset(req.topic, req.queue_id) - qs.cursor)
+        return PopAnswer(out, deadline, rest)
+
+    # ------------------------------------------------------------------------------------------ ack, change
+    def _current(self, group: str, handle: ReceiptHandle) -> tuple[QueueKey, int]:
+        if handle.broker != self.broker_name:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the receipt handle is of broker {handle.broker}, "
+                                f"not {self.broker_name}: ack where the message came from",
+                                Reason.RECEIPT_HANDLE_INVALID)  # fmt: skip
+        key = (group, handle.topic, handle.queue_id)
+        lease = self.book.lease(*key, handle.offset, handle.token)
+        if lease is None:
+            raise RemotingError(ResponseCode.NO_MESSAGE, f"no lease of group {group} matches the receipt handle "
+                                f"(topic {handle.topic}, queue {handle.queue_id}, offset {handle.offset}): it was "
+                                "acked already, or delivered again since (its invisible time ran out)",
+                                Reason.RECEIPT_HANDLE_EXPIRED)  # fmt: skip
+        return key, lease.token
+
+    async def ack(self, group: str, handle: ReceiptHandle) -> None:
+        """End the lease ``handle`` names (RECEIPT_HANDLE_EXPIRED when it is no longer the message's lease)."""
+        async with self._lock((group, handle.topic, handle.queue_id)):
+            key, token = self._current(group, handle)
+            await self._write([PopRecord(Kind.ACK, *key, offset=handle.offset, token=token)], "ack")
+            qs = self.book.queue(*key)
+            if qs is not None:
+                self._commit_floor(key, qs)
+
+    async def change(self, group: str, handle: ReceiptHandle, invisible_ms: int) -> ReceiptHandle:
+        """Make the message invisible for ``invisible_ms`` from now; its new receipt handle."""
+        async with self._lock((group, handle.topic, handle.queue_id)):
+            key, token = self._current(group, handle)
+            now = _now_ms()
+            new = self.book.new_token(now * 1000)
+            rec = PopRecord(Kind.CHANGE, *key, offset=handle.offset, token=token, new_token=new,
+                            deadline=now + invisible_ms)  # fmt: skip
+            await self._write([rec], "change of invisible time")
+            return ReceiptHandle(handle.broker, handle.topic, handle.queue_id, handle.offset, new)
+
+    # ------------------------------------------------------------------------------------------ dead letters
+    async def bury_due(self) -> int:
+        """Dead-letter every due lease whose last attempt it was (the background round)."""
+        n = 0
+        for key, offset in self.book.due(_now_ms(), 1024):
+            qs = self.book.queue(*key)
+            lease = qs.leases.get(offset) if qs is not None else None
+            if lease is None or lease.attempt < self.max_attempts(key[0]):
+                continue
+            async with self._lock(key):
+                n += await self._bury(key, [offset])
+        return n
+
+    async def _bury(self, key: QueueKey, offsets: list[int]) -> int:
+        group, topic, qid = key
+        qs = self.book.queue(*key)
+        n = 0
+        for offset in offsets:
+            lease = qs.leases.get(offset) if qs is not None else None
+            if lease is None or qs is None:
+                continue
+            dead = PopRecord(Kind.DEAD, *key, offset=offset, token=lease.token)
+            raw = self._stored(topic, qid, offset)
+            if raw is None:
+                await self._write([dead], "dead letter")
+                continue
+            revision = self.topics.revision
+            msg = self.dead_letter(group, decode_record(raw)[0], lease.attempt)
+            await self._write([dead], "dead letter", before=[msg])
+            if self.topics.revision != revision:
+                await self.topics.saved_since(revision, "dead letter")
+            self._commit_floor(key, qs)
+            self.dead_lettered += 1
+            n += 1
+        return n
+
+    def dead_letter(self, group: str, old: MessageExt, attempts: int) -> MessageExt:
+        """``old`` as the message ``%DLQ%<group>`` queue 0 keeps (its topic and id in properties)."""
+        topic = dlq_topic(group)
+        self.topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
+        props = dict(old.properties)
+        props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
+        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, old.uniq_key or old.offset_msg_id)
+        props.pop(PropertyKey.DELAY, None)
+        return MessageExt(topic=topic, body=old.body, flag=old.flag, properties=props, queue_id=0,
+                          sys_flag=old.sys_flag, born_timestamp=old.born_timestamp, born_host=old.born_host,
+                          store_host=self.store_host, reconsume_times=attempts)  # fmt: skip
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic's POP state goes with it."""
+        self.book.forget_topic(topic)
+        self._dirty = True
+
+
+def _refusal(result: PutResult | None, what: str) -> RemotingError:
+    if result is not None and result.disk_full is not None:
+        return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"{what} not recorded: the store's disk is full "
+                             f"({result.disk_full})", Reason.DISK_FULL)  # fmt: skip
+    status = result.status.name if result is not None else "not stored"
+    return RemotingError(ResponseCode.SYSTEM_ERROR, f"{what} not recorded in the POP log ({status}); nothing changed")
