@@ -84,9 +84,14 @@ async def pop_message(
     return PopResult([PoppedMessage(m, h, int(a)) for m, h, a in zip(msgs, handles, attempts, strict=True)], *head)
 
 
-async def ack_message(conn: Connection, group: str, handle: str, timeout: float = 5.0) -> None:
-    """ACK_MESSAGE: the message of ``handle`` is consumed (RECEIPT_HANDLE_EXPIRED: it was delivered again)."""
+async def ack_message(
+    conn: Connection, group: str, handle: str, timeout: float = 5.0, *, dead_letter: bool = False
+) -> None:
+    """ACK_MESSAGE: the message of ``handle`` is consumed (RECEIPT_HANDLE_EXPIRED: it was delivered again); with
+    ``dead_letter`` it goes to the group's dead-letter topic instead, in the same step."""
     fields = {"consumerGroup": group, "extraInfo": handle}
+    if dead_letter:
+        fields["deadLetter"] = "true"
     resp = await conn.request(RemotingCommand.request(RequestCode.ACK_MESSAGE, fields), timeout)
     if resp.code != ResponseCode.SUCCESS:
         raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)

@@ -13,7 +13,7 @@ from sievemq.filter.sql92.limits import MAX_LENGTH as SQL_MAX_LENGTH
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.names import group_problem, topic_problem
 
-CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 CONSUME_FROM = (
     "CONSUME_FROM_LAST_OFFSET",

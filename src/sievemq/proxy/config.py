@@ -32,6 +32,19 @@ class ProxyConfig:
     request_timeout_seconds: float = setting(
         "timeout of the proxy's requests to brokers and name servers", 3.0, above=0
     )
+    default_invisible_seconds: int = setting(
+        "invisible time of a received message when the client names none (a PushConsumer's receives)",
+        30,
+        lo=1,
+        hi=43200,
+    )
+    max_delivery_attempts: int = setting(
+        "deliveries of a message the server settings announce to 5.x consumers (the broker dead-letters after "
+        "the group's retryMaxTimes + 1)",
+        17,
+        lo=1,
+        hi=1000,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from sievemq.client.errors import MessageValidationError
+from sievemq.client.message import Message, decompress_body
 from sievemq.client.outgoing import Outgoing
+from sievemq.client.pop_api import PoppedMessage
 from sievemq.client.validation import RESERVED_PROPERTIES, validate_topic
 from sievemq.protocol.message import PropertyKey, properties_to_string
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
 from sievemq.proxy.v2 import definition_pb2 as pb
 
-__all__ = ["ProxyError", "outgoing_of", "route_queues"]
+__all__ = ["MESSAGE_GROUP_PROPERTY", "ProxyError", "message_of", "outgoing_of", "route_queues"]
 
 ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO)
 """Message types this proxy takes so far (delay and transaction come with their own steps)."""
+
+
+MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"
+"""Where a FIFO message's group travels in the 4.x record (as RocketMQ's proxy keeps it)."""
+_SYSTEM_PROPERTIES = RESERVED_PROPERTIES | {MESSAGE_GROUP_PROPERTY}
 
 
 class ProxyError(Exception):
@@ -90,8 +102,54 @@ def outgoing_of(msg: pb.Message, max_body_size: int) -> tuple[Outgoing, str | No
         if not sp.message_group:
             raise ProxyError(pb.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
         group = sp.message_group
+        props[MESSAGE_GROUP_PROPERTY] = group
     try:
         properties_to_string(props)
     except ValueError as e:
         raise ProxyError(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, str(e)) from None
-    return Outgoing(topic, bytes(msg.body), props, uniq_ids=[sp.message_id]), group
+    body = bytes(msg.body)
+    source = Message(topic, body)  # what a queue selector is shown (a FIFO group's selector only hashes the group)
+    return Outgoing(topic, body, props, uniq_ids=[sp.message_id], source=source), group
+
+
+def _timestamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def _host(host: tuple[str, int]) -> str:
+    return f"{host[0]}:{host[1]}"
+
+
+def message_of(popped: PoppedMessage, invisible_ms: int) -> pb.Message:
+    """A message handed out by a POP as a 5.x client receives it: user properties apart from the system ones,
+    the 4.x message id (``UNIQ_KEY``, else the offset id), an MD5 body digest (the clients check it), the receipt
+    handle and the delivery attempt; a FIFO message's group from ``__SHARDINGKEY``; compressed bodies inflated."""
+    m = popped.message
+    decompress_body(m)
+    props = m.properties
+    sp = pb.SystemProperties(
+        message_id=m.uniq_key or m.offset_msg_id,
+        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(m.body, usedforsecurity=False).hexdigest().upper()),
+        body_encoding=pb.IDENTITY,
+        message_type=pb.NORMAL,
+        born_timestamp=_timestamp(m.born_timestamp),
+        born_host=_host(m.born_host),
+        store_timestamp=_timestamp(m.store_timestamp),
+        store_host=_host(m.store_host),
+        queue_id=m.queue_id,
+        queue_offset=m.queue_offset,
+        receipt_handle=popped.handle,
+        delivery_attempt=popped.attempt,
+        invisible_duration=Duration(seconds=invisible_ms // 1000, nanos=(invisible_ms % 1000) * 1_000_000),
+    )
+    if m.tags:
+        sp.tag = m.tags
+    sp.keys.extend(m.keys)
+    group = props.get(MESSAGE_GROUP_PROPERTY)
+    if group:
+        sp.message_group = group
+        sp.message_type = pb.FIFO
+    if props.get(PropertyKey.TRAN_MSG) == "true":
+        sp.message_type = pb.TRANSACTION
+    user = {k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES}
+    return pb.Message(topic=pb.Resource(name=m.topic), user_properties=user, system_properties=sp, body=m.body)

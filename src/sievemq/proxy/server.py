@@ -41,8 +41,7 @@ class ProxyServer:
             raise RuntimeError(f"cannot listen on {where}: {e}") from None
         if not self.port:
             raise RuntimeError(f"cannot listen on {where}: the address is in use or not local")
-        service = MessagingService(self.config, self.producer)
-        service.endpoint = (self.config.advertised_ip, self.port)
+        service = MessagingService(self.config, self.producer, (self.config.advertised_ip, self.port))
         rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
         await self.server.start()
 

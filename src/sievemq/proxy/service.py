@@ -1,13 +1,16 @@
-"""The apache.rocketmq.v2 MessagingService on top of sievemq's 4.x client (docs/proxy.md §3).
+"""The apache.rocketmq.v2 MessagingService on top of sievemq's 4.x client (docs/proxy.md §3, §5).
 
-So far: QueryRoute (every queue at the proxy's endpoint), Heartbeat, NotifyClientTermination, the Telemetry settings
-handshake (the server's settings answer the client's: backoff policy, body size limit), and SendMessage of normal
-and FIFO messages (the message group is the sharding key). The other methods answer gRPC UNIMPLEMENTED.
+QueryRoute (every queue at the proxy's endpoint), Heartbeat, NotifyClientTermination, the Telemetry settings
+handshake (the server's settings answer the client's: backoff policy, body size limit; a consumer's settings
+register it with its brokers, ``clients.py``), SendMessage of normal and FIFO messages (the message group is the
+sharding key), and the consumer side in ``consume.py`` (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue, QueryAssignment). The other methods answer gRPC UNIMPLEMENTED.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,16 +20,23 @@ from sievemq.client.errors import NoRouteError
 from sievemq.client.message import SendStatus
 from sievemq.client.producer import Producer, shard_selector
 from sievemq.errors import RemotingError, RequestTimeoutError, SieveError
+from sievemq.protocol.route import TopicRouteData
+from sievemq.proxy.clients import ClientRegistry
 from sievemq.proxy.config import ProxyConfig
+from sievemq.proxy.consume import ConsumeService, client_id_of
 from sievemq.proxy.convert import ProxyError, outgoing_of, route_queues
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
 from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.connection import Connection
 
 __all__ = ["MessagingService"]
 
 log = logging.getLogger(__name__)
+
+ROUTE_TTL_S = 5.0
+MAX_CACHED_ROUTES = 4096
 
 _SEND_STATUS = {
     SendStatus.SEND_OK: pb.OK,
@@ -34,6 +44,9 @@ _SEND_STATUS = {
     SendStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
     SendStatus.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
 }
+CONSUMER_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+"""The invisible times a 5.x PushConsumer sets after failed attempts 1, 2, ... (RocketMQ's retry delays)."""
+
 _REMOTING: dict[int, int] = {
     ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
     ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
@@ -50,17 +63,36 @@ def _status(code: int, message: str = "OK") -> pb.Status:
 class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     """One proxy's service; ``producer`` is the 4.x producer that carries sends to the brokers."""
 
-    def __init__(self, config: ProxyConfig, producer: Producer) -> None:
+    def __init__(self, config: ProxyConfig, producer: Producer, endpoint: tuple[str, int] | None = None) -> None:
         self.config = config
         self.producer = producer
-        self.endpoint = (config.advertised_ip, config.listen_port)
+        self.endpoint = endpoint or (config.advertised_ip, config.listen_port)
+        self._routes: dict[str, tuple[float, TopicRouteData | None]] = {}
+        timeout = config.request_timeout_seconds
+        self.clients = ClientRegistry(self.route, self.broker_conn, timeout)
+        self.consume = ConsumeService(config, self.clients, self.route, self.broker_conn, self.endpoint)
+
+    async def route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route from the name servers, cached for ``ROUTE_TTL_S``."""
+        now = time.monotonic()
+        cached = self._routes.get(topic)
+        if cached is not None and now - cached[0] < ROUTE_TTL_S:
+            return cached[1]
+        route = await self.producer._running().fetch_route(topic)
+        if len(self._routes) >= MAX_CACHED_ROUTES:
+            self._routes.clear()
+        self._routes[topic] = (now, route)
+        return route
+
+    async def broker_conn(self, addr: str) -> Connection:
+        """The pooled connection to a broker."""
+        return await self.producer._running().pool.get(addr)
 
     # ------------------------------------------------------------------------------------------ routes
     async def QueryRoute(self, request: svc.QueryRouteRequest, context: Any) -> svc.QueryRouteResponse:
         """The topic's queues, every one at this proxy's endpoint."""
-        inst = self.producer._running()
         try:
-            route = await inst.fetch_route(request.topic.name)
+            route = await self.route(request.topic.name)
         except (SieveError, OSError) as e:
             return svc.QueryRouteResponse(status=_status(pb.INTERNAL_SERVER_ERROR, f"name server: {e}"))
         if route is None or not route.queue_datas:
@@ -69,13 +101,16 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
                                                                                           self.endpoint))  # fmt: skip
 
     async def Heartbeat(self, request: svc.HeartbeatRequest, context: Any) -> svc.HeartbeatResponse:
-        """Clients of this proxy are known by their Telemetry stream; a heartbeat is answered OK."""
+        """A consumer's heartbeat refreshes its registration at its brokers."""
+        await self.clients.seen(client_id_of(context))
+        self.clients.expire()
         return svc.HeartbeatResponse(status=_status(pb.OK))
 
     async def NotifyClientTermination(
         self, request: svc.NotifyClientTerminationRequest, context: Any
     ) -> svc.NotifyClientTerminationResponse:
-        """A client says goodbye."""
+        """A client says goodbye: a consumer is unregistered at its brokers."""
+        await self.clients.forget(client_id_of(context))
         return svc.NotifyClientTerminationResponse(status=_status(pb.OK))
 
     # ------------------------------------------------------------------------------------------ telemetry
@@ -91,14 +126,30 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
         if theirs.WhichOneof("pub_sub") == "publishing":
             ours.publishing.max_body_size = self.config.max_body_size
             ours.publishing.validate_message_type = False
+        elif theirs.WhichOneof("pub_sub") == "subscription":
+            ours.backoff_policy.CopyFrom(pb.RetryPolicy(
+                max_attempts=self.config.max_delivery_attempts,
+                customized_backoff=pb.CustomizedBackoff(next=[Duration(seconds=s) for s in CONSUMER_BACKOFF_S]),
+            ))  # fmt: skip
+            ours.subscription.fifo = False
+            if not theirs.subscription.HasField("receive_batch_size"):
+                ours.subscription.receive_batch_size = 32
+            if not theirs.subscription.HasField("long_polling_timeout"):
+                ours.subscription.long_polling_timeout.CopyFrom(Duration(seconds=20))
         return ours
 
     async def Telemetry(
         self, request_iterator: AsyncIterator[svc.TelemetryCommand], context: Any
     ) -> AsyncIterator[svc.TelemetryCommand]:
-        """Answer each of the client's settings with the server's."""
+        """Answer each of the client's settings with the server's (a consumer's register it with its brokers)."""
+        client_id = client_id_of(context)
         async for cmd in request_iterator:
             if cmd.WhichOneof("command") == "settings":
+                try:
+                    await self.clients.settle(client_id, cmd.settings)
+                except RuntimeError as e:
+                    yield svc.TelemetryCommand(status=_status(pb.TOO_MANY_REQUESTS, str(e)))
+                    continue
                 yield svc.TelemetryCommand(status=_status(pb.OK), settings=self._settings(cmd.settings))
 
     # ------------------------------------------------------------------------------------------ sending
@@ -131,3 +182,31 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
         else:
             status = _status(pb.MULTIPLE_RESULTS, "the messages ended differently: see each entry")
         return svc.SendMessageResponse(status=status, entries=entries)
+
+    # ------------------------------------------------------------------------------------------ consuming
+    async def ReceiveMessage(
+        self, request: svc.ReceiveMessageRequest, context: Any
+    ) -> AsyncIterator[svc.ReceiveMessageResponse]:
+        """One POP of the named queue (``consume.py``); grpc.aio wants the handler itself to be the generator."""
+        async for response in self.consume.receive(request, context):
+            yield response
+
+    async def AckMessage(self, request: svc.AckMessageRequest, context: Any) -> svc.AckMessageResponse:
+        """Ack received messages (``consume.py``)."""
+        return await self.consume.ack(request, context)
+
+    async def ChangeInvisibleDuration(
+        self, request: svc.ChangeInvisibleDurationRequest, context: Any
+    ) -> svc.ChangeInvisibleDurationResponse:
+        """Move a received message's deadline (``consume.py``)."""
+        return await self.consume.change(request, context)
+
+    async def ForwardMessageToDeadLetterQueue(
+        self, request: svc.ForwardMessageToDeadLetterQueueRequest, context: Any
+    ) -> svc.ForwardMessageToDeadLetterQueueResponse:
+        """Dead-letter a received message now (``consume.py``)."""
+        return await self.consume.forward_to_dlq(request, context)
+
+    async def QueryAssignment(self, request: svc.QueryAssignmentRequest, context: Any) -> svc.QueryAssignmentResponse:
+        """The queues a PushConsumer receives from (``consume.py``)."""
+        return await self.consume.assignment(request, context)

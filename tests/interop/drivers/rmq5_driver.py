@@ -6,8 +6,17 @@ Run with the interpreter of ``.interop/venv-rmq5``::
     rmq5_driver.py produce --endpoints H:P --topic T --count N [--tag TagA] [--key-prefix k] [--prop k=v ...]
                            [--group G (FIFO: the message group)]
 
-One JSON object per line: ``started``, ``sent`` (i, message_id, offset), ``error`` (i, error), ``done``.
-Exit 0 when every message was sent, 1 otherwise.
+    rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
+                           --count N [--invisible S] [--await S] [--timeout S] [--hold-first K] [--change S]
+    rmq5_driver.py push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
+                           [--fail-first K] [--timeout S]
+
+One JSON object per line: ``started``, ``sent`` (i, message_id, offset), ``received`` (message_id, body, tag,
+keys, properties, attempt, group, topic), ``acked``, ``error`` (i, error), ``done``. A consumer prints
+``ready`` after its first (empty) receive, stops after ``count`` acked messages or ``timeout`` seconds; with
+``--hold-first K`` it does not ack the first K deliveries (they come back after the invisible time), with
+``--change S`` it first sets each held message's invisible time to S seconds. A push consumer fails the first K
+deliveries. Exit 0 when a producer sent everything / a consumer acked ``count``, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -57,6 +66,100 @@ def produce(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _expression(args: argparse.Namespace) -> Any:
+    from rocketmq import FilterExpression
+    from rocketmq.grpc_protocol import FilterType
+
+    if args.sql:
+        return FilterExpression(args.sql, FilterType.SQL)
+    return FilterExpression(args.tag_expr or "*")
+
+
+def _received(m: Any) -> dict[str, Any]:
+    return {"message_id": m.message_id, "body": m.body.decode(errors="replace"), "tag": m.tag,
+            "keys": sorted(m.keys), "properties": dict(m.properties), "attempt": m.delivery_attempt,
+            "group": m.message_group, "topic": m.topic}  # fmt: skip
+
+
+def simple_consume(args: argparse.Namespace) -> int:
+    import time
+
+    from rocketmq import ClientConfiguration, Credentials, SimpleConsumer
+
+    config = ClientConfiguration(args.endpoints, Credentials())
+    consumer = SimpleConsumer(config, args.group, {args.topic: _expression(args)}, await_duration=args.await_s)
+    consumer.startup()
+    emit("started", role="simple-consumer", topic=args.topic)
+    acked = 0
+    held = 0
+    ready = False
+    deadline = time.monotonic() + args.timeout
+    try:
+        while acked < args.count and time.monotonic() < deadline:
+            try:
+                msgs = consumer.receive(32, args.invisible)
+            except Exception as e:
+                emit("error", error=f"{type(e).__name__}: {e}")
+                time.sleep(0.5)
+                continue
+            if not ready:
+                ready = True
+                emit("ready")
+            for m in msgs:
+                emit("received", **_received(m))
+                if held < args.hold_first:
+                    held += 1
+                    if args.change:
+                        consumer.change_invisible_duration(m, args.change)
+                        emit("changed", message_id=m.message_id)
+                    continue
+                consumer.ack(m)
+                acked += 1
+                emit("acked", message_id=m.message_id)
+    finally:
+        consumer.shutdown()
+    emit("done", acked=acked)
+    return 0 if acked >= args.count else 1
+
+
+def push_consume(args: argparse.Namespace) -> int:
+    import threading
+    import time
+
+    from rocketmq import ClientConfiguration, ConsumeResult, Credentials, MessageListener, PushConsumer
+
+    lock = threading.Lock()
+    state = {"acked": 0, "failed": 0}
+
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, message: Any) -> Any:
+            with lock:
+                emit("received", **_received(message))
+                if state["failed"] < args.fail_first:
+                    state["failed"] += 1
+                    return ConsumeResult.FAILURE
+                state["acked"] += 1
+                emit("acked", message_id=message.message_id)
+                return ConsumeResult.SUCCESS
+
+    config = ClientConfiguration(args.endpoints, Credentials())
+    consumer = PushConsumer(config, args.group, Listener(), {args.topic: _expression(args)})
+    consumer.startup()
+    emit("started", role="push-consumer", topic=args.topic)
+    emit("ready")
+    deadline = time.monotonic() + args.timeout
+    try:
+        while time.monotonic() < deadline:
+            with lock:
+                if state["acked"] >= args.count:
+                    break
+            time.sleep(0.2)
+    finally:
+        consumer.shutdown()
+    emit("done", acked=state["acked"])
+    return 0 if state["acked"] >= args.count else 1
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rmq5_driver.py")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -68,7 +171,25 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--key-prefix", default="")
     pp.add_argument("--prop", action="append", default=[])
     pp.add_argument("--group", default="")
+    for name in ("simple-consume", "push-consume"):
+        cp = sub.add_parser(name)
+        cp.add_argument("--endpoints", required=True)
+        cp.add_argument("--topic", required=True)
+        cp.add_argument("--group", required=True)
+        cp.add_argument("--tag-expr", default="")
+        cp.add_argument("--sql", default="")
+        cp.add_argument("--count", type=int, default=1)
+        cp.add_argument("--timeout", type=float, default=60.0)
+        cp.add_argument("--invisible", type=int, default=10)
+        cp.add_argument("--await", dest="await_s", type=int, default=2)
+        cp.add_argument("--hold-first", type=int, default=0)
+        cp.add_argument("--change", type=int, default=0)
+        cp.add_argument("--fail-first", type=int, default=0)
     args = p.parse_args(argv)
+    if args.cmd == "simple-consume":
+        return simple_consume(args)
+    if args.cmd == "push-consume":
+        return push_consume(args)
     return produce(args)
 
 

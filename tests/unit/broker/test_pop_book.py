@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sievemq.broker.pop.book import PopBook
-from sievemq.broker.pop.handles import HandleError, ReceiptHandle
 from sievemq.broker.pop.records import Kind, PopRecord, parse_record, record_message
+from sievemq.protocol.receipt_handle import HandleError, ReceiptHandle
 
 HOST = ("127.0.0.1", 10911)
 

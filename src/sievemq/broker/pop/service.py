@@ -32,7 +32,6 @@ from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop.book import PopBook, QueueKey, QueueState
-from sievemq.broker.pop.handles import ReceiptHandle
 from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, parse_record, record_message
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.write_gate import OPEN, WriteGate
@@ -40,6 +39,7 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
 from sievemq.protocol.names import dlq_topic
 from sievemq.protocol.reasons import Reason
+from sievemq.protocol.receipt_handle import ReceiptHandle
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import GetStatus, MessageStore, PutResult, PutStatus
@@ -222,6 +222,16 @@ class PopService:
         group, topic, qid = key
         self.offsets.commit(group, topic, qid, qs.floor())
 
+    async def prepare(self, group: str, topic: str) -> None:
+        """A POP consumer of ``group`` subscribed ``topic`` (its heartbeat): a group new to the topic starts at the
+        queues' ends now, not at its first POP of each queue (messages sent in between belong to it)."""
+        if self.book.knows_topic(group, topic) or self.gate.write_refusal() is not None:
+            return
+        tc = self.topics.get(topic)
+        if tc is None or tc.read_queue_nums <= 0:
+            return
+        await self._ensure_queue(PopRequest(group, topic, 0, 1, 1000))
+
     async def _ensure_queue(self, req: PopRequest) -> QueueState:
         """The queue's state, written first as an ``init`` record for a group new to the topic (or queue)."""
         qs = self.book.queue(req.group, req.topic, req.queue_id)
@@ -337,10 +347,14 @@ class PopService:
                                 Reason.RECEIPT_HANDLE_EXPIRED)  # fmt: skip
         return key, lease.token
 
-    async def ack(self, group: str, handle: ReceiptHandle) -> None:
-        """End the lease ``handle`` names (RECEIPT_HANDLE_EXPIRED when it is no longer the message's lease)."""
+    async def ack(self, group: str, handle: ReceiptHandle, dead_letter: bool = False) -> None:
+        """End the lease ``handle`` names (RECEIPT_HANDLE_EXPIRED when it is no longer the message's lease); with
+        ``dead_letter`` the message goes to the group's dead-letter topic in the same step."""
         async with self._lock((group, handle.topic, handle.queue_id)):
             key, token = self._current(group, handle)
+            if dead_letter:
+                await self._bury(key, [handle.offset])
+                return
             await self._write([PopRecord(Kind.ACK, *key, offset=handle.offset, token=token)], "ack")
             qs = self.book.queue(*key)
             if qs is not None:

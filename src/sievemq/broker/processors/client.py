@@ -4,6 +4,7 @@ CHECK_CLIENT_CONFIG (46), and the ordered-consumption locks LOCK_BATCH_MQ (41) /
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,8 @@ class ClientProcessor:
     filters: ConsumerFilterManager
     locks: QueueLocks
     property_filter: bool = True
+    pop_start: Callable[[str, str], Awaitable[None]] | None = None
+    """Called for each topic a POP consumer (``CONSUME_POP``) subscribes: fixes where a new group starts."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the client-management codes into ``table``."""
@@ -95,6 +98,12 @@ class ClientProcessor:
                 remark = info.remark(hb.client_id, sub.topic) if info else None
                 if remark:
                     refused.append(RefusedSubscription(data.group, sub.topic, remark))
+        if self.pop_start is not None:
+            for data in hb.consumers:
+                if data.consume_type == "CONSUME_POP":
+                    for sub in data.subscriptions:
+                        if not any(r.group == data.group and r.topic == sub.topic for r in refused):
+                            await self.pop_start(data.group, sub.topic)
         # Success either way (a failed heartbeat would make clients drop the broker): the refusals travel in the
         # remark (for people) and in the reason fields (for sievemq's client, which raises them from start()).
         if not refused:

@@ -9,7 +9,8 @@ records in the body (as a pull's), and in the header ``handles`` (the receipt ha
 records' order), ``attempts`` (each one's delivery attempt, ``,``-separated), ``popTime``, ``invisibleTime``,
 ``restNum``. Nothing to hand out: PULL_NOT_FOUND.
 
-ACK_MESSAGE header: ``consumerGroup``, ``extraInfo`` (the receipt handle). CHANGE_MESSAGE_INVISIBLETIME: the same
+ACK_MESSAGE header: ``consumerGroup``, ``extraInfo`` (the receipt handle), ``deadLetter`` (true: to the group's
+dead-letter topic now, as ForwardMessageToDeadLetterQueue asks). CHANGE_MESSAGE_INVISIBLETIME: the same
 and ``invisibleTime``; its answer's ``extraInfo`` is the new receipt handle.
 """
 
@@ -22,7 +23,6 @@ from sievemq.broker.clients import ConsumerManager
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.filters import build_filter
 from sievemq.broker.groups import SubscriptionGroupManager
-from sievemq.broker.pop.handles import HandleError, ReceiptHandle
 from sievemq.broker.pop.service import PopRequest, PopService
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager
@@ -30,6 +30,7 @@ from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.reasons import Reason
+from sievemq.protocol.receipt_handle import HandleError, ReceiptHandle
 from sievemq.protocol.route import PERM_READ
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -150,7 +151,8 @@ class PopProcessor:
         self._writable()
         group = require_str(cmd.ext_fields, "consumerGroup")
         self._group(group)
-        await self.pop.ack(group, parse_handle(cmd.ext_fields))
+        dead = (get_str(cmd.ext_fields, "deadLetter") or "").lower() == "true"
+        await self.pop.ack(group, parse_handle(cmd.ext_fields), dead)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def change_invisible_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -1,0 +1,149 @@
+"""5.x consumers (rocketmq-python-client 5.1.2) through ``sievemq proxy``, on the brokers' POP (docs/pop.md,
+docs/proxy.md §5): SimpleConsumer with TAG and SQL92 filters gets exactly the matching messages with tag, keys and
+properties intact; acked ones never come back, unacked ones do (attempt 2); a PushConsumer's failed message comes
+back; subscription consistency holds for 5.x groups; messages of 4.x producers reach 5.x consumers and back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sievemq import Message, Producer
+from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
+from tests.interop.test_against_sievemq import create_topic, ns
+from tests.support.procs import Proc, dev_proc, proxy_proc
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
+    tmp = tmp_path_factory.mktemp("interop-proxy-consume")
+    dev = dev_proc(tmp).start()
+    proxy = proxy_proc(tmp, ns(dev))
+    try:
+        proxy.start()
+        yield dev, proxy
+    finally:
+        assert proxy.stop() == 0, proxy.log()
+        assert dev.stop() == 0, dev.log()
+
+
+def _produce_4x(dev: Proc, topic: str, specs: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """Send with sievemq's 4.x producer: (tag, properties) per message, body ``m<i>``, key ``k<i>``."""
+
+    async def go() -> list[str]:
+        async with Producer(ns(dev), unique_name("P4")) as p:
+            out = []
+            for i, (tag, props) in enumerate(specs):
+                r = await p.send(Message(topic, f"m{i}".encode(), tags=tag, keys=[f"k{i}"], properties=props))
+                out.append(r.msg_id)
+            return out
+
+    return asyncio.run(go())
+
+
+def _consumer(proxy: Proc, topic: str, group: str, count: int, *extra: str, kind: str = "simple-consume") -> DriverProcess:
+    c = start_driver("rmq5", [kind, "--endpoints", proxy.addr, "--topic", topic, "--group", group, "--count",
+                              str(count), *extra])  # fmt: skip
+    c.wait_for("ready", timeout=90)
+    return c
+
+
+@pytest.mark.parametrize(
+    ("expr", "wanted"),
+    [(("--tag-expr", "TagA || TagB"), [0, 1, 3, 5]), (("--sql", "a > 5 AND b = 'x'"), [3, 5])],
+    ids=["tag", "sql92"],
+)
+def test_simple_consumer_receives_exactly_the_matching_messages(
+    cluster: tuple[Proc, Proc], expr: tuple[str, str], wanted: list[int]
+) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxC")
+    create_topic(dev, topic, queues=2)
+    c = _consumer(proxy, topic, unique_name("G5"), len(wanted), *expr, "--timeout", "60")
+    tags = ["TagA", "TagB", "TagC", "TagA", "TagC", "TagB"]
+    ids = _produce_4x(dev, topic, [(t, {"a": str(i * 2), "b": "x" if i % 2 else "y"}) for i, t in enumerate(tags)])
+    assert c.wait(timeout=90) == 0, c.describe()
+    got = {e["body"]: e for e in c.of("received")}
+    assert sorted(got) == sorted(f"m{i}" for i in wanted), c.describe()
+    for i in wanted:
+        e = got[f"m{i}"]
+        assert (e["tag"], e["keys"], e["message_id"], e["attempt"]) == (tags[i], [f"k{i}"], ids[i], 1), e
+        assert e["properties"] == {"a": str(i * 2), "b": "x" if i % 2 else "y"}, e
+    assert len(c.of("received")) == len(wanted), "each message delivered once"
+
+
+def test_an_unacked_message_comes_back_with_attempt_2_and_an_acked_one_never(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxR")
+    create_topic(dev, topic, queues=1)
+    c = _consumer(proxy, topic, unique_name("G5"), 3, "--hold-first", "1", "--invisible", "2", "--timeout", "40")
+    _produce_4x(dev, topic, [("T", {}), ("T", {}), ("T", {})])
+    assert c.wait(timeout=60) == 0, c.describe()
+    received = [(e["body"], e["attempt"]) for e in c.of("received")]
+    held = received[0][0]
+    assert received.count((held, 1)) == 1 and received.count((held, 2)) == 1, received
+    assert len(received) == 4, f"the two acked at once were never delivered again: {received}"
+
+
+def test_a_change_of_invisible_duration_delays_the_redelivery(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxI")
+    create_topic(dev, topic, queues=1)
+    c = _consumer(proxy, topic, unique_name("G5"), 1, "--hold-first", "1", "--invisible", "1", "--change", "4",
+                  "--timeout", "40")  # fmt: skip
+    _produce_4x(dev, topic, [("T", {})])
+    assert c.wait(timeout=60) == 0, c.describe()
+    times = [e for e in c.events if e.get("event") in ("received", "changed")]
+    assert [e["event"] for e in times] == ["received", "changed", "received"], c.describe()
+    assert [e["attempt"] for e in c.of("received")] == [1, 2]
+
+
+def test_push_consumer_receives_and_a_failed_message_comes_back(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxP")
+    create_topic(dev, topic, queues=2)
+    c = _consumer(proxy, topic, unique_name("G5"), 4, "--tag-expr", "TagA", "--fail-first", "1", "--timeout", "60",
+                  kind="push-consume")  # fmt: skip
+    _produce_4x(dev, topic, [("TagA", {}), ("TagB", {}), ("TagA", {}), ("TagA", {}), ("TagA", {})])
+    assert c.wait(timeout=90) == 0, c.describe()
+    acked_bodies = {e["body"] for e in c.of("received")}
+    assert acked_bodies == {"m0", "m2", "m3", "m4"}, c.describe()
+    attempts = sorted(e["attempt"] for e in c.of("received"))
+    assert attempts == [1, 1, 1, 1, 2], f"the failed one came back once: {c.describe()}"
+
+
+def test_5x_producer_to_5x_consumer_with_fifo_group(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxF")
+    create_topic(dev, topic, queues=2)
+    c = _consumer(proxy, topic, unique_name("G5"), 4, "--timeout", "60")
+    res = run_driver("rmq5", ["produce", "--endpoints", proxy.addr, "--topic", topic, "--count", "4", "--tag", "TagF",
+                              "--key-prefix", "k", "--prop", "n={i}", "--group", "orders"], timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.describe()
+    assert c.wait(timeout=90) == 0, c.describe()
+    got = c.of("received")
+    assert [e["body"] for e in got] == [f"body-{i}" for i in range(4)], "one message group, one queue, in order"
+    assert all(e["group"] == "orders" and e["tag"] == "TagF" for e in got), got
+    assert [e["properties"] for e in got] == [{"n": str(i)} for i in range(4)]
+
+
+def test_two_5x_consumers_of_one_group_with_different_filters_the_second_is_refused(
+    cluster: tuple[Proc, Proc],
+) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxS")
+    create_topic(dev, topic, queues=1)
+    group = unique_name("G5")
+    first = _consumer(proxy, topic, group, 1, "--tag-expr", "TagA", "--timeout", "40")
+    second = start_driver("rmq5", ["simple-consume", "--endpoints", proxy.addr, "--topic", topic, "--group", group,
+                                   "--count", "1", "--tag-expr", "TagB", "--timeout", "12"])  # fmt: skip
+    assert second.wait(timeout=60) == 1, second.describe()
+    errors = [e["error"] for e in second.of("error")]
+    assert errors and all("Forbidden" in e or "40300" in e or "subscri" in e.lower() for e in errors), second.describe()
+    _produce_4x(dev, topic, [("TagA", {})])
+    assert first.wait(timeout=60) == 0, first.describe()
