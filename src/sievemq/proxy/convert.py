@@ -18,8 +18,8 @@ from sievemq.proxy.v2 import definition_pb2 as pb
 
 __all__ = ["MESSAGE_GROUP_PROPERTY", "ProxyError", "message_of", "outgoing_of", "route_queues"]
 
-ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO)
-"""Message types this proxy takes so far (delay and transaction come with their own steps)."""
+ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.TRANSACTION)
+"""Message types this proxy takes so far (delay comes with the broker's timer)."""
 
 
 MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"

@@ -7,6 +7,7 @@ import grpc
 from sievemq.client.producer import Producer
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.service import MessagingService
+from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
 
 __all__ = ["PROXY_PRODUCER_GROUP", "ProxyServer"]
@@ -22,6 +23,8 @@ class ProxyServer:
         timeout = config.request_timeout_seconds
         self.producer = Producer(config.namesrv_list(), PROXY_PRODUCER_GROUP, send_timeout=timeout,
                                  request_timeout=timeout)  # fmt: skip
+        self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout)
+        self.transactions = ProxyTransactions(self.tx_producer, timeout)
         # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         self.port = 0
@@ -34,6 +37,8 @@ class ProxyServer:
     async def start(self) -> None:
         """Start the producer and listen."""
         await self.producer.start()
+        self.transactions.bind()
+        await self.tx_producer.start()
         where = f"{self.config.listen_host}:{self.config.listen_port}"
         try:
             self.port = self.server.add_insecure_port(where)
@@ -41,11 +46,13 @@ class ProxyServer:
             raise RuntimeError(f"cannot listen on {where}: {e}") from None
         if not self.port:
             raise RuntimeError(f"cannot listen on {where}: the address is in use or not local")
-        service = MessagingService(self.config, self.producer, (self.config.advertised_ip, self.port))
+        endpoint = (self.config.advertised_ip, self.port)
+        service = MessagingService(self.config, self.producer, endpoint, self.transactions)
         rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
         await self.server.start()
 
     async def stop(self) -> None:
         """Stop listening (in-flight calls get a second), then the producer."""
         await self.server.stop(1.0)
+        await self.tx_producer.close()
         await self.producer.close()

@@ -9,6 +9,7 @@ ForwardMessageToDeadLetterQueue, QueryAssignment). The other methods answer gRPC
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -25,6 +26,7 @@ from sievemq.proxy.clients import ClientRegistry
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.consume import ConsumeService, client_id_of
 from sievemq.proxy.convert import ProxyError, outgoing_of, route_queues
+from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
@@ -63,9 +65,17 @@ def _status(code: int, message: str = "OK") -> pb.Status:
 class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     """One proxy's service; ``producer`` is the 4.x producer that carries sends to the brokers."""
 
-    def __init__(self, config: ProxyConfig, producer: Producer, endpoint: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        producer: Producer,
+        endpoint: tuple[str, int] | None = None,
+        transactions: ProxyTransactions | None = None,
+    ) -> None:
+        """``transactions``: the transactional side (None: transactional messages are refused as UNSUPPORTED)."""
         self.config = config
         self.producer = producer
+        self.transactions = transactions or ProxyTransactions(None, config.request_timeout_seconds)
         self.endpoint = endpoint or (config.advertised_ip, config.listen_port)
         self._routes: dict[str, tuple[float, TopicRouteData | None]] = {}
         timeout = config.request_timeout_seconds
@@ -143,19 +153,40 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     ) -> AsyncIterator[svc.TelemetryCommand]:
         """Answer each of the client's settings with the server's (a consumer's register it with its brokers)."""
         client_id = client_id_of(context)
-        async for cmd in request_iterator:
-            if cmd.WhichOneof("command") == "settings":
-                try:
-                    await self.clients.settle(client_id, cmd.settings)
-                except RuntimeError as e:
-                    yield svc.TelemetryCommand(status=_status(pb.TOO_MANY_REQUESTS, str(e)))
-                    continue
-                yield svc.TelemetryCommand(status=_status(pb.OK), settings=self._settings(cmd.settings))
+        out: asyncio.Queue[svc.TelemetryCommand | None] = asyncio.Queue()
+
+        async def read() -> None:
+            try:
+                async for cmd in request_iterator:
+                    if cmd.WhichOneof("command") != "settings":
+                        continue  # answers to commands this proxy does not send (stack traces, verifications)
+                    try:
+                        await self.clients.settle(client_id, cmd.settings)
+                    except RuntimeError as e:
+                        out.put_nowait(svc.TelemetryCommand(status=_status(pb.TOO_MANY_REQUESTS, str(e))))
+                        continue
+                    if cmd.settings.WhichOneof("pub_sub") == "publishing" and client_id:
+                        topics = [t.name for t in cmd.settings.publishing.topics]
+                        self.transactions.attach(client_id, topics, out)  # it may be asked to check transactions
+                    out.put_nowait(svc.TelemetryCommand(status=_status(pb.OK), settings=self._settings(cmd.settings)))
+            finally:
+                out.put_nowait(None)
+
+        reader = asyncio.create_task(read(), name="telemetry-read")
+        try:
+            while (item := await out.get()) is not None:
+                yield item
+        finally:
+            reader.cancel()
+            if self.transactions.streams.get(client_id, None) is not None:
+                self.transactions.detach(client_id)
 
     # ------------------------------------------------------------------------------------------ sending
     async def _send_one(self, msg: pb.Message) -> svc.SendResultEntry:
         try:
             out, group = outgoing_of(msg, self.config.max_body_size)
+            if msg.system_properties.message_type == pb.TRANSACTION:
+                return await self.transactions.send_half(out)
             selector = shard_selector(group) if group is not None else None
             r = await self.producer.send_outgoing(out, selector=selector, timeout=self.config.request_timeout_seconds)
         except ProxyError as e:
@@ -210,3 +241,8 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     async def QueryAssignment(self, request: svc.QueryAssignmentRequest, context: Any) -> svc.QueryAssignmentResponse:
         """The queues a PushConsumer receives from (``consume.py``)."""
         return await self.consume.assignment(request, context)
+
+    # ------------------------------------------------------------------------------------------ transactions
+    async def EndTransaction(self, request: svc.EndTransactionRequest, context: Any) -> svc.EndTransactionResponse:
+        """Commit or roll back a transactional message (``transactions.py``)."""
+        return svc.EndTransactionResponse(status=await self.transactions.end(request))

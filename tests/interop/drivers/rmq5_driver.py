@@ -8,6 +8,8 @@ Run with the interpreter of ``.interop/venv-rmq5``::
 
     rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
                            --count N [--invisible S] [--await S] [--timeout S] [--hold-first K] [--change S]
+    rmq5_driver.py tx-produce --endpoints H:P --topic T --count N [--end commit|rollback|none]
+                           [--check-answer commit|rollback] [--linger S]
     rmq5_driver.py push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
                            [--fail-first K] [--timeout S]
 
@@ -160,6 +162,51 @@ def push_consume(args: argparse.Namespace) -> int:
     return 0 if state["acked"] >= args.count else 1
 
 
+def tx_produce(args: argparse.Namespace) -> int:
+    """Transactions: each message's end is ``--end`` (commit, rollback, or none: the server's check decides,
+    answered with ``--check-answer``); stays up ``--linger`` seconds for check-backs."""
+    import time
+
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker, TransactionResolution
+
+    class Checker(TransactionChecker):  # type: ignore[misc]
+        def check(self, message: Any) -> Any:
+            emit("checked", message_id=message.message_id, body=message.body.decode(errors="replace"))
+            if args.check_answer == "commit":
+                return TransactionResolution.COMMIT
+            return TransactionResolution.ROLLBACK
+
+    config = ClientConfiguration(args.endpoints, Credentials())
+    producer = Producer(config, (args.topic,), Checker())
+    producer.startup()
+    emit("started", role="tx-producer", topic=args.topic)
+    failed = 0
+    try:
+        for i in range(args.count):
+            msg = Message()
+            msg.topic = args.topic
+            msg.body = f"tx-{i}".encode()
+            msg.tag = "TagT"
+            msg.keys = f"t{i}"
+            tx = producer.begin_transaction()
+            try:
+                r = producer.send(msg, tx)
+                emit("sent", i=i, message_id=r.message_id, transaction_id=r.transaction_id)
+                if args.end == "commit":
+                    tx.commit()
+                elif args.end == "rollback":
+                    tx.rollback()
+                emit("ended", i=i, end=args.end)
+            except Exception as e:
+                failed += 1
+                emit("error", i=i, error=f"{type(e).__name__}: {e}")
+        time.sleep(args.linger)
+    finally:
+        producer.shutdown()
+    emit("done", failed=failed)
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="rmq5_driver.py")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -171,6 +218,13 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--key-prefix", default="")
     pp.add_argument("--prop", action="append", default=[])
     pp.add_argument("--group", default="")
+    tp = sub.add_parser("tx-produce")
+    tp.add_argument("--endpoints", required=True)
+    tp.add_argument("--topic", required=True)
+    tp.add_argument("--count", type=int, default=1)
+    tp.add_argument("--end", choices=("commit", "rollback", "none"), default="commit")
+    tp.add_argument("--check-answer", choices=("commit", "rollback"), default="commit")
+    tp.add_argument("--linger", type=float, default=0.0)
     for name in ("simple-consume", "push-consume"):
         cp = sub.add_parser(name)
         cp.add_argument("--endpoints", required=True)
@@ -190,6 +244,8 @@ def main(argv: list[str]) -> int:
         return simple_consume(args)
     if args.cmd == "push-consume":
         return push_consume(args)
+    if args.cmd == "tx-produce":
+        return tx_produce(args)
     return produce(args)
 
 
