@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sievemq import Message, Producer
+from sievemq.devcert import dev_certificate
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
 from tests.interop.test_against_sievemq import create_topic, ns
 from tests.support.procs import Proc, dev_proc, proxy_proc
@@ -46,7 +47,9 @@ def _produce_4x(dev: Proc, topic: str, specs: list[tuple[str, dict[str, str]]]) 
     return asyncio.run(go())
 
 
-def _consumer(proxy: Proc, topic: str, group: str, count: int, *extra: str, kind: str = "simple-consume") -> DriverProcess:
+def _consumer(
+    proxy: Proc, topic: str, group: str, count: int, *extra: str, kind: str = "simple-consume"
+) -> DriverProcess:
     c = start_driver("rmq5", [kind, "--endpoints", proxy.addr, "--topic", topic, "--group", group, "--count",
                               str(count), *extra])  # fmt: skip
     c.wait_for("ready", timeout=90)
@@ -147,3 +150,29 @@ def test_two_5x_consumers_of_one_group_with_different_filters_the_second_is_refu
     assert errors and all("Forbidden" in e or "40300" in e or "subscri" in e.lower() for e in errors), second.describe()
     _produce_4x(dev, topic, [("TagA", {})])
     assert first.wait(timeout=60) == 0, first.describe()
+
+
+def test_a_proxy_with_tls_serves_5x_clients_that_trust_its_certificate(
+    cluster: tuple[Proc, Proc], tmp_path: Path
+) -> None:
+    dev, _ = cluster
+    issued = dev_certificate(tmp_path, ("127.0.0.1",))
+    tls = proxy_proc(tmp_path, ns(dev), "proxy-tls")
+    tls.args += ["--tls-mode", "enforcing", "--tls-server-cert-path", str(issued.cert), "--tls-server-key-path",
+                 str(issued.key)]  # fmt: skip
+    tls.start()
+    try:
+        topic = unique_name("PxTls")
+        create_topic(dev, topic, queues=1)
+        env = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(issued.cert)}
+        c = start_driver("rmq5", ["simple-consume", "--endpoints", tls.addr, "--topic", topic, "--group",
+                                  unique_name("G5"), "--count", "2", "--timeout", "40", "--tls"], env=env)  # fmt: skip
+        c.wait_for("ready", timeout=90)
+        res = run_driver("rmq5", ["produce", "--endpoints", tls.addr, "--topic", topic, "--count", "2", "--tls"],
+                         timeout=120, env=env)  # fmt: skip
+        assert res.returncode == 0, res.describe()
+        assert c.wait(timeout=60) == 0, c.describe()
+        plain = run_driver("rmq5", ["produce", "--endpoints", tls.addr, "--topic", topic, "--count", "1"], timeout=120)
+        assert plain.returncode == 1, "a plain-TCP client was served by an enforcing proxy"
+    finally:
+        assert tls.stop() == 0, tls.log()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from sievemq.config import check_fields, setting
-from sievemq.config_rules import ADVERTISED_IP, HOST_PORT_LIST, LISTEN_HOST, split_addrs
+from sievemq.config_rules import ADVERTISED_IP, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, split_addrs
+from sievemq.errors import ConfigError
 
 __all__ = ["ProxyConfig"]
 
@@ -46,8 +48,30 @@ class ProxyConfig:
         hi=1000,
     )
 
+    tls_mode: Literal["disabled", "enforcing"] = setting(
+        "TLS on the gRPC port: disabled (plain TCP) or enforcing (TLS only; a 5.x client needs tls_enable and to "
+        "trust the certificate's issuer)",
+        "disabled",
+    )
+    tls_server_cert_path: str = setting(
+        "PEM certificate chain the proxy presents (needed with tlsMode enforcing)", "", fmt=EXISTING_FILE
+    )
+    tls_server_key_path: str = setting("PEM private key of tlsServerCertPath, unencrypted", "", fmt=EXISTING_FILE)
+    tls_server_auth_client: bool = setting(
+        "require every client to present a certificate that chains to tlsServerTrustCertPath", False
+    )
+    tls_server_trust_cert_path: str = setting(
+        "PEM certificates trusted to sign client certificates (needed with tlsServerAuthClient)", "", fmt=EXISTING_FILE
+    )
+
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.tls_mode == "enforcing" and not (self.tls_server_cert_path and self.tls_server_key_path):
+            raise ConfigError("tlsMode enforcing needs tlsServerCertPath and tlsServerKeyPath", key="tlsMode",
+                              value=self.tls_mode)  # fmt: skip
+        if self.tls_server_auth_client and not self.tls_server_trust_cert_path:
+            raise ConfigError("tlsServerAuthClient needs tlsServerTrustCertPath", key="tlsServerAuthClient",
+                              value="true")  # fmt: skip
 
     def namesrv_list(self) -> list[str]:
         """Name server addresses."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 
 from sievemq.client.producer import Producer
@@ -41,7 +43,11 @@ class ProxyServer:
         await self.tx_producer.start()
         where = f"{self.config.listen_host}:{self.config.listen_port}"
         try:
-            self.port = self.server.add_insecure_port(where)
+            credentials = self.credentials()
+            if credentials is None:
+                self.port = self.server.add_insecure_port(where)
+            else:
+                self.port = self.server.add_secure_port(where, credentials)
         except RuntimeError as e:
             raise RuntimeError(f"cannot listen on {where}: {e}") from None
         if not self.port:
@@ -50,6 +56,17 @@ class ProxyServer:
         service = MessagingService(self.config, self.producer, endpoint, self.transactions)
         rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
         await self.server.start()
+
+    def credentials(self) -> grpc.ServerCredentials | None:
+        """The TLS credentials of ``tlsMode`` enforcing (None: plain TCP)."""
+        c = self.config
+        if c.tls_mode != "enforcing":
+            return None
+        trust = Path(c.tls_server_trust_cert_path).read_bytes() if c.tls_server_trust_cert_path else None
+        pair = (Path(c.tls_server_key_path).read_bytes(), Path(c.tls_server_cert_path).read_bytes())
+        return grpc.ssl_server_credentials(
+            [pair], root_certificates=trust, require_client_auth=c.tls_server_auth_client
+        )
 
     async def stop(self) -> None:
         """Stop listening (in-flight calls get a second), then the producer."""

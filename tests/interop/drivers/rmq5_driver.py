@@ -4,7 +4,7 @@
 Run with the interpreter of ``.interop/venv-rmq5``::
 
     rmq5_driver.py produce --endpoints H:P --topic T --count N [--tag TagA] [--key-prefix k] [--prop k=v ...]
-                           [--group G (FIFO: the message group)]
+                           [--group G (FIFO: the message group)] [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)]
 
     rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
                            --count N [--invisible S] [--await S] [--timeout S] [--hold-first K] [--change S]
@@ -37,7 +37,7 @@ def produce(args: argparse.Namespace) -> int:
     from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
     config = ClientConfiguration(args.endpoints, Credentials())
-    producer = Producer(config, (args.topic,))
+    producer = Producer(config, (args.topic,), tls_enable=args.tls)
     producer.startup()
     emit("started", role="producer", topic=args.topic)
     failed = 0
@@ -89,7 +89,8 @@ def simple_consume(args: argparse.Namespace) -> int:
     from rocketmq import ClientConfiguration, Credentials, SimpleConsumer
 
     config = ClientConfiguration(args.endpoints, Credentials())
-    consumer = SimpleConsumer(config, args.group, {args.topic: _expression(args)}, await_duration=args.await_s)
+    consumer = SimpleConsumer(config, args.group, {args.topic: _expression(args)}, await_duration=args.await_s,
+                              tls_enable=args.tls)  # fmt: skip
     consumer.startup()
     emit("started", role="simple-consumer", topic=args.topic)
     acked = 0
@@ -218,6 +219,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--key-prefix", default="")
     pp.add_argument("--prop", action="append", default=[])
     pp.add_argument("--group", default="")
+    pp.add_argument("--tls", action="store_true")
     tp = sub.add_parser("tx-produce")
     tp.add_argument("--endpoints", required=True)
     tp.add_argument("--topic", required=True)
@@ -239,6 +241,7 @@ def main(argv: list[str]) -> int:
         cp.add_argument("--hold-first", type=int, default=0)
         cp.add_argument("--change", type=int, default=0)
         cp.add_argument("--fail-first", type=int, default=0)
+        cp.add_argument("--tls", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "simple-consume":
         return simple_consume(args)
