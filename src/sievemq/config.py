@@ -170,6 +170,21 @@ class BrokerConfig:
     long_polling_enable: bool = setting("hold pulls until a message arrives (else short polling)", True)
     short_polling_time_mills: int = setting("hold time when long polling is off", 1000, lo=1)
     message_delay_level: str = setting("delay levels 1..N", DEFAULT_DELAY_LEVELS, fmt=DELAY_LEVELS)
+    timer_max_delay_sec: int = setting(
+        "longest wait a timer message may ask for (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS), in seconds "
+        "from its arrival; a longer one is refused (code 13, reason TIMER_TOO_FAR). Keep it below fileReservedTime: "
+        "a waiting message's commit-log segment must outlive its wait",
+        259_200,
+        lo=1,
+        hi=INT32_MAX,
+    )
+    timer_max_pending: int = setting(
+        "timer messages waiting at most (each costs ~90 bytes of memory until delivered); one beyond it is refused "
+        "with SYSTEM_BUSY, reason TOO_MANY_TIMERS",
+        1_000_000,
+        lo=1,
+        hi=INT32_MAX,
+    )
     max_reconsume_times: int = setting("default retries before a message goes to %DLQ%group", 16, lo=0)
     transaction_timeout: int = setting(
         "ms after its store time before an open transaction's half message is checked (a message's own "

@@ -202,3 +202,14 @@ async def test_after_kill9_unacked_messages_come_back_and_acked_ones_never(
     assert redelivered == sorted(bodies[1::2]), f"the unacked ones come back once, attempt 2: {got}"
     assert sorted(b for b, a in got if a == 1) == sorted(after), f"new messages after the restart: {got}"
     assert not set(bodies[::2]) & {b for b, _ in got}, "an acked message was delivered again"
+
+
+async def test_no_client_may_write_the_pop_log_or_the_timer_topic(cluster: Cluster, open_conn: OpenConn) -> None:
+    ns = cluster.namesrv()
+    conn = await open_conn(cluster.broker(ns.addr, "broker-pop"))
+    for topic in ("RMQ_SYS_POP_LOG", "rmq_sys_wheel_timer"):
+        try:
+            await wire.send_message(conn, topic, b'{"g": "victim", "t": "T", "c": {"0": 0}}', tags="init")
+            raise AssertionError(f"a client wrote {topic}")
+        except RemotingError as e:
+            assert e.code != ResponseCode.SUCCESS, e

@@ -6,13 +6,21 @@ back; subscription consistency holds for 5.x groups; messages of 4.x producers r
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from sievemq import Message, Producer
+from sievemq.client import api
 from sievemq.devcert import dev_certificate
+from sievemq.protocol.message import MessageExt
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import connect
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
 from tests.interop.test_against_sievemq import create_topic, ns
 from tests.support.procs import Proc, dev_proc, proxy_proc
@@ -176,3 +184,85 @@ def test_a_proxy_with_tls_serves_5x_clients_that_trust_its_certificate(
         assert plain.returncode == 1, "a plain-TCP client was served by an enforcing proxy"
     finally:
         assert tls.stop() == 0, tls.log()
+
+
+def test_after_max_delivery_attempts_the_message_is_in_the_dead_letter_topic(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic, group = unique_name("PxD"), unique_name("G5")
+    create_topic(dev, topic, queues=1)
+
+    async def retry_once() -> None:  # the group's retryMaxTimes 1: two deliveries in all
+        conn = await connect("127.0.0.1", dev.port)
+        try:
+            body = orjson.dumps({"groupName": group, "retryMaxTimes": 1, "consumeEnable": True})
+            resp = await conn.request(
+                RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+            )
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        finally:
+            conn.close()
+
+    asyncio.run(retry_once())
+    c = _consumer(proxy, topic, group, 1, "--hold-first", "99", "--invisible", "1", "--timeout", "8")
+    _produce_4x(dev, topic, [("TagD", {"k": "v"})])
+    c.wait(timeout=60)
+    assert [e["attempt"] for e in c.of("received")] == [1, 2], c.describe()
+
+    async def dead() -> list[MessageExt]:
+        conn = await connect("127.0.0.1", dev.port)
+        try:
+            r = await api.pull_message(conn, unique_name("Rd"), f"%DLQ%{group}", 0, 0, subscription="*")
+            return r.messages
+        finally:
+            conn.close()
+
+    (m,) = asyncio.run(dead())
+    assert (m.body, m.tags, m.properties.get("k"), m.properties.get("RETRY_TOPIC")) == (b"m0", "TagD", "v", topic)
+
+
+def test_filter_counts_of_a_5x_sql_group_show_in_sievemq_group_filters(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic, group = unique_name("PxQ"), unique_name("G5")
+    create_topic(dev, topic, queues=1)
+    c = _consumer(proxy, topic, group, 2, "--sql", "a > 5", "--timeout", "40")
+    _produce_4x(dev, topic, [("T", {"a": str(i * 2)}) for i in range(6)])  # a = 0..10: 6, 8, 10 match
+    assert c.wait(timeout=60) == 0, c.describe()
+    out = subprocess.run([sys.executable, "-m", "sievemq.cli", "group", "filters", group, "-n", ns(dev), "--json"],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "a > 5" in out.stdout and topic in out.stdout, out.stdout
+    doc = orjson.loads(out.stdout)
+    assert _number(doc, "matched") >= 2 and _number(doc, "filtered") >= 3, out.stdout
+
+
+def _number(doc: object, word: str) -> int:
+    """The sum of the numbers under keys containing ``word`` anywhere in ``doc``."""
+    if isinstance(doc, dict):
+        return sum(v if isinstance(v, int) and word in k.lower() else _number(v, word) for k, v in doc.items())
+    if isinstance(doc, list):
+        return sum(_number(v, word) for v in doc)
+    return 0
+
+
+def test_a_delay_message_is_received_at_its_delivery_time_not_before(cluster: tuple[Proc, Proc]) -> None:
+    dev, proxy = cluster
+    topic = unique_name("PxDl")
+    create_topic(dev, topic, queues=1)
+    c = _consumer(proxy, topic, unique_name("G5"), 2, "--timeout", "40")
+    res = run_driver("rmq5", ["produce", "--endpoints", proxy.addr, "--topic", topic, "--count", "2", "--tag", "TagL",
+                              "--delay-s", "3"], timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.describe()
+
+    async def visible() -> int:
+        conn = await connect("127.0.0.1", dev.port)
+        try:
+            r = await api.pull_message(conn, unique_name("Rd"), topic, 0, 0, subscription="*")
+            return len(r.messages)
+        finally:
+            conn.close()
+
+    assert asyncio.run(visible()) == 0, "a delay message was in its topic before its time"
+    assert c.wait(timeout=60) == 0, c.describe()
+    got = c.of("received")
+    assert sorted(e["body"] for e in got) == ["body-0", "body-1"] and all(e["tag"] == "TagL" for e in got), got
+    assert all(e["delivery_ms"] for e in got), f"the delivery time travels with the message: {got}"

@@ -37,6 +37,7 @@ from sievemq.broker.replication import build_replication
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.store_settings import bloom_filter, store_config
+from sievemq.broker.timer import TimerService, TimerSettings  # timer
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.transactions.book import CheckSettings
 from sievemq.broker.transactions.service import TransactionService
@@ -94,6 +95,8 @@ class BrokerController:
         self.loop_lag = LoopLagMonitor()
         levels = parse_levels(config.message_delay_level)
         self.schedule = ScheduleService(self.store, levels, config_dir, self._put_scheduled, save=save)
+        timer_settings = TimerSettings(config.timer_max_delay_sec, config.timer_max_pending)  # timer
+        self.timers = TimerService(self.store, config_dir, self.store_host, timer_settings, save)  # timer
         checks = CheckSettings(config.transaction_timeout, config.transaction_check_max,
                                config.transaction_check_interval, config.transaction_open_max)  # fmt: skip
         self.transactions = TransactionService(self.store, self.topics, self.producers, self.offsets, checks,
@@ -160,7 +163,7 @@ class BrokerController:
             ReplyProcessor(
                 self.store, self.producers, self.stats, c.broker_cluster_name, self.store_host, c.max_message_size, gate
             ),
-            SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate, self.transactions),
+            SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate, self.transactions, self.timers),
             SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level, gate),
             PullProcessor(
                 self.store,
@@ -191,6 +194,7 @@ class BrokerController:
                 self.filters,
                 QueueLocks(),
                 c.enable_property_filter,
+                self.pop.prepare,
             ),
             OffsetProcessor(self.offsets, self.store, self.writer, self.sync_flush),
             QueryProcessor(self.store),
@@ -287,6 +291,7 @@ class BrokerController:
             **self.replication.runtime_info(),
             **self.loop_lag.stats.table(),
             "codecImplementation": accel.implementation(),
+            **self.timers.info(),  # timer
         }
 
     async def start(self) -> None:
@@ -308,6 +313,7 @@ class BrokerController:
             await self.vip_server.start()
         if not self.replication.is_slave:  # a slave's delayed messages are delivered by its master, and copied
             self.schedule.start()
+            self.timers.start()  # timer
         await self.transactions.start(checks=not self.replication.is_slave)
         await self.pop.start(rounds=not self.replication.is_slave)
         self.loop_lag.start()
@@ -332,6 +338,7 @@ class BrokerController:
             await self.vip_server.stop()
         await self.replication.stop()
         await self.schedule.stop()
+        await self.timers.stop()  # timer
         await self.transactions.stop()
         await self.pop.stop()
         self.offsets.persist(force=True)

@@ -27,7 +27,10 @@ class Message:
 
     ``keys`` are business keys (indexed by the broker, space-separated on the wire); ``properties`` are user
     properties (names must not be reserved RocketMQ names). ``delay_level`` 1..18 delays delivery
-    (1 s, 5 s, 10 s, 30 s, 1 m, ...). ``wait_store`` asks the broker to answer after storing (``WAIT``).
+    (1 s, 5 s, 10 s, 30 s, 1 m, ...). ``deliver_at_ms`` (epoch milliseconds) delivers it at that time instead
+    (RocketMQ 5's timer message, property ``TIMER_DELIVER_MS``; sievemq and RocketMQ 5 brokers, at most their
+    ``timerMaxDelaySec`` ahead, 3 days by default; a RocketMQ 4 broker ignores it and delivers at once; not in a
+    batch). ``wait_store`` asks the broker to answer after storing (``WAIT``).
     """
 
     topic: str
@@ -38,6 +41,7 @@ class Message:
     flag: int = 0
     delay_level: int = 0
     wait_store: bool = True
+    deliver_at_ms: int | None = None
 
     def key_list(self) -> list[str]:
         """``keys`` as a list."""
@@ -48,7 +52,7 @@ class Message:
         return list(self.keys)
 
     def wire_properties(self) -> dict[str, str]:
-        """Every property as it travels: user properties plus TAGS, KEYS, DELAY, WAIT."""
+        """Every property as it travels: user properties plus TAGS, KEYS, DELAY, TIMER_DELIVER_MS, WAIT."""
         props = dict(self.properties)
         if self.tags:
             props[PropertyKey.TAGS] = self.tags
@@ -57,6 +61,8 @@ class Message:
             props[PropertyKey.KEYS] = " ".join(keys)
         if self.delay_level > 0:
             props[PropertyKey.DELAY] = str(self.delay_level)
+        if self.deliver_at_ms is not None:
+            props[PropertyKey.TIMER_DELIVER_MS] = str(self.deliver_at_ms)
         props[PropertyKey.WAIT] = "true" if self.wait_store else "false"
         return props
 

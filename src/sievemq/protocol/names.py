@@ -20,11 +20,13 @@ __all__ = [
     "NAME_RE",
     "NOT_ALLOWED_SEND_TOPICS",
     "OFFSET_MOVED_EVENT",
+    "POP_LOG_TOPIC",
     "REPLY_TOPIC_SUFFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
     "SYSTEM_TOPIC_PREFIXES",
+    "TIMER_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
@@ -58,8 +60,16 @@ def reply_topic(cluster: str) -> str:
     """The reply topic of ``cluster``."""
     return cluster + REPLY_TOPIC_SUFFIX
 
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+"""Where timer messages wait for their time (docs/timer.md)."""
+POP_LOG_TOPIC = "RMQ_SYS_POP_LOG"
+"""The POP log: the records of POP consumption state (docs/pop.md)."""
+
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
+        TIMER_TOPIC,
+        POP_LOG_TOPIC,
         SCHEDULE_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,

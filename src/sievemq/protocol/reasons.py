@@ -75,15 +75,25 @@ class Reason(StrEnum):
     ACL_UNKNOWN_ACCOUNT = "ACL_UNKNOWN_ACCOUNT"
     """ACL (code 16): no account of the server's ACL file has the request's AccessKey."""
     ACL_SIGNATURE = "ACL_SIGNATURE"
+    """ACL (code 16): the Signature is missing or not the one the account's secret key gives (wrong secret)."""
     TOO_MANY_OPEN_TRANSACTIONS = "TOO_MANY_OPEN_TRANSACTIONS"
     """The broker holds ``transactionOpenMax`` open transactions (code 2 SYSTEM_BUSY): the half message was not
     stored. End open transactions (commit or roll back), or retry later."""
+    TIMER_INVALID = "TIMER_INVALID"
+    """A timer property (``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``) is not a whole number >= 0,
+    or is on a message that cannot wait (a batch, a transactional message), or the broker takes no timer messages
+    (code 13 MESSAGE_ILLEGAL); nothing was stored."""
+    TIMER_TOO_FAR = "TIMER_TOO_FAR"
+    """A timer message's delivery time is more than ``timerMaxDelaySec`` ahead (code 13 MESSAGE_ILLEGAL); nothing
+    was stored."""
+    TOO_MANY_TIMERS = "TOO_MANY_TIMERS"
+    """The broker holds ``timerMaxPending`` timer messages waiting (code 2 SYSTEM_BUSY): the message was not
+    stored. Retry later, or send it nearer its time."""
     RECEIPT_HANDLE_INVALID = "RECEIPT_HANDLE_INVALID"
     """A POP receipt handle is not one this broker made (malformed, or of another broker); nothing was done."""
     RECEIPT_HANDLE_EXPIRED = "RECEIPT_HANDLE_EXPIRED"
     """No lease matches the receipt handle (code 208 NO_MESSAGE): the message was acked already, or its invisible
     time ran out and it was delivered again under a new handle (ack that one)."""
-    """ACL (code 16): the Signature is missing or not the one the account's secret key gives (wrong secret)."""
 
 
 def reason_of(fields: Mapping[str, str]) -> Reason | None:

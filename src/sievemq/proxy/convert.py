@@ -18,8 +18,8 @@ from sievemq.proxy.v2 import definition_pb2 as pb
 
 __all__ = ["MESSAGE_GROUP_PROPERTY", "ProxyError", "message_of", "outgoing_of", "route_queues"]
 
-ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.TRANSACTION)
-"""Message types this proxy takes so far (delay comes with the broker's timer)."""
+ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+"""Message types this proxy takes (DELAY on the broker's timer messages, docs/timer.md)."""
 
 
 MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"
@@ -103,6 +103,15 @@ def outgoing_of(msg: pb.Message, max_body_size: int) -> tuple[Outgoing, str | No
             raise ProxyError(pb.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
         group = sp.message_group
         props[MESSAGE_GROUP_PROPERTY] = group
+    if sp.message_type == pb.DELAY:
+        if not sp.HasField("delivery_timestamp"):
+            raise ProxyError(pb.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery_timestamp")
+        at = sp.delivery_timestamp.seconds * 1000 + sp.delivery_timestamp.nanos // 1_000_000
+        if at < 0:
+            raise ProxyError(pb.ILLEGAL_DELIVERY_TIME, f"delivery_timestamp {at} ms is before 1970")
+        props[PropertyKey.TIMER_DELIVER_MS] = str(at)
+    elif sp.HasField("delivery_timestamp"):
+        raise ProxyError(pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "only a DELAY message has a delivery_timestamp")
     try:
         properties_to_string(props)
     except ValueError as e:
@@ -151,5 +160,9 @@ def message_of(popped: PoppedMessage, invisible_ms: int) -> pb.Message:
         sp.message_type = pb.FIFO
     if props.get(PropertyKey.TRAN_MSG) == "true":
         sp.message_type = pb.TRANSACTION
+    timer = props.get(PropertyKey.TIMER_DELIVER_MS) or props.get(PropertyKey.TIMER_OUT_MS)
+    if timer and timer.isdecimal() and len(timer) < 19:
+        sp.message_type = pb.DELAY
+        sp.delivery_timestamp.CopyFrom(_timestamp(int(timer)))
     user = {k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES}
     return pb.Message(topic=pb.Resource(name=m.topic), user_properties=user, system_properties=sp, body=m.body)

@@ -21,6 +21,7 @@ from sievemq.client.errors import NoRouteError
 from sievemq.client.message import SendStatus
 from sievemq.client.producer import Producer, shard_selector
 from sievemq.errors import RemotingError, RequestTimeoutError, SieveError
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicRouteData
 from sievemq.proxy.clients import ClientRegistry
 from sievemq.proxy.config import ProxyConfig
@@ -45,6 +46,13 @@ _SEND_STATUS = {
     SendStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
     SendStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
     SendStatus.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+}
+_REASONS: dict[str, int] = {
+    Reason.TIMER_INVALID: pb.ILLEGAL_DELIVERY_TIME,
+    Reason.TIMER_TOO_FAR: pb.ILLEGAL_DELIVERY_TIME,
+    Reason.TOO_MANY_TIMERS: pb.TOO_MANY_REQUESTS,
+    Reason.INVALID_NAME: pb.ILLEGAL_TOPIC,
+    Reason.DISK_FULL: pb.INTERNAL_SERVER_ERROR,
 }
 CONSUMER_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 """The invisible times a 5.x PushConsumer sets after failed attempts 1, 2, ... (RocketMQ's retry delays)."""
@@ -196,7 +204,8 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
         except RequestTimeoutError as e:
             return svc.SendResultEntry(status=_status(pb.PROXY_TIMEOUT, str(e)))
         except RemotingError as e:
-            return svc.SendResultEntry(status=_status(_REMOTING.get(e.code, pb.INTERNAL_SERVER_ERROR), str(e)))
+            code = _REASONS.get(e.reason or "", _REMOTING.get(e.code, pb.INTERNAL_SERVER_ERROR))
+            return svc.SendResultEntry(status=_status(code, str(e)))
         except (SieveError, OSError) as e:
             return svc.SendResultEntry(status=_status(pb.INTERNAL_SERVER_ERROR, str(e)))
         code = _SEND_STATUS.get(r.status, pb.INTERNAL_SERVER_ERROR)

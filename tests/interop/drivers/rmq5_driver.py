@@ -4,7 +4,8 @@
 Run with the interpreter of ``.interop/venv-rmq5``::
 
     rmq5_driver.py produce --endpoints H:P --topic T --count N [--tag TagA] [--key-prefix k] [--prop k=v ...]
-                           [--group G (FIFO: the message group)] [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)]
+                           [--group G (FIFO: the message group)] [--delay-s S (DELAY: delivered S s later)]
+                           [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)]
 
     rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
                            --count N [--invisible S] [--await S] [--timeout S] [--hold-first K] [--change S]
@@ -34,6 +35,8 @@ def emit(event: str, **fields: Any) -> None:
 
 
 def produce(args: argparse.Namespace) -> int:
+    import time
+
     from rocketmq import ClientConfiguration, Credentials, Message, Producer
 
     config = ClientConfiguration(args.endpoints, Credentials())
@@ -55,6 +58,8 @@ def produce(args: argparse.Namespace) -> int:
                 msg.add_property(k, v.replace("{i}", str(i)))
             if args.group:
                 msg.message_group = args.group
+            if args.delay_s:  # epoch *seconds*: the 5.1.2 client puts the value into Timestamp.seconds as it is
+                msg.delivery_timestamp = int(time.time() + args.delay_s)
             try:
                 r = producer.send(msg)
             except Exception as e:
@@ -80,7 +85,7 @@ def _expression(args: argparse.Namespace) -> Any:
 def _received(m: Any) -> dict[str, Any]:
     return {"message_id": m.message_id, "body": m.body.decode(errors="replace"), "tag": m.tag,
             "keys": sorted(m.keys), "properties": dict(m.properties), "attempt": m.delivery_attempt,
-            "group": m.message_group, "topic": m.topic}  # fmt: skip
+            "group": m.message_group, "topic": m.topic, "delivery_ms": m.delivery_timestamp}  # fmt: skip
 
 
 def simple_consume(args: argparse.Namespace) -> int:
@@ -220,6 +225,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--prop", action="append", default=[])
     pp.add_argument("--group", default="")
     pp.add_argument("--tls", action="store_true")
+    pp.add_argument("--delay-s", type=float, default=0.0)
     tp = sub.add_parser("tx-produce")
     tp.add_argument("--endpoints", required=True)
     tp.add_argument("--topic", required=True)

@@ -25,11 +25,9 @@ from typing import Any
 import orjson
 
 from sievemq.protocol.message import MessageExt, PropertyKey
+from sievemq.protocol.names import POP_LOG_TOPIC
 
 __all__ = ["POP_LOG_TOPIC", "Kind", "PopRecord", "parse_record", "record_message"]
-
-POP_LOG_TOPIC = "RMQ_SYS_POP_LOG"
-"""The system topic of the POP log (one queue; no client may write it)."""
 
 
 class Kind(StrEnum):

@@ -11,6 +11,8 @@ from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.retry import client_retry_limit, decide
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.stats import BrokerStats
+from sievemq.broker.timer.book import refuse_timer_in_batch, refuse_timer_in_transaction, strip_timer
+from sievemq.broker.timer.service import TimerService, park_for_timer
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.broker.transactions.service import TransactionService
 from sievemq.broker.write_gate import OPEN, WriteGate
@@ -101,6 +103,8 @@ class SendProcessor:
     """The broker's role: a slave refuses sends; SYNC_MASTER answers after a slave has them."""
     transactions: TransactionService | None = None
     """Takes messages with ``TRAN_MSG=true`` as half messages (None: refused)."""
+    timers: TimerService | None = None
+    """Parks messages with a timer property until their time (None: refused; docs/timer.md)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the send codes into ``table``."""
@@ -165,7 +169,7 @@ class SendProcessor:
     # ----------------------------------------------------------------------------------------- routing
     def _route_special(self, msg: MessageExt, h: SendMessageHeader, version: int) -> None:
         """Dead-letter an exhausted retry message (a client's own fallback send to the retry topic); park a
-        delayed one in the schedule topic."""
+        delayed one in the schedule topic, a timer message in the timer topic (docs/timer.md)."""
         group = group_of_retry_topic(msg.topic)
         if group is not None:
             limit = client_retry_limit(h.max_reconsume_times, version)
@@ -176,9 +180,11 @@ class SendProcessor:
                 msg.topic = dlq_topic(group)
                 msg.queue_id = 0
                 msg.properties.pop(PropertyKey.DELAY, None)
+                strip_timer(msg.properties)
                 self.topics.create_system_topic(msg.topic, 1, PERM_READ | PERM_WRITE)
                 return
         park_for_delay(msg, self.settings.max_delay_level)
+        park_for_timer(msg, self.timers)
 
     # ----------------------------------------------------------------------------------------- send
     def _batch_body(self, body: bytes, sys_flag: int) -> bytes:
@@ -234,6 +240,7 @@ class SendProcessor:
                 self._refuse_batch(body)
             if any(PropertyKey.TRAN_MSG in m.properties for m in msgs):
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+            refuse_timer_in_batch(msgs)
             result = await self.store.put_messages(msgs)
         else:
             self._check_sizes(cmd.body, h.properties)
@@ -255,6 +262,7 @@ class SendProcessor:
         """A transaction's half message: stored where no consumer reads until END_TRANSACTION commits it."""
         if self.transactions is None:
             raise RemotingError(ResponseCode.NO_PERMISSION, "this broker takes no transactional messages")
+        refuse_timer_in_transaction(msg)
         if is_retry_topic(msg.topic):
             raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "a transactional message cannot go to a retry topic")
         if not msg.properties.get(PropertyKey.PGROUP):
