@@ -213,3 +213,24 @@ async def test_no_client_may_write_the_pop_log_or_the_timer_topic(cluster: Clust
             raise AssertionError(f"a client wrote {topic}")
         except RemotingError as e:
             assert e.code != ResponseCode.SUCCESS, e
+
+
+async def test_a_pop_of_queue_minus_one_takes_from_every_queue_and_waits_on_all(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    ns = cluster.namesrv()
+    broker = cluster.broker(ns.addr, "broker-pop")
+    conn = await open_conn(broker)
+    await create_topic(conn, TOPIC, queues=4)
+    first = await pop_api.pop_message(conn, "any", TOPIC, -1, invisible_ms=5000)
+    assert first.messages == [], "every queue of a new group starts at its end"
+    for q in range(4):
+        await wire.send_message(conn, TOPIC, f"q{q}".encode(), queue_id=q)
+    r = await pop_api.pop_message(conn, "any", TOPIC, -1, max_nums=32, invisible_ms=5000)
+    assert sorted(m.message.body for m in r.messages) == [b"q0", b"q1", b"q2", b"q3"]
+    task = asyncio.create_task(pop_api.pop_message(conn, "any", TOPIC, -1, invisible_ms=5000, poll_ms=8000))
+    await asyncio.sleep(0.5)
+    assert not task.done(), "a long-polling pop of every queue answered with nothing before its time"
+    await wire.send_message(await open_conn(broker), TOPIC, b"late", queue_id=3)
+    late = await asyncio.wait_for(task, 5)
+    assert [m.message.body for m in late.messages] == [b"late"]

@@ -1,8 +1,9 @@
 """The consumer side of the proxy (docs/proxy.md §5): ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue and QueryAssignment, on top of the brokers' POP (docs/pop.md).
 
-A receive names one queue (broker and queue id, from the route the proxy gave): it becomes one POP_MESSAGE to
-that broker's master, with the client's filter, invisible time and long-polling time; the answer streams as a
+A receive names a queue (broker and queue id, from the route or the assignment): it becomes one POP_MESSAGE of any
+queue of the topic on that broker's master (queue id -1, as RocketMQ's proxy does for non-FIFO groups), with the
+client's filter, invisible time and long-polling time; the answer streams as a
 status, the messages, and the delivery timestamp. A receipt handle names its broker, so acks and changes go
 where the message came from. A client whose subscription a broker refused (subscription consistency) is refused
 its receives of that topic with the broker's remark.
@@ -22,10 +23,10 @@ from sievemq.errors import RemotingError, RequestTimeoutError, SieveError
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.receipt_handle import HandleError, ReceiptHandle
-from sievemq.protocol.route import TopicRouteData
+from sievemq.protocol.route import PERM_READ, TopicRouteData
 from sievemq.proxy.clients import ClientRegistry, subscription_of
 from sievemq.proxy.config import ProxyConfig
-from sievemq.proxy.convert import message_of, route_queues
+from sievemq.proxy.convert import message_of
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
 from sievemq.remoting.codes import ResponseCode
@@ -171,7 +172,7 @@ class ConsumeService:
             conn,
             group,
             topic,
-            mq.id,
+            -1,  # any queue of the topic on that broker, as RocketMQ's proxy pops for non-FIFO groups
             max_nums=request.batch_size,
             invisible_ms=invisible,
             poll_ms=poll,
@@ -253,7 +254,8 @@ class ConsumeService:
 
     # ------------------------------------------------------------------------------------------ assignment
     async def assignment(self, request: svc.QueryAssignmentRequest, context: Any) -> svc.QueryAssignmentResponse:
-        """QueryAssignment: every readable queue of the topic (POP lets the group's consumers share each queue)."""
+        """QueryAssignment: one assignment per broker of the topic, queue id -1 (its receives POP any queue there:
+        with POP, all of a group's consumers share every queue)."""
         topic = request.topic.name
         try:
             self._names(request.group.name, topic)
@@ -264,9 +266,12 @@ class ConsumeService:
             return svc.QueryAssignmentResponse(status=status(pb.INTERNAL_SERVER_ERROR, f"name server: {e}"))
         if route is None or not route.queue_datas:
             return svc.QueryAssignmentResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
-        queues = [
-            q for q in route_queues(request.topic, route, self.endpoint) if q.permission in (pb.READ, pb.READ_WRITE)
-        ]
-        return svc.QueryAssignmentResponse(
-            status=status(pb.OK), assignments=[pb.Assignment(message_queue=q) for q in queues]
-        )
+        host, port = self.endpoint
+        endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
+        brokers = sorted({q.broker_name for q in route.queue_datas if q.read_queue_nums > 0 and q.perm & PERM_READ})
+        assignments = [
+            pb.Assignment(message_queue=pb.MessageQueue(topic=request.topic, id=-1, permission=pb.READ,
+                                                        broker=pb.Broker(name=b, id=0, endpoints=endpoints)))
+            for b in brokers
+        ]  # fmt: skip
+        return svc.QueryAssignmentResponse(status=status(pb.OK), assignments=assignments)

@@ -23,7 +23,7 @@ import struct
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,7 @@ class PopService:
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self.dead_lettered = 0
+        self._rotation = 0
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def rebuild(self) -> None:
@@ -264,27 +265,56 @@ class PopService:
 
     # ------------------------------------------------------------------------------------------ pop
     async def pop(self, req: PopRequest, flt: MessageFilter | None) -> PopAnswer:
-        """Hand out up to ``req.max_nums`` messages (waiting up to ``req.poll_ms`` when there are none)."""
-        key = (req.group, req.topic, req.queue_id)
-        async with self._lock(key):
-            answer = await self._pop_once(key, req, flt)
+        """Hand out up to ``req.max_nums`` messages of the queue, or of any queue of the topic for queue id -1
+        (waiting up to ``req.poll_ms`` when there are none)."""
+        qids = self._queues(req)
+        answer = await self._pop_queues(req, qids, flt)
         if answer.messages or req.poll_ms <= 0:
             return answer
-        qs = self.book.queue(*key)
-        assert qs is not None, "a pop made its queue"
         wait_ms = min(req.poll_ms, _MAX_HOLD_MS)
-        deadline = qs.next_deadline()
-        if deadline is not None:
-            wait_ms = max(0, min(wait_ms, deadline - _now_ms() + 5))
-        fut = self.hold.hold(req.topic, req.queue_id, qs.cursor, flt.match_code if flt is not None else None)
+        match = flt.match_code if flt is not None else None
+        futures: list[tuple[int, asyncio.Future[None]]] = []
+        for qid in qids:
+            qs = self.book.queue(req.group, req.topic, qid)
+            if qs is None:
+                continue
+            deadline = qs.next_deadline()
+            if deadline is not None:
+                wait_ms = max(0, min(wait_ms, deadline - _now_ms() + 5))
+            futures.append((qid, self.hold.hold(req.topic, qid, qs.cursor, match)))
         try:
-            await asyncio.wait_for(asyncio.shield(fut), wait_ms / 1000.0)
-        except TimeoutError:
-            pass
+            if futures:
+                await asyncio.wait(
+                    [f for _, f in futures], timeout=wait_ms / 1000.0, return_when=asyncio.FIRST_COMPLETED
+                )
         finally:
-            self.hold.release(req.topic, req.queue_id, fut)
-        async with self._lock(key):
-            return await self._pop_once(key, req, flt)
+            for qid, fut in futures:
+                self.hold.release(req.topic, qid, fut)
+        return await self._pop_queues(req, qids, flt)
+
+    def _queues(self, req: PopRequest) -> list[int]:
+        """The queue, or for -1 every readable queue of the topic, starting at a rotating one (fairness)."""
+        if req.queue_id >= 0:
+            return [req.queue_id]
+        tc = self.topics.get(req.topic)
+        n = tc.read_queue_nums if tc is not None else 0
+        self._rotation = (self._rotation + 1) % max(1, n)
+        return [(self._rotation + i) % n for i in range(n)]
+
+    async def _pop_queues(self, req: PopRequest, qids: list[int], flt: MessageFilter | None) -> PopAnswer:
+        messages: list[Popped] = []
+        rest, deadline = 0, _now_ms() + req.invisible_ms
+        for qid in qids:
+            one = replace(req, queue_id=qid, max_nums=req.max_nums - len(messages))
+            key = (req.group, req.topic, qid)
+            async with self._lock(key):
+                answer = await self._pop_once(key, one, flt)
+            messages += answer.messages
+            rest += answer.rest
+            deadline = answer.deadline
+            if len(messages) >= req.max_nums:
+                break
+        return PopAnswer(messages, deadline, rest)
 
     async def _pop_once(self, key: QueueKey, req: PopRequest, flt: MessageFilter | None) -> PopAnswer:
         qs = await self._ensure_queue(req)

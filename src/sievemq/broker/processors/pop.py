@@ -1,17 +1,17 @@
 """POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053): POP consumption
 (docs/pop.md §4). The checks at the edge are here; ``broker/pop/service.py`` does the work.
 
-POP_MESSAGE header: ``consumerGroup``, ``topic``, ``queueId``, ``maxMsgNums`` (1-64), ``invisibleTime`` (ms,
-1 s to 12 h), ``pollTime`` (ms the broker may wait when there is nothing; at most 25 s), ``initMode`` (0: a group's
-first POP starts at the oldest messages, 1 (default): at the end), ``expType`` (TAG or SQL92) and ``exp`` (the
-filter; none or ``*``: everything), ``clientId`` (for the subscription-consistency check). The answer: the
-records in the body (as a pull's), and in the header ``handles`` (the receipt handles, ``;``-separated, in the
-records' order), ``attempts`` (each one's delivery attempt, ``,``-separated), ``popTime``, ``invisibleTime``,
-``restNum``. Nothing to hand out: PULL_NOT_FOUND.
+POP_MESSAGE header: ``consumerGroup``, ``topic``, ``queueId`` (-1: any queue of the topic on this broker),
+``maxMsgNums`` (1-64), ``invisibleTime`` (ms, 1 s to 12 h), ``pollTime`` (ms the broker may wait when there is
+nothing; at most 25 s), ``initMode`` (0: a group's first POP starts at the oldest messages, 1 (default): at the
+end), ``expType`` (TAG or SQL92) and ``exp`` (the filter; none or ``*``: everything), ``clientId`` (for the
+subscription-consistency check). The answer: the records in the body (as a pull's), and in the header ``handles``
+(the receipt handles, ``;``-separated, in the records' order), ``attempts`` (each one's delivery attempt,
+``,``-separated), ``popTime``, ``invisibleTime``, ``restNum``. Nothing to hand out: PULL_NOT_FOUND.
 
 ACK_MESSAGE header: ``consumerGroup``, ``extraInfo`` (the receipt handle), ``deadLetter`` (true: to the group's
-dead-letter topic now, as ForwardMessageToDeadLetterQueue asks). CHANGE_MESSAGE_INVISIBLETIME: the same
-and ``invisibleTime``; its answer's ``extraInfo`` is the new receipt handle.
+dead-letter topic now, as ForwardMessageToDeadLetterQueue asks). CHANGE_MESSAGE_INVISIBLETIME: the same and
+``invisibleTime``; its answer's ``extraInfo`` is the new receipt handle.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class PopProcessor:
             raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not tc.perm & PERM_READ:
             raise RemotingError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
-        if not 0 <= qid < tc.read_queue_nums:
+        if not -1 <= qid < tc.read_queue_nums:
             raise _bad(f"queueId {qid} is illegal: topic {topic} has {tc.read_queue_nums} readable queues")
         nums = int_or(fields, "maxMsgNums", 32)
         if not 1 <= nums <= MAX_POP_NUMS:
