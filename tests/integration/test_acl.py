@@ -278,3 +278,25 @@ async def test_the_brokers_filter_servers_sign_and_check(cluster: Cluster, tmp_p
     assert reason_of(r.ext_fields) == Reason.NO_PERMISSION  # a status needs an admin
     pulled = await api.pull_message(user, "GroupOK", "TopicPub", 0, 0, subscription=None, class_filter=True)
     assert (pulled.code, pulled.reason) == (ResponseCode.NO_PERMISSION, Reason.NO_PERMISSION)  # no SUB: no bypass
+
+
+async def test_pop_ack_and_change_need_sub_on_the_topic_and_the_group(
+    acl: tuple[Proc, Proc, Path], open_conn: OpenConn
+) -> None:
+    from sievemq.client import pop_api
+
+    _, broker, _ = acl
+    conn = await signed_conn(open_conn, broker, USER)
+    for topic, group, ok in [("TopicOK", "GroupOK", True), ("TopicPub", "GroupOK", False),
+                             ("TopicOK", "GroupDeny", False)]:  # fmt: skip
+        try:
+            await pop_api.pop_message(conn, group, topic, 0, invisible_ms=1000)
+            assert ok, f"POP of {topic}/{group} was allowed"
+        except RemotingError as e:
+            assert not ok and (e.code, e.reason) == (ResponseCode.NO_PERMISSION, Reason.NO_PERMISSION), e
+    for code in (RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
+        fields = {"consumerGroup": "GroupOK", "extraInfo": "1 broker-a TopicPub 0 0 1", "invisibleTime": "5000"}
+        resp = await call(conn, code, fields)
+        assert (resp.code, reason_of(resp.ext_fields)) == (ResponseCode.NO_PERMISSION, Reason.NO_PERMISSION), (
+            f"{code.name} of a message of a topic the account may not read"
+        )

@@ -16,6 +16,7 @@ import orjson
 from sievemq.acl.permission import Perm
 from sievemq.errors import HeaderError
 from sievemq.protocol.names import is_retry_topic, retry_topic
+from sievemq.protocol.receipt_handle import HandleError, ReceiptHandle
 from sievemq.remoting.codes import RequestCode as C
 
 UPDATE_BROKER_CONFIG = 25
@@ -64,6 +65,18 @@ def _topic_and_group(perm: int, group_key: str | None = "consumerGroup") -> Extr
         return out
 
     return needs
+
+
+def _receipt(f: Mapping[str, str], body: bytes) -> dict[str, int]:
+    """ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME: SUB on the topic the receipt handle names and on the group (a
+    handle that does not parse needs SUB on the group only; the broker refuses it)."""
+    out: dict[str, int] = {}
+    try:
+        _add(out, ReceiptHandle.parse(f.get("extraInfo", "")).topic, Perm.SUB)
+    except HandleError:
+        pass
+    _group(out, f.get("consumerGroup"))
+    return out
 
 
 def _group_only(key: str) -> Extractor:
@@ -168,6 +181,9 @@ BROKER = Policy(
         C.SEND_REPLY_MESSAGE_V2: _send("b"),
         C.CONSUMER_SEND_MSG_BACK: _group_only("group"),
         C.PULL_MESSAGE: _topic_and_group(Perm.SUB),
+        C.POP_MESSAGE: _topic_and_group(Perm.SUB),
+        C.ACK_MESSAGE: _receipt,
+        C.CHANGE_MESSAGE_INVISIBLETIME: _receipt,
         C.QUERY_MESSAGE: _topic_and_group(Perm.SUB, None),
         C.HEART_BEAT: _heartbeat,
         C.UNREGISTER_CLIENT: _group_only("consumerGroup"),
