@@ -1,15 +1,19 @@
 """Helpers to run the real third-party RocketMQ clients from pytest.
 
-Three client kinds, each driven by a small program in ``tests/interop/drivers/`` that prints one JSON object per
+The client kinds, each driven by a small program in ``tests/interop/drivers/`` that prints one JSON object per
 line on stdout:
 
-========  ==============================  =====================================  ==============================
-kind      client                          runs with                              driver
-========  ==============================  =====================================  ==============================
-rmqcp     rocketmq-client-python 0.5.0rc2  ``.interop/venv-rmqcp/bin/python``    ``drivers/rmqcp_driver.py``
-rmq044    rocketmq 0.4.4                   ``.interop/venv-rmq044/bin/python``   ``drivers/rmq044_driver.py``
-ons       ali-ons 3.12.0 (npm)             ``node``                              ``drivers/ons_driver.js``
-========  ==============================  =====================================  ==============================
+=========  ==============================  =====================================  ==============================
+kind       client                          runs with                              driver
+=========  ==============================  =====================================  ==============================
+rmqcp      rocketmq-client-python 0.5.0rc2  ``.interop/venv-rmqcp/bin/python``    ``drivers/rmqcp_driver.py``
+rmq044     rocketmq 0.4.4                   ``.interop/venv-rmq044/bin/python``   ``drivers/rmq044_driver.py``
+ons        ali-ons 3.12.0 (npm)             ``node``                              ``drivers/ons_driver.js``
+rmq5       rocketmq-python-client 5.1.2     ``.interop/venv-rmq5/bin/python``     ``drivers/rmq5_driver.py``
+rmq5-node  rocketmq-client-nodejs 1.0.8     ``node``                              ``drivers/rmq5_node_driver.js``
+=========  ==============================  =====================================  ==============================
+
+The two 5.x kinds speak gRPC to sievemq's proxy (``--endpoints``) instead of the 4.x protocol to a name server.
 
 Typical use::
 
@@ -52,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 DRIVERS_DIR = HERE / "drivers"
 SETUP_SCRIPT = HERE / "setup_clients.sh"
-KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5")
+KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5", "rmq5-node")
 
 _DRIVER_FILES = {
     "rmqcp": DRIVERS_DIR / "rmqcp_driver.py",
@@ -60,7 +64,9 @@ _DRIVER_FILES = {
     "ons": DRIVERS_DIR / "ons_driver.js",
     "rmqcp-tx": DRIVERS_DIR / "rmqcp_tx_driver.py",  # TransactionMQProducer of the same client
     "rmq5": DRIVERS_DIR / "rmq5_driver.py",  # the 5.x gRPC client, through sievemq's proxy
+    "rmq5-node": DRIVERS_DIR / "rmq5_node_driver.js",  # the Node.js 5.x gRPC client (.interop/node-rmq5)
 }
+_NODE_KINDS = ("ons", "rmq5-node")
 _VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044", "rmqcp-tx": "venv-rmqcp", "rmq5": "venv-rmq5"}
 
 
@@ -163,7 +169,7 @@ def driver_command(kind: str, args: Sequence[str]) -> list[str]:
     if kind not in KINDS:
         raise ValueError(f"unknown client kind {kind!r}; expected one of {KINDS}")
     script = str(_DRIVER_FILES[kind])
-    exe = node_bin() if kind == "ons" else str(python_for(kind))
+    exe = node_bin() if kind in _NODE_KINDS else str(python_for(kind))
     return [exe, script, *[str(a) for a in args]]
 
 
@@ -184,8 +190,9 @@ def new_log_dir(kind: str) -> Path:
 
 def driver_env(kind: str, log_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    # The C++ core logs to $HOME/logs/rocketmq-cpp/ and keeps broadcast offsets in $HOME/.rocketmq_offsets/.
-    if kind in _VENVS:
+    # The C++ core logs to $HOME/logs/rocketmq-cpp/ and keeps broadcast offsets in $HOME/.rocketmq_offsets/; the
+    # Node.js 5.x client's push-consumer internals log to $HOME/logs/rocketmq/ whatever logger they are given.
+    if kind in _VENVS or kind == "rmq5-node":
         env["HOME"] = str(log_dir)
     env["INTEROP_DIR"] = str(interop_dir())
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -7,6 +7,7 @@
 #   .interop/venv-rmq044/  rocketmq==0.4.4                   (import: rocketmq.client too -> own venv)
 #   .interop/venv-rmq5/    rocketmq-python-client==5.1.2 + grpcio-tools  (the 5.x gRPC client; import: rocketmq.v5)
 #   .interop/node/         ali-ons@3.12.0                    (pure JavaScript)
+#   .interop/node-rmq5/    rocketmq-client-nodejs@1.0.8      (the official Node.js 5.x gRPC client)
 #
 # Environment knobs:
 #   INTEROP_DIR     where to install (default: <repo>/.interop)
@@ -22,6 +23,7 @@ RMQ044_VERSION="0.4.4"
 RMQ5_VERSION="5.1.2"
 GRPC_TOOLS_VERSION="1.85.1"
 ALI_ONS_VERSION="3.12.0"
+RMQ5_NODE_VERSION="1.0.8"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "$here/../.." && pwd)"
@@ -39,8 +41,8 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 if [[ "${INTEROP_FORCE:-0}" == "1" ]]; then
-  log "INTEROP_FORCE=1: removing $dest/venv-rmqcp $dest/venv-rmq044 $dest/node"
-  rm -rf "$dest/venv-rmqcp" "$dest/venv-rmq044" "$dest/node"
+  log "INTEROP_FORCE=1: removing $dest/venv-rmqcp $dest/venv-rmq044 $dest/node $dest/node-rmq5"
+  rm -rf "$dest/venv-rmqcp" "$dest/venv-rmq044" "$dest/node" "$dest/node-rmq5"
 fi
 
 # ---------------------------------------------------------------------------------------------- apt
@@ -189,6 +191,26 @@ else
 fi
 (cd "$node_dir" && node -e "require('ali-ons')") || die "node -e \"require('ali-ons')\" failed in $node_dir"
 log "ok   node: require('ali-ons') works ($(node -e "process.stdout.write(require('$node_dir/node_modules/ali-ons/package.json').version)"))"
+
+# The Node.js 5.x gRPC client, in its own directory (its @grpc/grpc-js and google-protobuf stay apart from ali-ons').
+node5_dir="$dest/node-rmq5"
+mkdir -p "$node5_dir"
+have_node5="$(node -e "try{process.stdout.write(require('$node5_dir/node_modules/rocketmq-client-nodejs/package.json').version)}catch(e){}" 2>/dev/null || true)"
+if [[ "$have_node5" == "$RMQ5_NODE_VERSION" ]] && (cd "$node5_dir" && node -e "require('rocketmq-client-nodejs')" >/dev/null 2>&1); then
+  log "ok   node-rmq5: rocketmq-client-nodejs@$RMQ5_NODE_VERSION already installed"
+else
+  if [[ ! -f "$node5_dir/package.json" ]]; then
+    printf '{\n  "name": "sievemq-interop-rmq5-node",\n  "private": true,\n  "version": "0.0.0"\n}\n' \
+      > "$node5_dir/package.json"
+  fi
+  log "npm install rocketmq-client-nodejs@$RMQ5_NODE_VERSION in $node5_dir (had: ${have_node5:-nothing})"
+  (cd "$node5_dir" && npm install --no-audit --no-fund --save-exact --loglevel=error \
+    "rocketmq-client-nodejs@$RMQ5_NODE_VERSION") || die "npm install rocketmq-client-nodejs@$RMQ5_NODE_VERSION failed"
+fi
+# Loading the package loads its native CRC32 binding (@node-rs/crc32) and the generated protobuf modules.
+(cd "$node5_dir" && node -e "const m = require('rocketmq-client-nodejs'); if (!m.SimpleConsumer || !m.PushConsumer || !m.Producer) process.exit(1); require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb')") \
+  || die "node -e \"require('rocketmq-client-nodejs')\" failed in $node5_dir"
+log "ok   node-rmq5: require('rocketmq-client-nodejs') works ($(node -e "process.stdout.write(require('$node5_dir/node_modules/rocketmq-client-nodejs/package.json').version)"))"
 
 date -u +%Y-%m-%dT%H:%M:%SZ > "$dest/.setup-ok"
 log "done: clients installed under $dest"

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 CLIENT_EXPIRY_S = 120.0
 MAX_CLIENTS = 10_000
 """Clients one proxy tracks at most (a flood of invented client ids cannot grow it further)."""
+MAX_SUBSCRIPTIONS = 256
+"""Topics one consumer may subscribe (each costs a heartbeat entry at its brokers)."""
 
 
 def subscription_of(topic: str, expr: pb.FilterExpression) -> Subscription:
@@ -84,6 +86,8 @@ class ClientRegistry:
         if not settings.HasField("subscription") or not settings.subscription.group.name:
             return None
         sub = settings.subscription
+        if len(sub.subscriptions) > MAX_SUBSCRIPTIONS:
+            raise RuntimeError(f"a consumer subscribes at most {MAX_SUBSCRIPTIONS} topics here")
         subs = {e.topic.name: subscription_of(e.topic.name, e.expression) for e in sub.subscriptions}
         old = self.clients.get(client_id)
         if old is None and len(self.clients) >= MAX_CLIENTS:
