@@ -266,3 +266,19 @@ def test_a_delay_message_is_received_at_its_delivery_time_not_before(cluster: tu
     got = c.of("received")
     assert sorted(e["body"] for e in got) == ["body-0", "body-1"] and all(e["tag"] == "TagL" for e in got), got
     assert all(e["delivery_ms"] for e in got), f"the delivery time travels with the message: {got}"
+
+
+def test_a_push_consumers_slow_listener_keeps_its_message_invisible(cluster: tuple[Proc, Proc], tmp_path: Path) -> None:
+    dev, _ = cluster
+    short = proxy_proc(tmp_path, ns(dev), "proxy-short")
+    short.args += ["--default-invisible-seconds", "3"]
+    short.start()
+    try:
+        topic = unique_name("PxSlow")
+        create_topic(dev, topic, queues=1)
+        c = _consumer(short, topic, unique_name("G5"), 1, "--sleep", "8", "--timeout", "40", kind="push-consume")
+        _produce_4x(dev, topic, [("T", {})])
+        assert c.wait(timeout=60) == 0, c.describe()
+        assert [e["attempt"] for e in c.of("received")] == [1], f"renewed, not delivered again: {c.describe()}"
+    finally:
+        assert short.stop() == 0, short.log()

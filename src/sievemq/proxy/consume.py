@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -27,6 +27,7 @@ from sievemq.protocol.route import PERM_READ, TopicRouteData
 from sievemq.proxy.clients import ClientRegistry, subscription_of
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.convert import message_of
+from sievemq.proxy.renewal import Renewals
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
 from sievemq.remoting.codes import ResponseCode
@@ -35,6 +36,7 @@ from sievemq.remoting.connection import Connection
 __all__ = ["ConsumeService", "client_id_of", "status"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_BATCH = 64
 MIN_INVISIBLE_MS = 1_000
@@ -104,6 +106,7 @@ class ConsumeService:
     ) -> None:
         self.config, self.clients, self._route, self._conn = config, clients, route, conn
         self.endpoint = endpoint
+        self.renewals = Renewals(self._renew)
 
     async def _broker_conn(self, topic: str, broker: str) -> Connection:
         try:
@@ -141,7 +144,12 @@ class ConsumeService:
             yield svc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
             return
         yield svc.ReceiveMessageResponse(status=status(pb.OK))
+        client_id = client_id_of(context)
         for p in popped:
+            if request.auto_renew:
+                self.renewals.track(
+                    request.group.name, request.message_queue.topic.name, client_id, p.handle, invisible
+                )
             yield svc.ReceiveMessageResponse(message=message_of(p, invisible))
         now = int(time.time() * 1000)
         yield svc.ReceiveMessageResponse(delivery_timestamp=Timestamp(seconds=now // 1000, nanos=(now % 1000) * 10**6))
@@ -196,6 +204,27 @@ class ConsumeService:
             )
         return handle, await self._broker_conn(topic, handle.broker)
 
+    async def _on_lease(self, group: str, topic: str, held: str, op: Callable[[Connection, str], Awaitable[T]]) -> T:
+        """Run ``op`` with the broker's current handle of the client's ``held`` one (an auto-renewed lease has a
+        newer one; a renewal that raced ``op`` is retried once with its result), then stop renewing it."""
+        handle = self.renewals.current(held)
+        _, conn = await self._handle(group, topic, handle)
+        try:
+            return await op(conn, handle)
+        except RemotingError:
+            newer = self.renewals.current(held)
+            if newer == handle:
+                raise
+            return await op(conn, newer)
+        finally:
+            self.renewals.done(held)
+
+    async def _renew(self, group: str, topic: str, handle: str, invisible_ms: int) -> str:
+        _, conn = await self._handle(group, topic, handle)
+        return await pop_api.change_invisible_time(
+            conn, group, handle, invisible_ms, self.config.request_timeout_seconds
+        )
+
     async def ack(self, request: svc.AckMessageRequest, context: Any) -> svc.AckMessageResponse:
         """AckMessage: each entry acked at the broker its handle names; one status, or MULTIPLE_RESULTS."""
         if not request.entries:
@@ -203,10 +232,12 @@ class ConsumeService:
         entries = []
         for e in request.entries:
             try:
-                _, conn = await self._handle(request.group.name, request.topic.name, e.receipt_handle)
-                await pop_api.ack_message(
-                    conn, request.group.name, e.receipt_handle, self.config.request_timeout_seconds
-                )
+                group, timeout = request.group.name, self.config.request_timeout_seconds
+
+                async def ack(conn: Connection, handle: str) -> None:
+                    await pop_api.ack_message(conn, group, handle, timeout)  # noqa: B023 (awaited in this round)
+
+                await self._on_lease(group, request.topic.name, e.receipt_handle, ack)
                 st = status(pb.OK)
             except _Refused as r:
                 st = r.status
@@ -229,9 +260,12 @@ class ConsumeService:
                 raise _Refused(
                     status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 1 s to 12 h, got {invisible} ms")
                 )
-            _, conn = await self._handle(request.group.name, request.topic.name, request.receipt_handle)
-            new = await pop_api.change_invisible_time(conn, request.group.name, request.receipt_handle, invisible,
-                                                      self.config.request_timeout_seconds)  # fmt: skip
+            group, timeout = request.group.name, self.config.request_timeout_seconds
+
+            async def change(conn: Connection, handle: str) -> str:
+                return await pop_api.change_invisible_time(conn, group, handle, invisible, timeout)
+
+            new = await self._on_lease(group, request.topic.name, request.receipt_handle, change)
         except _Refused as r:
             return svc.ChangeInvisibleDurationResponse(status=r.status)
         except (RemotingError, SieveError, OSError) as x:
@@ -243,9 +277,12 @@ class ConsumeService:
     ) -> svc.ForwardMessageToDeadLetterQueueResponse:
         """ForwardMessageToDeadLetterQueue: the message goes to ``%DLQ%<group>`` now (and is acked), in one step."""
         try:
-            _, conn = await self._handle(request.group.name, request.topic.name, request.receipt_handle)
-            await pop_api.ack_message(conn, request.group.name, request.receipt_handle,
-                                      self.config.request_timeout_seconds, dead_letter=True)  # fmt: skip
+            group, timeout = request.group.name, self.config.request_timeout_seconds
+
+            async def bury(conn: Connection, handle: str) -> None:
+                await pop_api.ack_message(conn, group, handle, timeout, dead_letter=True)
+
+            await self._on_lease(group, request.topic.name, request.receipt_handle, bury)
         except _Refused as r:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=r.status)
         except (RemotingError, SieveError, OSError) as x:

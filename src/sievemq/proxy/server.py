@@ -30,6 +30,7 @@ class ProxyServer:
         # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
         self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         self.port = 0
+        self.service: MessagingService | None = None
 
     @property
     def addr(self) -> str:
@@ -55,6 +56,8 @@ class ProxyServer:
         endpoint = (self.config.advertised_ip, self.port)
         service = MessagingService(self.config, self.producer, endpoint, self.transactions)
         rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
+        self.service = service
+        service.consume.renewals.start()
         await self.server.start()
 
     def credentials(self) -> grpc.ServerCredentials | None:
@@ -71,5 +74,7 @@ class ProxyServer:
     async def stop(self) -> None:
         """Stop listening (in-flight calls get a second), then the producer."""
         await self.server.stop(1.0)
+        if self.service is not None:
+            await self.service.consume.renewals.stop()
         await self.tx_producer.close()
         await self.producer.close()

@@ -121,7 +121,8 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     async def Heartbeat(self, request: svc.HeartbeatRequest, context: Any) -> svc.HeartbeatResponse:
         """A consumer's heartbeat refreshes its registration at its brokers."""
         await self.clients.seen(client_id_of(context))
-        self.clients.expire()
+        for gone in self.clients.expire():
+            self.consume.renewals.forget_client(gone)
         return svc.HeartbeatResponse(status=_status(pb.OK))
 
     async def NotifyClientTermination(
@@ -129,6 +130,7 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     ) -> svc.NotifyClientTerminationResponse:
         """A client says goodbye: a consumer is unregistered at its brokers."""
         await self.clients.forget(client_id_of(context))
+        self.consume.renewals.forget_client(client_id_of(context))
         return svc.NotifyClientTerminationResponse(status=_status(pb.OK))
 
     # ------------------------------------------------------------------------------------------ telemetry

@@ -19,7 +19,8 @@ keys, properties, attempt, group, topic), ``acked``, ``error`` (i, error), ``don
 ``ready`` after its first (empty) receive, stops after ``count`` acked messages or ``timeout`` seconds; with
 ``--hold-first K`` it does not ack the first K deliveries (they come back after the invisible time), with
 ``--change S`` it first sets each held message's invisible time to S seconds. A push consumer fails the first K
-deliveries. Exit 0 when a producer sent everything / a consumer acked ``count``, 1 otherwise.
+deliveries and sleeps ``--sleep`` seconds in each. Exit 0 when a producer sent everything / a consumer acked
+``count``, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -141,8 +142,10 @@ def push_consume(args: argparse.Namespace) -> int:
 
     class Listener(MessageListener):  # type: ignore[misc]
         def consume(self, message: Any) -> Any:
+            emit("received", **_received(message))
+            if args.sleep:
+                time.sleep(args.sleep)  # a slow listener: the proxy renews the message's invisible time meanwhile
             with lock:
-                emit("received", **_received(message))
                 if state["failed"] < args.fail_first:
                     state["failed"] += 1
                     return ConsumeResult.FAILURE
@@ -247,6 +250,7 @@ def main(argv: list[str]) -> int:
         cp.add_argument("--hold-first", type=int, default=0)
         cp.add_argument("--change", type=int, default=0)
         cp.add_argument("--fail-first", type=int, default=0)
+        cp.add_argument("--sleep", type=float, default=0.0)
         cp.add_argument("--tls", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "simple-consume":
