@@ -67,6 +67,10 @@ def test_5x_producer_sends_through_the_proxy_and_4x_consumers_read_it(cluster: t
     c = run_driver("rmqcp", consume_args(dev, topic, unique_name("PxC"), "TagA", 6), timeout=150)
     assert c.returncode == 0, c.describe()
     assert set(received_keys(c.of("received"))) == {f"k{i}" for i in range(6)}, c.describe()
+    # And ali-ons (Node.js, 4.x protocol), with the user properties.
+    o = run_driver("ons", consume_args(dev, topic, unique_name("PxO"), "TagA", 6, kind="ons"), timeout=150)
+    assert o.returncode == 0, o.describe()
+    assert set(received_keys(o.of("received"))) == {f"k{i}" for i in range(6)}, o.describe()
 
 
 def test_a_topic_that_does_not_exist_is_a_clear_failure(cluster: tuple[Proc, Proc]) -> None:
