@@ -99,7 +99,7 @@ async def test_hostile_receipt_handles_and_numbers_are_refused(cluster: Cluster,
         assert resp.code != ResponseCode.SUCCESS, f"handle {handle[:40]!r} was accepted"
     resp = await call(conn, RequestCode.ACK_MESSAGE, {"consumerGroup": "g", "extraInfo": "1 broker-pop PopTopic 0 0 5"})
     assert resp.code == ResponseCode.NO_MESSAGE, (resp.code, resp.remark)
-    for fields in ({"invisibleTime": "0"}, {"invisibleTime": str(13 * 3600 * 1000)}, {"maxMsgNums": "0"},
+    for fields in ({"invisibleTime": "999"}, {"invisibleTime": str(13 * 3600 * 1000)}, {"maxMsgNums": "0"},
                    {"maxMsgNums": "100000"}, {"queueId": "7"}):  # fmt: skip
         base = {"consumerGroup": "g", "topic": TOPIC, "queueId": "0", "maxMsgNums": "4", "invisibleTime": "5000"}
         resp = await call(conn, RequestCode.POP_MESSAGE, {**base, **fields})

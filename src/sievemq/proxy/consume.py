@@ -169,8 +169,9 @@ class ConsumeService:
                 status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 1 s to 12 h, got {invisible} ms")
             )
         poll = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
-        if not 0 <= poll <= MAX_POLL_MS:
-            raise _Refused(status(pb.ILLEGAL_POLLING_TIME, f"long polling timeout must be 0 to 20 s, got {poll} ms"))
+        if poll < 0:
+            raise _Refused(status(pb.ILLEGAL_POLLING_TIME, f"long polling timeout must not be negative, got {poll} ms"))
+        poll = min(poll, MAX_POLL_MS)  # longer asks (the Node.js client's default is 30 s) are held 20 s
         client = self.clients.get(client_id) if client_id else None
         if client is not None and topic in client.refused:
             raise _Refused(status(pb.FORBIDDEN, client.refused[topic]))
@@ -256,9 +257,9 @@ class ConsumeService:
         """ChangeInvisibleDuration: the message's new deadline and receipt handle."""
         invisible = _ms(request.invisible_duration)
         try:
-            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+            if not 0 <= invisible <= MAX_INVISIBLE_MS:  # 0: visible again now (the Node.js client's nack)
                 raise _Refused(
-                    status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 1 s to 12 h, got {invisible} ms")
+                    status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 0 to 12 h, got {invisible} ms")
                 )
             group, timeout = request.group.name, self.config.request_timeout_seconds
 

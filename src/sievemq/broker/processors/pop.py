@@ -58,11 +58,11 @@ def parse_handle(fields: dict[str, str]) -> ReceiptHandle:
         raise RemotingError(ResponseCode.SYSTEM_ERROR, str(e), Reason.RECEIPT_HANDLE_INVALID) from None
 
 
-def invisible_ms(fields: dict[str, str]) -> int:
-    """``invisibleTime``, within 1 s to 12 h."""
+def invisible_ms(fields: dict[str, str], lowest: int = MIN_INVISIBLE_MS) -> int:
+    """``invisibleTime``, within ``lowest`` (1 s for a POP, 0 for a change: visible again now) to 12 h."""
     ms = require_int(fields, "invisibleTime")
-    if not MIN_INVISIBLE_MS <= ms <= MAX_INVISIBLE_MS:
-        raise _bad(f"invisibleTime must be {MIN_INVISIBLE_MS} to {MAX_INVISIBLE_MS} ms, got {ms}")
+    if not lowest <= ms <= MAX_INVISIBLE_MS:
+        raise _bad(f"invisibleTime must be {lowest} to {MAX_INVISIBLE_MS} ms, got {ms}")
     return ms
 
 
@@ -160,5 +160,5 @@ class PopProcessor:
         self._writable()
         group = require_str(cmd.ext_fields, "consumerGroup")
         self._group(group)
-        handle = await self.pop.change(group, parse_handle(cmd.ext_fields), invisible_ms(cmd.ext_fields))
+        handle = await self.pop.change(group, parse_handle(cmd.ext_fields), invisible_ms(cmd.ext_fields, 0))
         return cmd.response(ResponseCode.SUCCESS, None, {"extraInfo": handle.encode()})
