@@ -28,11 +28,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from typing import Any
+
+_EMIT = threading.Lock()
 
 
 def emit(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, **fields}), flush=True)
+    line = json.dumps({"event": event, **fields})
+    with _EMIT:  # a PushConsumer's listeners run on several threads: one whole line each
+        print(line, flush=True)
 
 
 def produce(args: argparse.Namespace) -> int:
