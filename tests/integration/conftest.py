@@ -61,9 +61,9 @@ class Cluster:
         proc.env.update(env or {})
         return self._start(proc)
 
-    def proxy(self, namesrv_addr: str, name: str = "proxy") -> Proc:
-        """Start ``sievemq proxy`` (gRPC for 5.x clients) in front of ``namesrv_addr``."""
-        return self._start(proxy_proc(self.tmp, namesrv_addr, name))
+    def proxy(self, namesrv_addr: str, name: str = "proxy", *extra: str) -> Proc:
+        """Start ``sievemq proxy`` (gRPC for 5.x clients) in front of ``namesrv_addr`` (``extra``: more flags)."""
+        return self._start(proxy_proc(self.tmp, namesrv_addr, name, *extra))
 
     def dev(self, *extra: str) -> Proc:
         """Start ``sievemq dev`` (data in ``tmp/dev-data``)."""

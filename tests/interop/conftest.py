@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.interop.clients import ensure_clients_installed
+from tests.support.procs import Proc, dev_proc, proxy_proc
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +17,19 @@ def interop_clients() -> Path:
     """Installs the clients once (tests/interop/setup_clients.sh); fails the test with the installer's output
     if that does not work - it never skips."""
     return ensure_clients_installed()
+
+
+@contextmanager
+def dev_and_proxy(tmp: Path, dev_env: dict[str, str] | None = None) -> Iterator[tuple[Proc, Proc]]:
+    """A ``sievemq dev`` (with ``dev_env`` in its environment) and a ``sievemq proxy`` in front of it, for the 5.x
+    client tests; both must stop cleanly."""
+    dev = dev_proc(tmp)
+    dev.env.update(dev_env or {})
+    dev.start()
+    proxy = proxy_proc(tmp, str(dev.extra["namesrv"]))
+    try:
+        proxy.start()
+        yield dev, proxy
+    finally:
+        assert proxy.stop() == 0, proxy.log()
+        assert dev.stop() == 0, dev.log()

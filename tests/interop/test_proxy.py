@@ -14,23 +14,17 @@ from sievemq.client import api
 from sievemq.protocol.message import MessageExt
 from sievemq.remoting.connection import connect
 from tests.interop.clients import run_driver, unique_name
-from tests.interop.test_against_sievemq import consume_args, create_topic, ns, received_keys
-from tests.support.procs import Proc, dev_proc, proxy_proc
+from tests.interop.conftest import dev_and_proxy
+from tests.interop.test_against_sievemq import consume_args, create_topic, received_keys
+from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
-    tmp = tmp_path_factory.mktemp("interop-proxy")
-    dev = dev_proc(tmp).start()
-    proxy = proxy_proc(tmp, ns(dev))
-    try:
-        proxy.start()
-        yield dev, proxy
-    finally:
-        assert proxy.stop() == 0, proxy.log()
-        assert dev.stop() == 0, dev.log()
+    with dev_and_proxy(tmp_path_factory.mktemp("interop-proxy")) as procs:
+        yield procs
 
 
 def _read_all(port: int, topic: str, queues: int) -> list[MessageExt]:

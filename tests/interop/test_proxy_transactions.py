@@ -13,8 +13,9 @@ import pytest
 from sievemq.client import api
 from sievemq.remoting.connection import connect
 from tests.interop.clients import run_driver, unique_name
-from tests.interop.test_against_sievemq import create_topic, ns
-from tests.support.procs import Proc, dev_proc, proxy_proc
+from tests.interop.conftest import dev_and_proxy
+from tests.interop.test_against_sievemq import create_topic
+from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
 
@@ -23,17 +24,8 @@ FAST_CHECKS = {"SIEVEMQ_TRANSACTION_TIMEOUT": "500", "SIEVEMQ_TRANSACTION_CHECK_
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
-    tmp = tmp_path_factory.mktemp("interop-proxy-tx")
-    dev = dev_proc(tmp)
-    dev.env.update(FAST_CHECKS)
-    dev.start()
-    proxy = proxy_proc(tmp, ns(dev))
-    try:
-        proxy.start()
-        yield dev, proxy
-    finally:
-        assert proxy.stop() == 0, proxy.log()
-        assert dev.stop() == 0, dev.log()
+    with dev_and_proxy(tmp_path_factory.mktemp("interop-proxy-tx"), FAST_CHECKS) as procs:
+        yield procs
 
 
 def _bodies(dev: Proc, topic: str) -> list[bytes]:

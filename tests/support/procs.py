@@ -206,10 +206,11 @@ def dev_proc(tmp: Path, *extra: str) -> Proc:
     return p
 
 
-def proxy_proc(tmp: Path, namesrv_addr: str, name: str = "proxy") -> Proc:
-    """``sievemq proxy`` (gRPC for 5.x clients) on a free port in front of ``namesrv_addr`` (not started)."""
+def proxy_proc(tmp: Path, namesrv_addr: str, name: str = "proxy", *extra: str) -> Proc:
+    """``sievemq proxy`` (gRPC for 5.x clients) on a free port in front of ``namesrv_addr`` (not started); ``extra``
+    flags are added."""
     port = free_port()
-    args = ["proxy", "--namesrv-addr", namesrv_addr, "--listen-port", str(port)]
+    args = ["proxy", "--namesrv-addr", namesrv_addr, "--listen-port", str(port), *extra]
     return Proc(args, port, tmp / f"{name}.log", ready_text="listening on")
 
 

@@ -47,6 +47,16 @@ class ProxyConfig:
         lo=1,
         hi=1000,
     )
+    max_concurrent_calls: int = setting(
+        "gRPC calls served at once (each client holds a Telemetry stream and its long-polling receives); calls "
+        "beyond it are refused with RESOURCE_EXHAUSTED",
+        10_000,
+        lo=1,
+        hi=1_000_000,
+    )
+    max_streams_per_connection: int = setting(
+        "gRPC calls one client connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)", 256, lo=1, hi=65_536
+    )
 
     tls_mode: Literal["disabled", "enforcing"] = setting(
         "TLS on the gRPC port: disabled (plain TCP) or enforcing (TLS only; a 5.x client needs tls_enable and to "

@@ -28,7 +28,10 @@ class ProxyServer:
         self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout)
         self.transactions = ProxyTransactions(self.tx_producer, timeout)
         # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
-        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        self.server = grpc.aio.server(
+            options=[("grpc.so_reuseport", 0), ("grpc.max_concurrent_streams", config.max_streams_per_connection)],
+            maximum_concurrent_rpcs=config.max_concurrent_calls,
+        )
         self.port = 0
         self.service: MessagingService | None = None
 

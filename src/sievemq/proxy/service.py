@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 
 ROUTE_TTL_S = 5.0
 MAX_CACHED_ROUTES = 4096
+TELEMETRY_BACKLOG = 64
+"""Commands one Telemetry stream holds for a client that does not read them: then its own commands wait and
+transaction checks go to another producer (or are asked again later)."""
 
 _SEND_STATUS = {
     SendStatus.SEND_OK: pb.OK,
@@ -163,7 +166,9 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
     ) -> AsyncIterator[svc.TelemetryCommand]:
         """Answer each of the client's settings with the server's (a consumer's register it with its brokers)."""
         client_id = client_id_of(context)
-        out: asyncio.Queue[svc.TelemetryCommand | None] = asyncio.Queue()
+        # Bounded: a client that writes settings and never reads its answers stops being read (gRPC's flow control
+        # then holds it back) instead of growing the proxy's memory.
+        out: asyncio.Queue[svc.TelemetryCommand | None] = asyncio.Queue(TELEMETRY_BACKLOG)
 
         async def read() -> None:
             try:
@@ -173,13 +178,15 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
                     try:
                         await self.clients.settle(client_id, cmd.settings)
                     except RuntimeError as e:
-                        out.put_nowait(svc.TelemetryCommand(status=_status(pb.TOO_MANY_REQUESTS, str(e))))
+                        await out.put(svc.TelemetryCommand(status=_status(pb.TOO_MANY_REQUESTS, str(e))))
                         continue
                     if cmd.settings.WhichOneof("pub_sub") == "publishing" and client_id:
                         topics = [t.name for t in cmd.settings.publishing.topics]
                         self.transactions.attach(client_id, topics, out)  # it may be asked to check transactions
-                    out.put_nowait(svc.TelemetryCommand(status=_status(pb.OK), settings=self._settings(cmd.settings)))
+                    await out.put(svc.TelemetryCommand(status=_status(pb.OK), settings=self._settings(cmd.settings)))
             finally:
+                while out.full():  # the writer has stopped: make room for the end marker
+                    out.get_nowait()
                 out.put_nowait(None)
 
         reader = asyncio.create_task(read(), name="telemetry-read")

@@ -38,7 +38,6 @@ __all__ = ["PROXY_TX_GROUP", "ProxyTransactions", "TransactionId"]
 log = logging.getLogger(__name__)
 
 PROXY_TX_GROUP = "SIEVEMQ_PROXY_TX_PRODUCER"
-MAX_STREAM_BACKLOG = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +105,7 @@ class ProxyTransactions:
         self.streams.pop(client_id, None)
 
     async def _check(self, msg: MessageExt) -> TransactionState:
-        streams = [s for s in self.streams.values() if msg.topic in s.topics and s.queue.qsize() < MAX_STREAM_BACKLOG]
+        streams = [s for s in self.streams.values() if msg.topic in s.topics and not s.queue.full()]
         if not streams:
             log.info("check of transaction %s (topic %s): no 5.x producer of the topic is connected; the broker "
                      "asks again later", msg.uniq_key, msg.topic)  # fmt: skip
