@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sievemq.acl.addresses import IPAddress, parse_ip
-from sievemq.acl.model import AclRules
+from sievemq.acl.model import Account, AclRules
 from sievemq.acl.permission import Perm, allows, perm_name
 from sievemq.acl.resources import TRACE_TOPIC, Policy
 from sievemq.acl.signature import ACCESS_KEY, signature_matches
@@ -74,6 +74,13 @@ def decide(
             f"ACL: the signature of {_what(code)} does not match account {access_key!r} (wrong secret key, or the "
             "request was changed after signing)",
         )
+    return authorize(account, policy, code, fields, body)
+
+
+def authorize(account: Account, policy: Policy, code: int, fields: Mapping[str, str], body: bytes) -> Refusal | None:
+    """Steps 5 to 7 for an account already authenticated (its signature checked, or its credentials checked by
+    another means, as the gRPC proxy does): None when ``account`` may send the request."""
+    access_key = account.access_key
     needs = policy.needs(code, fields, body)
     if needs.resources.get(TRACE_TOPIC) == Perm.PUB:
         return None

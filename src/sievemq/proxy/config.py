@@ -57,6 +57,25 @@ class ProxyConfig:
     max_streams_per_connection: int = setting(
         "gRPC calls one client connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS)", 256, lo=1, hi=65_536
     )
+    acl_enable: bool = setting(
+        "check every call of a 5.x client against aclFile (the brokers' plain_acl.yml format and rules: the "
+        "client's MQv2-HMAC-SHA1 signature, PUB/SUB per topic and group); refusals are UNAUTHORIZED or FORBIDDEN",
+        False,
+    )
+    acl_file: str = setting("the plain_acl.yml, reloaded when it changes (needed with aclEnable)", "",
+                            fmt=EXISTING_FILE)  # fmt: skip
+    acl_max_clock_skew_seconds: int = setting(
+        "how far a call's x-mq-date-time may be from the proxy's clock (0: any). The default allows for the Python "
+        "5.x client, which writes its local time as if it were UTC",
+        15 * 3600,
+        lo=0,
+    )
+    acl_access_key: str = setting(
+        "account the proxy signs its requests to brokers with (an admin account where brokers check ACL)", ""
+    )
+    acl_secret_key: str = setting(
+        "secret key of aclAccessKey (prefer the environment: SIEVEMQ_ACL_SECRET_KEY)", "", secret=True
+    )
 
     tls_mode: Literal["disabled", "enforcing"] = setting(
         "TLS on the gRPC port: disabled (plain TCP) or enforcing (TLS only; a 5.x client needs tls_enable and to "
@@ -79,6 +98,11 @@ class ProxyConfig:
         if self.tls_mode == "enforcing" and not (self.tls_server_cert_path and self.tls_server_key_path):
             raise ConfigError("tlsMode enforcing needs tlsServerCertPath and tlsServerKeyPath", key="tlsMode",
                               value=self.tls_mode)  # fmt: skip
+        if self.acl_enable and not self.acl_file:
+            raise ConfigError(key="aclFile", value=self.acl_file, allowed="the path of a plain_acl.yml when aclEnable")
+        if bool(self.acl_access_key) != bool(self.acl_secret_key):
+            key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
+            raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")
         if self.tls_server_auth_client and not self.tls_server_trust_cert_path:
             raise ConfigError("tlsServerAuthClient needs tlsServerTrustCertPath", key="tlsServerAuthClient",
                               value="true")  # fmt: skip

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import grpc
 
+from sievemq.acl.loader import AclFile
 from sievemq.client.producer import Producer
 from sievemq.proxy.config import ProxyConfig
+from sievemq.proxy.interceptor import AclInterceptor
 from sievemq.proxy.service import MessagingService
 from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
@@ -23,12 +25,16 @@ class ProxyServer:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         timeout = config.request_timeout_seconds
+        ak, sk = config.acl_access_key, config.acl_secret_key
         self.producer = Producer(config.namesrv_list(), PROXY_PRODUCER_GROUP, send_timeout=timeout,
-                                 request_timeout=timeout)  # fmt: skip
-        self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout)
+                                 request_timeout=timeout, access_key=ak, secret_key=sk)  # fmt: skip
+        self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout, ak, sk)
         self.transactions = ProxyTransactions(self.tx_producer, timeout)
+        self.acl = AclInterceptor(AclFile(config.acl_file), config.acl_max_clock_skew_seconds) if config.acl_enable \
+            else None  # fmt: skip
         # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
         self.server = grpc.aio.server(
+            interceptors=[self.acl] if self.acl is not None else None,
             options=[("grpc.so_reuseport", 0), ("grpc.max_concurrent_streams", config.max_streams_per_connection)],
             maximum_concurrent_rpcs=config.max_concurrent_calls,
         )

@@ -81,14 +81,17 @@ class ProxyTransactions:
         self.checks_passed = 0
 
     @staticmethod
-    def make_producer(namesrv: list[str], timeout: float) -> TransactionProducer:
-        """The proxy's 4.x transaction producer (its check listener is bound by ``ProxyTransactions``)."""
+    def make_producer(
+        namesrv: list[str], timeout: float, access_key: str = "", secret_key: str = ""
+    ) -> TransactionProducer:
+        """The proxy's 4.x transaction producer (its check listener is bound by ``ProxyTransactions``), signing
+        with the proxy's account when given."""
 
         async def unset(msg: MessageExt) -> TransactionState:
             return TransactionState.UNKNOWN
 
         return TransactionProducer(namesrv, PROXY_TX_GROUP, check_listener=unset, send_timeout=timeout,
-                                   request_timeout=timeout)  # fmt: skip
+                                   request_timeout=timeout, access_key=access_key, secret_key=secret_key)  # fmt: skip
 
     def bind(self) -> None:
         """Route the broker's check-backs to the 5.x producers."""

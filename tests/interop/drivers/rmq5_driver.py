@@ -14,6 +14,8 @@ Run with the interpreter of ``.interop/venv-rmq5``::
     rmq5_driver.py push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
                            [--fail-first K] [--timeout S]
 
+With ``RMQ5_ACCESS_KEY`` and ``RMQ5_SECRET_KEY`` in the environment the client signs its calls with that account.
+
 One JSON object per line: ``started``, ``sent`` (i, message_id, offset), ``received`` (message_id, body, tag,
 keys, properties, attempt, group, topic), ``acked``, ``error`` (i, error), ``done``. A consumer prints
 ``ready`` after its first (empty) receive, stops after ``count`` acked messages or ``timeout`` seconds; with
@@ -40,12 +42,21 @@ def emit(event: str, **fields: Any) -> None:
         print(line, flush=True)
 
 
+def _credentials() -> Any:
+    """The account of ``RMQ5_ACCESS_KEY`` / ``RMQ5_SECRET_KEY`` (none when unset)."""
+    import os
+
+    from rocketmq import Credentials
+
+    return Credentials(os.environ.get("RMQ5_ACCESS_KEY", ""), os.environ.get("RMQ5_SECRET_KEY", ""))
+
+
 def produce(args: argparse.Namespace) -> int:
     import time
 
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+    from rocketmq import ClientConfiguration, Message, Producer
 
-    config = ClientConfiguration(args.endpoints, Credentials())
+    config = ClientConfiguration(args.endpoints, _credentials())
     producer = Producer(config, (args.topic,), tls_enable=args.tls)
     producer.startup()
     emit("started", role="producer", topic=args.topic)
@@ -97,9 +108,9 @@ def _received(m: Any) -> dict[str, Any]:
 def simple_consume(args: argparse.Namespace) -> int:
     import time
 
-    from rocketmq import ClientConfiguration, Credentials, SimpleConsumer
+    from rocketmq import ClientConfiguration, SimpleConsumer
 
-    config = ClientConfiguration(args.endpoints, Credentials())
+    config = ClientConfiguration(args.endpoints, _credentials())
     consumer = SimpleConsumer(config, args.group, {args.topic: _expression(args)}, await_duration=args.await_s,
                               tls_enable=args.tls)  # fmt: skip
     consumer.startup()
@@ -140,7 +151,7 @@ def push_consume(args: argparse.Namespace) -> int:
     import threading
     import time
 
-    from rocketmq import ClientConfiguration, ConsumeResult, Credentials, MessageListener, PushConsumer
+    from rocketmq import ClientConfiguration, ConsumeResult, MessageListener, PushConsumer
 
     lock = threading.Lock()
     state = {"acked": 0, "failed": 0}
@@ -158,7 +169,7 @@ def push_consume(args: argparse.Namespace) -> int:
                 emit("acked", message_id=message.message_id)
                 return ConsumeResult.SUCCESS
 
-    config = ClientConfiguration(args.endpoints, Credentials())
+    config = ClientConfiguration(args.endpoints, _credentials())
     consumer = PushConsumer(config, args.group, Listener(), {args.topic: _expression(args)})
     consumer.startup()
     emit("started", role="push-consumer", topic=args.topic)
@@ -181,7 +192,7 @@ def tx_produce(args: argparse.Namespace) -> int:
     answered with ``--check-answer``); stays up ``--linger`` seconds for check-backs."""
     import time
 
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker, TransactionResolution
+    from rocketmq import ClientConfiguration, Message, Producer, TransactionChecker, TransactionResolution
 
     class Checker(TransactionChecker):  # type: ignore[misc]
         def check(self, message: Any) -> Any:
@@ -190,7 +201,7 @@ def tx_produce(args: argparse.Namespace) -> int:
                 return TransactionResolution.COMMIT
             return TransactionResolution.ROLLBACK
 
-    config = ClientConfiguration(args.endpoints, Credentials())
+    config = ClientConfiguration(args.endpoints, _credentials())
     producer = Producer(config, (args.topic,), Checker())
     producer.startup()
     emit("started", role="tx-producer", topic=args.topic)

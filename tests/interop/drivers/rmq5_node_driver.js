@@ -11,6 +11,8 @@
  *   node rmq5_node_driver.js push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
  *                                    [--fail-first K] [--timeout S] [--linger S]
  *
+ * With RMQ5_ACCESS_KEY and RMQ5_SECRET_KEY in the environment the client signs its calls with that account.
+ *
  * Templates (--key, --prop values) may hold "{i}", the message's index. --key-prefix k gives message i the key "k<i>".
  *
  * One JSON object per line on stdout: started, sent (i, message_id, offset), ready (a simple consumer after its first
@@ -193,6 +195,8 @@ function baseOptions(args, onLogLine) {
     namespace: args.namespace,
     requestTimeout: Math.max(1000, Math.round(args['request-timeout'] * 1000)),
     logger: fileLogger(onLogLine),
+    ...(process.env.RMQ5_ACCESS_KEY ? { sessionCredentials: { accessKey: process.env.RMQ5_ACCESS_KEY,
+      accessSecret: process.env.RMQ5_SECRET_KEY || '' } } : {}),
   };
 }
 
