@@ -24,19 +24,24 @@ Phases, each round (the systems alternate: 5.x first in even rounds, last in odd
    (docs/protocol/bloom.md). Each consumer must receive exactly the matching messages: a wrong count, a message that
    does not match, a duplicate or a message after the last one is an error that stops the bench, not a figure.
 
-Only the steady part is timed. A 5.x client process imports the client (~0.7 s here), starts it (``startup()``: the
-route query, the telemetry stream and the client's settings on it; a Producer or SimpleConsumer does not wait for
-the server's settings, only a PushConsumer waits, up to 10 s), then a producer sends 20 warm-up messages and a
-consumer makes one receive of the empty topic (registering its group; it long-polls ``--await`` s): all of that
-before the clock starts; the start-up times are printed. The 4.x producer is started and warmed the same way; a 4.x
-PullConsumer's clock starts when ``start()`` has returned (its first fetches are timed, as the 5.x first receive is).
+Only the steady part is timed. A 5.x client process imports the client (~0.7 s here) and starts it (``startup()``,
+~20-30 ms: the route query, the telemetry stream and the client's settings on it; a Producer or a SimpleConsumer
+does not wait for the server's settings, only a PushConsumer waits for them, up to 10 s, so no row meets that wait);
+then a producer sends 20 warm-up messages, a consumer makes one receive of the still empty topic (its group is
+registered and its cursors are placed before the backlog is written; with ``--await 0`` it answers at once). All of
+that happens before the clock starts, and its times are printed at the end. The 4.x producer is started once and
+warmed with 20 sends before the first row; a 4.x PullConsumer's clock starts when ``start()`` has returned (a few
+ms: its first fetches are timed, as the 5.x consumer's first receive is). The consumer phases' three 5.x processes
+are launched together before that round's first consume row, so their imports overlap and fall outside every
+row. After its last message each consumer asks once more (untimed) and must get nothing.
 
 Printed per row: messages per second (median of ``--rounds``), the ratio to the direct 4.x row of the phase, and the
 CPU time per message of the broker, the proxy and the client process (utime + stime of all threads from
-``/proc``; filtered rows per message of the topic, the scanned ones); then each round's ratios.
+``/proc``; filtered rows per message of the topic, the scanned ones); then each round's ratios, the broker's
+filter counts and the start-up times. The defaults take about 1.5-2 minutes on this 2-core machine.
 
     .venv/bin/python bench/bench_proxy.py [--messages 5000] [--sync-messages 1000] [--size 1024] [--inflight 32]
-                                          [--rounds 3] [--await 1] [--keep]
+                                          [--rounds 3] [--await 0] [--keep]
 """
 
 from __future__ import annotations
