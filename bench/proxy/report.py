@@ -55,9 +55,8 @@ def report(rounds: Rounds, args: argparse.Namespace, matched: int) -> None:
         for key in rows:
             xs = samples[key]
             rate = _median([x.rate for x in xs])
-            cpu = [_median([x.us(c) for x in xs for c in [getattr(x, f)]]) for f in ("broker_cpu", "proxy_cpu",
-                                                                                     "client_cpu")]  # fmt: skip
-            proxy = f"{cpu[1]:>10.0f}" if key.endswith("5") else f"{'-':>10}"
+            cpu = [_median([x.us(getattr(x, f)) for x in xs]) for f in ("broker_cpu", "proxy_cpu", "client_cpu")]
+            proxy = f"{cpu[1]:>10.0f}" if key.endswith("5") else f"{'-':>10}"  # the 5.x rows' keys end in 5
             print(f"  {LABELS[key]:<42}{rate:>9,.0f}{rate / ref_rate:>7.2f}x{cpu[0]:>11.0f}{proxy}{cpu[2]:>11.0f}"
                   f"  {xs[-1].note}".rstrip())  # fmt: skip
     print("\neach round's ratio to the phase's direct 4.x row:")
