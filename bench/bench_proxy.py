@@ -38,7 +38,7 @@ row. After its last message each consumer asks once more (untimed) and must get 
 Printed per row: messages per second (median of ``--rounds``), the ratio to the direct 4.x row of the phase, and the
 CPU time per message of the broker, the proxy and the client process (utime + stime of all threads from
 ``/proc``; filtered rows per message of the topic, the scanned ones); then each round's ratios, the broker's
-filter counts and the start-up times. The defaults take about 1.5-2 minutes on this 2-core machine.
+filter counts and the start-up times. The defaults take about 2 minutes on this 2-core machine (more when it is busy).
 
     .venv/bin/python bench/bench_proxy.py [--messages 5000] [--sync-messages 1000] [--size 1024] [--inflight 32]
                                           [--rounds 3] [--await 0] [--keep]
