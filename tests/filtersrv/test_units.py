@@ -137,7 +137,7 @@ async def test_worker_cpu_limit(filters_dir: Path) -> None:
         t0 = time.monotonic()
         with pytest.raises(FilterFailure) as ei:
             await pool.run(src("Spin", "while True:\n    pass"), records(1), 1)
-        assert ei.value.kind == "cpu" and "RLIMIT_CPU 1 s" in ei.value.detail
+        assert ei.value.kind == "cpu" and "RLIMIT_CPU 1 s" in ei.value.detail, (ei.value.kind, ei.value.detail)
         assert time.monotonic() - t0 < 5.0
         assert await pool.run(src("Yes", "return True"), records(2), 2) == [0, 1]
     finally:

@@ -135,6 +135,7 @@ def scan_window(
     ext_get = ext.get if ext is not None else None
     entries: Iterable[tuple[int, tuple[int, int, int]]] = enumerate(CQ_ENTRY.iter_unpack(block))
     arr = None
+    rejected = None
     probe = flt.bitmap_probe() if flt is not None and ext is not None else None
     if probe is not None:
         assert ext is not None and flt is not None
@@ -144,7 +145,6 @@ def scan_window(
         if len(at):
             rejected = at[ext.probe_reject(slots[at], probe)]
             if len(rejected):
-                flt.on_probe_rejected(len(rejected))
                 keep = np.ones(n, dtype=np.bool_)
                 keep[rejected] = False
                 idx = np.flatnonzero(keep)
@@ -186,6 +186,10 @@ def scan_window(
                 continue
         records.append(mm[pos : pos + size])
         total += size
+    if rejected is not None and len(rejected):
+        assert flt is not None
+        # only those before where this scan stopped: the next pull scans the rest again (and counts them then)
+        flt.on_probe_rejected(len(rejected) if scanned == n else int((rejected < scanned).sum()))
     if not records and not removing and arr is not None:  # entries the probe skipped may point below the log
         head = arr[:scanned]
         removing = bool(((head["phy"] < log_min) & (head["size"] != BLANK_SIZE)).any())

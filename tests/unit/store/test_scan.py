@@ -192,6 +192,24 @@ def test_units_resolve_tag_codes_and_the_probe_skips_entries() -> None:
     assert numbers(w) == [0, 1, 2, 3, 4]
 
 
+def test_scans_that_resume_where_the_last_stopped_count_each_rejected_entry_once() -> None:
+    """A batch that fills up stops the scan; the rejected entries after that point are scanned (and counted) again by
+    the next pull, so they are not counted by this one (they were twice, inflating ``group filters``)."""
+    f, spots = log_of([10] * 10)
+    addrs = [encode_address(i * 24) for i in range(10)]
+    units = {a: CqExtUnit(100 + i, 1, b"\x01") for i, a in enumerate(addrs)}
+    ext = FakeExt(units, reject={a for i, a in enumerate(addrs) if i % 2})  # odd entries rejected
+    block = block_of([(p, n, a) for (p, n), a in zip(spots, addrs, strict=True)])
+    flt, offset, delivered = Probing(), 0, []
+    while offset < 10:
+        w = scan_window(block[offset * CQ_ENTRY.size :], find=finder(f), log_min=BASE, ext=ext, flt=flt,
+                        limits=ScanLimits(2, 1 << 20))  # fmt: skip
+        delivered += numbers(w)
+        offset += w.scanned
+    assert delivered == [0, 2, 4, 6, 8]
+    assert flt.rejected == 5, f"5 entries rejected, counted {flt.rejected} times"
+
+
 def test_probe_skipped_entries_below_the_log_still_say_removing() -> None:
     f, _spots = log_of([10])
     addr = encode_address(0)
