@@ -7,6 +7,7 @@ from pathlib import Path
 import grpc
 
 from sievemq.client.producer import Producer
+from sievemq.metrics.proxy import GrpcMetricsInterceptor, GrpcStats
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.service import MessagingService
 from sievemq.proxy.transactions import ProxyTransactions
@@ -27,8 +28,11 @@ class ProxyServer:
                                  request_timeout=timeout)  # fmt: skip
         self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout)
         self.transactions = ProxyTransactions(self.tx_producer, timeout)
+        self.grpc_stats = GrpcStats()
+        """Calls by method and code, for ``/metrics`` (sievemq/metrics/proxy.py)."""
         # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
-        self.server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        self.server = grpc.aio.server(interceptors=[GrpcMetricsInterceptor(self.grpc_stats)],
+                                      options=[("grpc.so_reuseport", 0)])  # fmt: skip
         self.port = 0
         self.service: MessagingService | None = None
 
