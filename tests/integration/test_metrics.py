@@ -58,7 +58,8 @@ async def test_messages_bytes_latency_and_store_size_move_by_what_was_done(clust
 
         for i in range(12):
             await wire.send_message(conn, "MetricsT", f"body-{i}".encode() * (i + 1), queue_id=0)
-        await wire.send_batch(conn, "MetricsT", [BatchEntry(body=f"batched-{i}".encode()) for i in range(5)], queue_id=0)
+        batch = [BatchEntry(body=f"batched-{i}".encode()) for i in range(5)]
+        await wire.send_batch(conn, "MetricsT", batch, queue_id=0)
         sent = await scrape(http)
         assert sent.value("sievemq_messages_in_total", topic="MetricsT") == 17
         assert _latency_count(sent, "sievemq_send_latency_seconds") - _latency_count(
@@ -77,7 +78,8 @@ async def test_messages_bytes_latency_and_store_size_move_by_what_was_done(clust
         ) == pulls
         grown = after.value("sievemq_store_commitlog_bytes") - before.value("sievemq_store_commitlog_bytes")
         assert grown == record_bytes, "the commit log grew by the records stored, nothing else was written"
-        assert after.value("sievemq_store_files_bytes", kind="commitlog") >= after.value("sievemq_store_commitlog_bytes")
+        held = after.value("sievemq_store_commitlog_bytes")
+        assert after.value("sievemq_store_files_bytes", kind="commitlog") >= held
         assert after.value("sievemq_store_files_bytes", kind="consumequeue") > 0
         assert after.value("sievemq_store_consume_queues") >= 1
         total = after.value("sievemq_store_disk_total_bytes")
@@ -95,7 +97,7 @@ async def test_messages_bytes_latency_and_store_size_move_by_what_was_done(clust
 
 
 async def test_pull_latency_leaves_out_the_time_a_pull_was_held(cluster: Cluster) -> None:
-    dev, http, conn = await _dev(cluster)
+    _, http, conn = await _dev(cluster)
     try:
         await create_topic(conn, "Held", 1)
         before = await scrape(http)
@@ -112,7 +114,7 @@ async def test_pull_latency_leaves_out_the_time_a_pull_was_held(cluster: Cluster
 
 
 async def test_filter_counts_by_kind_and_outcome(cluster: Cluster) -> None:
-    dev, http, conn = await _dev(cluster)
+    _, http, conn = await _dev(cluster)
     try:
         await create_topic(conn, "Tagged", 1)
         for i in range(10):
@@ -152,12 +154,12 @@ async def test_filter_counts_by_kind_and_outcome(cluster: Cluster) -> None:
 
 
 async def test_consumer_lag_per_queue_and_pop_leases_in_flight(cluster: Cluster) -> None:
-    dev, http, conn = await _dev(cluster)
+    _, http, conn = await _dev(cluster)
     try:
         await create_topic(conn, "Lagging", 2)
-        for i in range(10):
+        for _ in range(10):
             await wire.send_message(conn, "Lagging", b"a", queue_id=0)
-        for i in range(4):
+        for _ in range(4):
             await wire.send_message(conn, "Lagging", b"b", queue_id=1)
         await api.update_offset(conn, "g-lag", "Lagging", 0, 3)
         await api.update_offset(conn, "g-lag", "Lagging", 1, 4)
@@ -190,7 +192,7 @@ async def test_consumer_lag_per_queue_and_pop_leases_in_flight(cluster: Cluster)
 
 
 async def test_open_transactions_and_pending_timers(cluster: Cluster) -> None:
-    dev, http, conn = await _dev(cluster)
+    _, http, conn = await _dev(cluster)
     try:
         await wire.send_message(conn, "TxT", b"half", queue_id=0,
                                 properties={PropertyKey.TRAN_MSG: "true", PropertyKey.PGROUP: "pg"})  # fmt: skip
@@ -266,7 +268,7 @@ async def _routed(ns: Connection) -> bool:
 
 
 async def test_healthz_answers_with_the_roles(cluster: Cluster) -> None:
-    dev, http, conn = await _dev(cluster)
+    _, http, conn = await _dev(cluster)
     conn.close()
     status, ctype, text = fetch(http + "/healthz")
     assert status == 200 and ctype.startswith("application/json"), (status, ctype, text)

@@ -58,8 +58,8 @@ async def test_name_server_and_broker_serve_their_own_metrics(cluster: Cluster) 
 
 async def test_the_default_http_port_follows_the_listen_port_and_zero_turns_it_off(cluster: Cluster) -> None:
     port, derived = _port_pair()
-    ns = cluster._start(Proc(["namesrv", "--listen-port", str(port)], port, cluster.tmp / "ns.log",
-                             env={"SIEVEMQ_HTTP_LISTEN_PORT": "-1"}))  # the default, as the tests turn it off  # fmt: skip
+    env = {"SIEVEMQ_HTTP_LISTEN_PORT": "-1"}  # the default, which the tests' processes are started without
+    ns = cluster._start(Proc(["namesrv", "--listen-port", str(port)], port, cluster.tmp / "ns.log", env=env))
     await _logged(ns, f"metrics on http://127.0.0.1:{derived}/metrics")
     s = await scrape(f"http://127.0.0.1:{derived}")
     assert s.value("sievemq_namesrv_brokers") == 0
@@ -82,8 +82,9 @@ def test_a_taken_http_port_stops_a_standalone_role_with_the_reason(cluster: Clus
         out = subprocess.run([sys.executable, "-m", "sievemq.cli", role, *args], capture_output=True, text=True,
                              timeout=60)  # fmt: skip
     assert out.returncode != 0, out.stdout
-    assert (f"cannot listen for HTTP (/metrics, /healthz) on 127.0.0.1:{port}: the port is taken; set httpListenPort "
-            "(--http-listen-port) to a free port, or 0 to turn the HTTP port off") in out.stderr, out.stderr  # fmt: skip
+    why = (f"cannot listen for HTTP (/metrics, /healthz) on 127.0.0.1:{port}: the port is taken; set httpListenPort "
+           "(--http-listen-port) to a free port, or 0 to turn the HTTP port off")  # fmt: skip
+    assert why in out.stderr, out.stderr
     if role == "broker":
         assert not (cluster.tmp / "store" / "abort").exists(), "the broker stopped cleanly before exiting"
 
