@@ -15,7 +15,7 @@ from sievemq import __version__
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig
-from sievemq.http.settings import DEV_PORT, http_port
+from sievemq.http.settings import DEV_PORT, derived_problem, http_port
 from sievemq.proxy.config import ProxyConfig
 from sievemq.runner import config_options, run_until_signalled
 
@@ -194,14 +194,18 @@ async def _dev_http(ns: Any, broker: Any, proxy: Any, host: str, port: int) -> A
         return None
 
 
-async def _role_http(role: Any, host: str, port: int | None, stop_role: Any, loop_lag: Any = None) -> Any:
-    """A standalone role's HTTP port (a ``ProcessHttp``; None: off). When its port cannot be had the role is
-    stopped (``stop_role()``) and ``HttpPortError`` ends the command with its message."""
+async def _role_http(role: Any, cfg: Any, stop_role: Any, loop_lag: Any = None) -> Any:
+    """A standalone role's HTTP port (a ``ProcessHttp``; None: off) for its config ``cfg``. When its port cannot
+    be had the role is stopped (``stop_role()``) and ``HttpPortError`` ends the command with its message."""
     from sievemq.http.serve import start_http
     from sievemq.http.server import HttpPortError
 
+    problem = derived_problem(role.role, cfg.http_listen_port, cfg.listen_port)
+    if problem is not None:
+        click.echo(f"warning: {problem}", err=True)
+    port = http_port(role.role, cfg.http_listen_port, cfg.listen_port)
     try:
-        http = await start_http([role], host, port, loop_lag=loop_lag)
+        http = await start_http([role], cfg.http_listen_host, port, loop_lag=loop_lag)
     except HttpPortError:
         await stop_role()
         raise
@@ -227,8 +231,7 @@ def namesrv(config_path: str | None, **kwargs: Any) -> None:
 
         ns = NamesrvController(cfg)
         await ns.start()
-        http = await _role_http(namesrv_metrics(ns), cfg.http_listen_host,
-                                http_port("namesrv", cfg.http_listen_port, cfg.listen_port), ns.stop)  # fmt: skip
+        http = await _role_http(namesrv_metrics(ns), cfg, ns.stop)
         click.echo(f"sievemq name server listening on {ns.addr}")
         sys.stdout.flush()
         await stop.wait()
@@ -261,8 +264,7 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
 
         b = BrokerController(cfg, recover_from=recover_from_slave)
         await b.start()  # a failed recovery (RecoveryError) ends the command with its message
-        port = http_port("broker", cfg.http_listen_port, cfg.listen_port)
-        http = await _role_http(broker_metrics(b), cfg.http_listen_host, port, b.stop, b.loop_lag.stats)
+        http = await _role_http(broker_metrics(b), cfg, b.stop, b.loop_lag.stats)
         click.echo(
             f"sievemq broker {cfg.broker_name} listening on {cfg.advertised_addr}, "
             f"name servers {cfg.namesrv_addr or '(none)'}, data {cfg.store_path_root_dir}"
@@ -293,8 +295,7 @@ def proxy(config_path: str | None, **kwargs: Any) -> None:
 
         server = ProxyServer(cfg)
         await server.start()
-        http = await _role_http(proxy_metrics(server), cfg.http_listen_host,
-                                http_port("proxy", cfg.http_listen_port, cfg.listen_port), server.stop)  # fmt: skip
+        http = await _role_http(proxy_metrics(server), cfg, server.stop)
         click.echo(f"sievemq proxy (gRPC, apache.rocketmq.v2) listening on {server.addr}, name servers "
                    f"{cfg.namesrv_addr}")  # fmt: skip
         sys.stdout.flush()

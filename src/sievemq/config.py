@@ -101,7 +101,6 @@ class NamesrvConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        http.check(self, "namesrv")
         server_tls(self)  # loads the TLS files: a bad one is a ConfigError naming its key
         if self.acl_enable and not self.acl_file:
             raise ConfigError(key="aclFile", value=self.acl_file, allowed="the path of a plain_acl.yml when aclEnable")
@@ -343,7 +342,6 @@ class BrokerConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        http.check(self, "broker")
         check_broker(self)  # loads the TLS files: a bad one is a ConfigError naming its key
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"

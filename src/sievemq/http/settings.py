@@ -9,11 +9,7 @@ given one: a broker starts several of them on ephemeral ports (docs/metrics.md Â
 
 from __future__ import annotations
 
-from typing import Any
-
-from sievemq.errors import ConfigError
-
-__all__ = ["DEV_PORT", "PORT_OFFSETS", "check", "host_doc", "http_port", "port_doc"]
+__all__ = ["DEV_PORT", "PORT_OFFSETS", "derived_problem", "host_doc", "http_port", "port_doc"]
 
 DEV_PORT = 8080
 """``sievemq dev``'s HTTP port."""
@@ -41,21 +37,21 @@ def host_doc() -> tuple[str, str]:
 
 def http_port(role: str, setting: int, listen_port: int) -> int | None:
     """The port to bind for ``role``: None when off (0), the ``PORT_OFFSETS`` one for -1 (0, an ephemeral port,
-    when ``listenPort`` is 0 too). ConfigError when -1 would give a port beyond 65535 or below 1."""
+    when ``listenPort`` is 0 too; None when it would fall outside 1..65535: ``derived_problem`` says so)."""
     if setting == 0:
         return None
     if setting > 0:
         return setting
-    offset = PORT_OFFSETS.get(role, 0)
     if listen_port == 0:
         return 0
-    port = listen_port + offset
-    if not 1 <= port <= 65535:
-        allowed = f"0, or a port in 1..65535: -1 means {_derived(offset)}, which is {port} here"
-        raise ConfigError(key="httpListenPort", value=setting, allowed=allowed)
-    return port
+    port = listen_port + PORT_OFFSETS.get(role, 0)
+    return port if 1 <= port <= 65535 else None
 
 
-def check(cfg: Any, role: str) -> None:
-    """ConfigError when the config's ``httpListenPort`` cannot be used (see ``http_port``)."""
-    http_port(role, cfg.http_listen_port, cfg.listen_port)
+def derived_problem(role: str, setting: int, listen_port: int) -> str | None:
+    """Why a role asked for the derived port (-1) has none, or None."""
+    if setting != -1 or listen_port == 0 or http_port(role, setting, listen_port) is not None:
+        return None
+    offset = PORT_OFFSETS.get(role, 0)
+    return (f"no HTTP port: httpListenPort -1 means {_derived(offset)}, which is {listen_port + offset} here; set "
+            "httpListenPort (--http-listen-port) to a port in 1..65535")  # fmt: skip

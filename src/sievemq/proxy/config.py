@@ -69,7 +69,6 @@ class ProxyConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        http.check(self, "proxy")
         if self.tls_mode == "enforcing" and not (self.tls_server_cert_path and self.tls_server_key_path):
             raise ConfigError("tlsMode enforcing needs tlsServerCertPath and tlsServerKeyPath", key="tlsMode",
                               value=self.tls_mode)  # fmt: skip
