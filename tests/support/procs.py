@@ -192,13 +192,15 @@ def broker_proc(
                 prefix=prefix or [])  # fmt: skip
 
 
-def dev_proc(tmp: Path, *extra: str) -> Proc:
+def dev_proc(tmp: Path, *extra: str, http: bool | None = True) -> Proc:
     """``sievemq dev`` on free ports (not started); ``extra['namesrv']`` is its name server address,
-    ``extra['http']`` the base URL of its HTTP port (/metrics, /healthz)."""
+    ``extra['http']`` the base URL of its HTTP port (/metrics, /healthz). ``http`` False: no HTTP port
+    (``--http-port 0``); None: no ``--http-port`` flag at all (a checkout from before it, a benchmark's baseline)."""
     ns_port, br_port, grpc_port, http_port = free_port(), free_port(), free_port(), free_port()
+    http_args = {True: ["--http-port", str(http_port)], False: ["--http-port", "0"], None: []}[http]
     p = Proc(
         ["dev", "--data", str(tmp / "dev-data"), "--namesrv-port", str(ns_port), "--broker-port", str(br_port),
-         "--grpc-port", str(grpc_port), "--http-port", str(http_port), *extra],
+         "--grpc-port", str(grpc_port), *http_args, *extra],
         br_port,
         tmp / "dev.log",
         ready_text="Press Ctrl-C to stop.",
@@ -206,7 +208,8 @@ def dev_proc(tmp: Path, *extra: str) -> Proc:
     p.extra["namesrv"] = f"127.0.0.1:{ns_port}"
     p.extra["namesrv_port"] = ns_port
     p.extra["grpc"] = f"127.0.0.1:{grpc_port}"
-    p.extra["http"] = f"http://127.0.0.1:{http_port}"
+    if http:
+        p.extra["http"] = f"http://127.0.0.1:{http_port}"
     return p
 
 
