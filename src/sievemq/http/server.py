@@ -49,8 +49,9 @@ class HttpServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` (valid after ``start``; 127.0.0.1 for every interface)."""
-        return f"http://{self.host or '127.0.0.1'}:{self.port}"
+        """``http://host:port`` (valid after ``start``; 127.0.0.1 when listening on every interface)."""
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     def add_routes(self, routes: Iterable[web.AbstractRouteDef]) -> None:
         """Mount more routes (before ``start``): ``server.add_routes([web.get("/api/x", handler)])``."""

@@ -106,3 +106,14 @@ def test_a_process_registry_refuses_two_roles_exporting_one_family() -> None:
     with pytest.raises(ValueError, match="sievemq_same"):
         build_registry([RoleMetrics("a", [_Fixed("sievemq_same")]), RoleMetrics("b", [_Fixed("sievemq_same")])],
                        LagStats())  # fmt: skip
+
+
+@pytest.mark.parametrize(("host", "url"), [("127.0.0.1", "http://127.0.0.1:8080"), ("", "http://127.0.0.1:8080"),
+                                           ("0.0.0.0", "http://127.0.0.1:8080"), ("::1", "http://[::1]:8080"),
+                                           ("10.0.0.7", "http://10.0.0.7:8080")])  # fmt: skip
+def test_the_printed_url_is_one_a_person_can_open(host: str, url: str) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from sievemq.http.server import HttpServer
+
+    assert HttpServer(host, 8080, CollectorRegistry()).url == url  # not started: no socket
