@@ -25,8 +25,9 @@ TOPICS = ("BenchSingle", "BenchBatch", "BenchLatency", "BenchApiSingle", "BenchA
 
 def start_dev(tmp: Path, name: str, src: Path | None = None) -> Proc:
     """``sievemq dev`` (name server + broker, ASYNC_FLUSH) with its store and log under ``tmp/name``; ``src``:
-    run another checkout's ``src`` (``PYTHONPATH``) with this venv's interpreter."""
-    dev = dev_proc(tmp / name)
+    run another checkout's ``src`` (``PYTHONPATH``) with this venv's interpreter. No HTTP port (a baseline from
+    before it has none, and is given no flag for it)."""
+    dev = dev_proc(tmp / name, http=None if src is not None else False)
     if src is not None:
         dev.env["PYTHONPATH"] = str(src)
     return dev.start()

@@ -15,6 +15,7 @@ from sievemq import __version__
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.http.settings import DEV_PORT, derived_problem, http_port
 from sievemq.proxy.config import ProxyConfig
 from sievemq.runner import config_options, run_until_signalled
 
@@ -58,6 +59,8 @@ def main(log_level: str) -> None:
 @click.option("--broker-port", default=10911, show_default=True, type=int, help="broker port")
 @click.option("--grpc-port", default=8081, show_default=True, type=int,
               help="port of the gRPC proxy for RocketMQ 5.x clients (0: none)")  # fmt: skip
+@click.option("--http-port", default=DEV_PORT, show_default=True, type=click.IntRange(0, 65535),
+              help="HTTP port of /metrics (Prometheus) and /healthz for all three roles (0: none)")  # fmt: skip
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"]), default=None, help="flush mode (default async)")
 @click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
@@ -72,6 +75,7 @@ def dev(
     namesrv_port: int,
     broker_port: int,
     grpc_port: int,
+    http_port: int,
     config_path: str | None,
     flush: str | None,
     filtersrv_nums: int | None,
@@ -80,11 +84,12 @@ def dev(
     tls_key: str | None,
     tls_mode: str,
 ) -> None:
-    """Run a name server and a broker in one process (data in a local folder).
+    """Run a name server, a broker and the gRPC proxy in one process (data in a local folder).
 
     Topics are created on first send (auto-create on). Ctrl-C stops cleanly: the store is flushed and
     marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
-    (docs/protocol/tls.md); the banner says how to connect.
+    (docs/protocol/tls.md); the banner says how to connect. Prometheus metrics of all three roles are on
+    http://HOST:8080/metrics (--http-port; docs/metrics.md).
     """
     from sievemq.broker.controller import BrokerController
     from sievemq.namesrv.controller import NamesrvController
@@ -95,7 +100,8 @@ def dev(
             from sievemq.devcert import dev_tls
 
             tls = dev_tls(Path(data), (host,) if host not in ("0.0.0.0", "") else (), tls_mode, tls_cert, tls_key)
-        ns_overrides = {"listen_host": host, "listen_port": namesrv_port, **(tls.namesrv() if tls else {})}
+        ns_overrides = {"listen_host": host, "listen_port": namesrv_port, "http_listen_port": 0,
+                        **(tls.namesrv() if tls else {})}  # fmt: skip
         ns_cfg = load_config(NamesrvConfig, None, overrides=ns_overrides)
         overrides: dict[str, Any] = {
             "listen_host": host,
@@ -104,6 +110,7 @@ def dev(
             "namesrv_addr": f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{namesrv_port}",
             "store_path_root_dir": data,
             "auto_create_topic_enable": True,
+            "http_listen_port": 0,  # the dev command's own HTTP port serves all three roles
         }
         if flush:
             overrides["flush_disk_type"] = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
@@ -125,6 +132,7 @@ def dev(
             await ns.stop()
             raise
         proxy = await _dev_proxy(ns.addr, host, br_cfg.broker_ip, grpc_port) if grpc_port and tls is None else None
+        http = await _dev_http(ns, broker, proxy, host, http_port)
         click.echo(f"sievemq {__version__} dev")
         click.echo(f"  name server  {ns.addr}")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
@@ -132,6 +140,8 @@ def dev(
             click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients)")
         elif grpc_port and tls is not None:
             click.echo("  gRPC proxy   off with --tls (the proxy has no TLS yet)")
+        if http is not None:
+            click.echo(f"  metrics      {http.url}/metrics  (Prometheus; {http.url}/healthz)")
         click.echo(f"  data         {br_cfg.store_path_root_dir}")
         for line in tls.connect_lines(ns.addr) if tls else ():
             click.echo(line)
@@ -139,6 +149,8 @@ def dev(
         sys.stdout.flush()
         await stop.wait()
         click.echo("stopping...")
+        if http is not None:
+            await http.stop()
         if proxy is not None:
             await proxy.stop()
         await broker.stop()
@@ -165,6 +177,43 @@ async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int) -> 
     return proxy
 
 
+async def _dev_http(ns: Any, broker: Any, proxy: Any, host: str, port: int) -> Any:
+    """The dev command's HTTP port for its roles (a ``ProcessHttp``), or None (with a warning) when its port is
+    taken."""
+    from sievemq.http.serve import start_http
+    from sievemq.http.server import HttpPortError
+    from sievemq.metrics.roles import broker_metrics, namesrv_metrics, proxy_metrics
+
+    if not port:
+        return None
+    roles = [namesrv_metrics(ns), broker_metrics(broker), *([proxy_metrics(proxy)] if proxy is not None else [])]
+    try:
+        return await start_http(roles, host, port, loop_lag=broker.loop_lag.stats, hint="--http-port")
+    except HttpPortError as e:
+        click.echo(f"warning: {e}", err=True)
+        return None
+
+
+async def _role_http(role: Any, cfg: Any, stop_role: Any, loop_lag: Any = None) -> Any:
+    """A standalone role's HTTP port (a ``ProcessHttp``; None: off) for its config ``cfg``. When its port cannot
+    be had the role is stopped (``stop_role()``) and ``HttpPortError`` ends the command with its message."""
+    from sievemq.http.serve import start_http
+    from sievemq.http.server import HttpPortError
+
+    problem = derived_problem(role.role, cfg.http_listen_port, cfg.listen_port)
+    if problem is not None:
+        click.echo(f"warning: {problem}", err=True)
+    port = http_port(role.role, cfg.http_listen_port, cfg.listen_port)
+    try:
+        http = await start_http([role], cfg.http_listen_host, port, loop_lag=loop_lag)
+    except HttpPortError:
+        await stop_role()
+        raise
+    if http is not None:
+        click.echo(f"metrics on {http.url}/metrics")
+    return http
+
+
 @main.command()
 @click.option("--config", "config_path", default=None, help="name server TOML file")
 @config_options(NamesrvConfig)
@@ -178,11 +227,16 @@ def namesrv(config_path: str | None, **kwargs: Any) -> None:
         raise click.ClickException(str(e)) from None
 
     async def run(stop: asyncio.Event) -> None:
+        from sievemq.metrics.roles import namesrv_metrics
+
         ns = NamesrvController(cfg)
         await ns.start()
+        http = await _role_http(namesrv_metrics(ns), cfg, ns.stop)
         click.echo(f"sievemq name server listening on {ns.addr}")
         sys.stdout.flush()
         await stop.wait()
+        if http is not None:
+            await http.stop()
         await ns.stop()
 
     run_until_signalled(run)
@@ -206,14 +260,19 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
         raise click.ClickException("--recover-from-slave is for a master (brokerRole ASYNC_MASTER or SYNC_MASTER)")
 
     async def run(stop: asyncio.Event) -> None:
+        from sievemq.metrics.roles import broker_metrics
+
         b = BrokerController(cfg, recover_from=recover_from_slave)
         await b.start()  # a failed recovery (RecoveryError) ends the command with its message
+        http = await _role_http(broker_metrics(b), cfg, b.stop, b.loop_lag.stats)
         click.echo(
             f"sievemq broker {cfg.broker_name} listening on {cfg.advertised_addr}, "
             f"name servers {cfg.namesrv_addr or '(none)'}, data {cfg.store_path_root_dir}"
         )
         sys.stdout.flush()
         await stop.wait()
+        if http is not None:
+            await http.stop()
         await b.stop()
 
     run_until_signalled(run)
@@ -232,12 +291,17 @@ def proxy(config_path: str | None, **kwargs: Any) -> None:
         raise click.ClickException(str(e)) from None
 
     async def run(stop: asyncio.Event) -> None:
+        from sievemq.metrics.roles import proxy_metrics
+
         server = ProxyServer(cfg)
         await server.start()
+        http = await _role_http(proxy_metrics(server), cfg, server.stop)
         click.echo(f"sievemq proxy (gRPC, apache.rocketmq.v2) listening on {server.addr}, name servers "
                    f"{cfg.namesrv_addr}")  # fmt: skip
         sys.stdout.flush()
         await stop.wait()
+        if http is not None:
+            await http.stop()
         await server.stop()
 
     run_until_signalled(run)

@@ -34,6 +34,7 @@ from sievemq.config_rules import (
 )
 from sievemq.errors import ConfigError
 from sievemq.ha.settings import BrokerRole, ReplicationSettings
+from sievemq.http import settings as http
 from sievemq.remoting.command import MAX_FRAME_LENGTH
 from sievemq.remoting.limits import ServerLimits
 from sievemq.remoting.tls import TlsMode
@@ -78,6 +79,8 @@ class NamesrvConfig:
 
     listen_host: str = setting("address to listen on", "127.0.0.1", fmt=LISTEN_HOST)
     listen_port: int = setting("TCP port for brokers and clients", 9876, lo=0, hi=65535)
+    http_listen_host: str = setting(*http.host_doc(), fmt=LISTEN_HOST)
+    http_listen_port: int = setting(*http.port_doc("namesrv"), lo=-1, hi=65535)
     broker_expire_seconds: float = setting("drop a broker silent for this long", 120.0, above=0)
     scan_interval_seconds: float = setting("how often to look for expired brokers", 10.0, above=0)
     order_message_enable: bool = setting("fill orderTopicConf from KV namespace ORDER_TOPIC_CONFIG", False)
@@ -117,6 +120,15 @@ class BrokerConfig:
     listen_port: int = setting("TCP port for clients", 10911, lo=0, hi=65535)
     listen_vip_channel: bool = setting(
         "also listen on listenPort - 2 for old Java clients (VIP channel; listenPort must then be >= 2)", False
+    )
+    http_listen_host: str = setting(*http.host_doc(), fmt=LISTEN_HOST)
+    http_listen_port: int = setting(*http.port_doc("broker"), lo=-1, hi=65535)
+    http_metrics_max_series: int = setting(
+        "/metrics: series one labelled metric family exports at most (per-topic counters keep the topics counted "
+        "first, lag and in-flight gauges the largest values; the rest add up in one series labelled (other))",
+        2000,
+        lo=1,
+        hi=1_000_000,
     )
     namesrv_addr: str = setting(
         "name servers, ';'-separated host:port list (empty: none)", "127.0.0.1:9876", fmt=HOST_PORT_LIST

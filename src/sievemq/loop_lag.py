@@ -3,7 +3,8 @@
 A task asks to wake every ``interval`` seconds; when it wakes later than asked, the loop was busy (or blocked: an
 fsync, a large copy, a GC pause) for that long, and every request that arrived meanwhile waited as much.
 ``LagStats`` is the pure part (samples in, figures out); ``LoopLagMonitor`` runs the ticker. The broker reports
-the figures in GET_BROKER_RUNTIME_INFO (``eventLoopLag*``).
+the figures in GET_BROKER_RUNTIME_INFO (``eventLoopLag*``); every role's ``/metrics`` has them as
+``sievemq_event_loop_*`` (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from sievemq.metrics.histogram import LatencyHistogram
+
 __all__ = ["LagStats", "LoopLagMonitor"]
 
 log = logging.getLogger(__name__)
@@ -23,6 +26,8 @@ STALL_S = 0.010
 """Lateness counted as a stall (10 ms: a request delayed this long shows in a p99)."""
 WARN_S = 0.200
 """Lateness logged as a WARNING (at most once a minute)."""
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""Bucket bounds of ``LagStats.histogram``, seconds."""
 
 
 class LagStats:
@@ -37,12 +42,15 @@ class LagStats:
         """Samples of at least ``STALL_S``."""
         self.stalled_s = 0.0
         """Total lateness of those samples."""
+        self.histogram = LatencyHistogram(LAG_BUCKETS)
+        """Every sample since the start, in buckets (``sievemq_event_loop_lag_seconds``)."""
 
     def record(self, lag_s: float) -> None:
         """One wake-up ``lag_s`` seconds late (negative values count as 0)."""
         lag = max(0.0, lag_s)
         self.recent.append(lag)
         self.samples += 1
+        self.histogram.observe(lag)
         if lag > self.max_s:
             self.max_s = lag
         if lag >= STALL_S:

@@ -74,7 +74,9 @@ class Proc:
 
     def start(self) -> Proc:
         """Start and wait until it listens."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        # No HTTP port unless a test asks for one (--http-listen-port): the default port follows the role's listen
+        # port, which the tests pick at random, so it could be taken by another test's process.
+        env = {"SIEVEMQ_HTTP_LISTEN_PORT": "0", **os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child)
         log_start = log.tell()
@@ -190,12 +192,15 @@ def broker_proc(
                 prefix=prefix or [])  # fmt: skip
 
 
-def dev_proc(tmp: Path, *extra: str) -> Proc:
-    """``sievemq dev`` on free ports (not started); ``extra['namesrv']`` is its name server address."""
-    ns_port, br_port, grpc_port = free_port(), free_port(), free_port()
+def dev_proc(tmp: Path, *extra: str, http: bool | None = True) -> Proc:
+    """``sievemq dev`` on free ports (not started); ``extra['namesrv']`` is its name server address,
+    ``extra['http']`` the base URL of its HTTP port (/metrics, /healthz). ``http`` False: no HTTP port
+    (``--http-port 0``); None: no ``--http-port`` flag at all (a checkout from before it, a benchmark's baseline)."""
+    ns_port, br_port, grpc_port, http_port = free_port(), free_port(), free_port(), free_port()
+    http_args = {True: ["--http-port", str(http_port)], False: ["--http-port", "0"], None: []}[http]
     p = Proc(
         ["dev", "--data", str(tmp / "dev-data"), "--namesrv-port", str(ns_port), "--broker-port", str(br_port),
-         "--grpc-port", str(grpc_port), *extra],
+         "--grpc-port", str(grpc_port), *http_args, *extra],
         br_port,
         tmp / "dev.log",
         ready_text="Press Ctrl-C to stop.",
@@ -203,6 +208,8 @@ def dev_proc(tmp: Path, *extra: str) -> Proc:
     p.extra["namesrv"] = f"127.0.0.1:{ns_port}"
     p.extra["namesrv_port"] = ns_port
     p.extra["grpc"] = f"127.0.0.1:{grpc_port}"
+    if http:
+        p.extra["http"] = f"http://127.0.0.1:{http_port}"
     return p
 
 

@@ -27,18 +27,27 @@ SQL92 = "SQL92"
 
 @dataclass
 class FilterCounts:
-    """Messages matched and filtered out for one (group, topic), by stage."""
+    """Messages matched and filtered out for one (group, topic), by stage (``/metrics`` reads them by kind,
+    docs/metrics.md §4)."""
 
-    matched: int = 0
+    tag_matched: int = 0
+    """Delivered by a tag filter."""
+    sql_matched: int = 0
+    """Delivered by a SQL92 filter (its evaluation said yes)."""
     filtered_by_tag: int = 0
     filtered_by_bitmap: int = 0
     filtered_by_evaluation: int = 0
     evaluation_errors: int = 0
     bitmap_false_positives: int = 0
 
+    @property
+    def matched(self) -> int:
+        """Delivered by either filter."""
+        return self.tag_matched + self.sql_matched
+
     def as_dict(self) -> dict[str, int]:
         """JSON-able counts."""
-        return dict(self.__dict__)
+        return {"matched": self.matched, **self.__dict__}
 
 
 @dataclass

@@ -56,7 +56,7 @@ class TagFilter:
 
     def match_record(self, record: memoryview) -> bool:
         """Tag filters never need the record."""
-        self.counts.matched += 1
+        self.counts.tag_matched += 1
         return True
 
 
@@ -121,7 +121,7 @@ class SqlFilter:
             self.counts.evaluation_errors += 1
             return False
         if self.evaluate(props):
-            self.counts.matched += 1
+            self.counts.sql_matched += 1
             return True
         self.counts.filtered_by_evaluation += 1
         return False

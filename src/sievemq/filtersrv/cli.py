@@ -22,16 +22,28 @@ _options = config_options(FiltersrvConfig, aliases={"broker_addr": ["--broker"]}
 
 async def _serve(cfg: FiltersrvConfig, stop: asyncio.Event) -> None:
     from sievemq.filtersrv.controller import FiltersrvController
+    from sievemq.http.serve import start_http
+    from sievemq.http.server import HttpPortError
+    from sievemq.metrics.roles import filtersrv_metrics
 
     ctl = FiltersrvController(cfg)
     await ctl.start()
+    try:
+        http = await start_http([filtersrv_metrics(ctl)], cfg.http_listen_host, cfg.http_listen_port or None)
+    except HttpPortError:
+        await ctl.stop()
+        raise
     click.echo(f"sievemq filter server listening on {ctl.addr}, broker {cfg.broker_addr}")
+    if http is not None:
+        click.echo(f"metrics on {http.url}/metrics")
     sys.stdout.flush()
     done = asyncio.ensure_future(ctl.done.wait())
     stopped = asyncio.ensure_future(stop.wait())
     await asyncio.wait({done, stopped}, return_when=asyncio.FIRST_COMPLETED)
     done.cancel()
     stopped.cancel()
+    if http is not None:
+        await http.stop()
     await ctl.stop()
 
 

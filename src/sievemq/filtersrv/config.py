@@ -18,6 +18,7 @@ from typing import Any
 
 from sievemq.config import ADVERTISED_IP, HOST_PORT, LISTEN_HOST, Format, check_fields, load_config, setting
 from sievemq.filtersrv.layers import SKIPPABLE, SandboxRequire, parse_skip, skip_is_valid
+from sievemq.http import settings as http
 
 ENV_PREFIX = "SIEVEMQ_FILTERSRV_"
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -48,6 +49,14 @@ class FiltersrvConfig:
     )
     listen_host: str = setting("address to listen on", "127.0.0.1", fmt=LISTEN_HOST)
     listen_port: int = setting("TCP port for consumers (0: an ephemeral port)", 0, lo=0, hi=65535)
+    http_listen_host: str = setting(*http.host_doc(), fmt=LISTEN_HOST)
+    http_listen_port: int = setting(*http.port_doc("filtersrv"), lo=0, hi=65535)
+    http_metrics_max_series: int = setting(
+        "/metrics: (group, topic) pairs with their own series at most (the rest add up in one labelled (other))",
+        2000,
+        lo=1,
+        hi=1_000_000,
+    )
     advertised_ip: str = setting("IP advertised to the broker as ip:port (IPv4)", "127.0.0.1", fmt=ADVERTISED_IP)
     register_interval_seconds: float = setting("how often to register with the broker (301)", 10.0, above=0)
     client_upload_filter_enable: bool = setting("accept signed Python source uploaded by clients", False)

@@ -314,6 +314,10 @@ class FilterRegistry:
             return True
         return False
 
+    def registrations(self) -> list[Registration]:
+        """Every registration, in the order its (topic, group) was first registered (``/metrics``' stable order)."""
+        return list(self._regs.values())
+
     def all(self) -> list[Registration]:
         """Every registration, sorted by topic then group."""
         return [self._regs[k] for k in sorted(self._regs)]

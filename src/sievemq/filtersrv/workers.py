@@ -368,12 +368,16 @@ class WorkerPool:
         return matched
 
     # ------------------------------------------------------------------ status
+    def pids(self) -> list[int]:
+        """Process ids of the live workers."""
+        return sorted(w.pid for w in self._all.values())
+
     def status(self) -> dict[str, Any]:
         """Workers, their pids and counts, and replacements by reason."""
         return {
             "size": self.settings.size,
             "idle": self._idle.qsize(),
-            "pids": sorted(w.pid for w in self._all.values()),
+            "pids": self.pids(),
             "spawned": self.spawned,
             "replaced": dict(self.replaced),
             "batchTimeoutSeconds": self.settings.batch_timeout,

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sievemq.ha.lag import LagClock
 from sievemq.ha.wire import ReportDecoder, WireError, encode_frame
 from sievemq.store import MessageStore
 
@@ -49,6 +50,8 @@ class SlaveState:
     """Where the next frame to this slave starts."""
     wake: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     """Set when the commit log grew (``HAServer.notify``)."""
+    lag: LagClock | None = None
+    """Its lag in seconds (set at its first report)."""
 
 
 def _expire(fut: asyncio.Future[bool]) -> None:
@@ -208,6 +211,10 @@ class HAServer:
                 state.requested = offset
                 self._first_report(state)
             state.acked = offset
+            end = self.store.max_phy_offset
+            if state.lag is None:
+                state.lag = LagClock(state.connected_at, end)
+            state.lag.report(offset, end, state.last_report)
             self._acked(offset)
 
     def _first_report(self, state: SlaveState) -> None:

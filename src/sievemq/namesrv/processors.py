@@ -29,6 +29,12 @@ class NamesrvProcessors:
         self.routes = routes
         self.kv: dict[str, dict[str, str]] = {}
         self.order_message_enable = order_message_enable
+        self.routes_found = 0
+        """GET_ROUTEINFO_BY_TOPIC answered with a route (``/metrics``)."""
+        self.routes_missing = 0
+        """GET_ROUTEINFO_BY_TOPIC answered TOPIC_NOT_EXIST."""
+        self.registrations = 0
+        """REGISTER_BROKER requests accepted."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put every processor into ``table``."""
@@ -82,6 +88,7 @@ class NamesrvProcessors:
             conn_id=id(conn),
             now=time.monotonic(),
         )
+        self.registrations += 1
         kv = self.kv.get("ORDER_TOPIC_CONFIG", {})
         body_out = orjson.dumps({"table": kv}) if kv else b""
         return cmd.response(
@@ -106,9 +113,11 @@ class NamesrvProcessors:
         topic = require_str(cmd.ext_fields, "topic")
         route = self.routes.route(topic)
         if route is None:
+            self.routes_missing += 1
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
             )
+        self.routes_found += 1
         if self.order_message_enable:
             route.order_topic_conf = self.kv.get("ORDER_TOPIC_CONFIG", {}).get(topic)
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(route.to_json()))

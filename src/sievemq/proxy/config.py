@@ -8,6 +8,7 @@ from typing import Literal
 from sievemq.config import check_fields, setting
 from sievemq.config_rules import ADVERTISED_IP, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, split_addrs
 from sievemq.errors import ConfigError
+from sievemq.http import settings as http
 
 __all__ = ["ProxyConfig"]
 
@@ -23,6 +24,8 @@ class ProxyConfig:
     )
     listen_host: str = setting("address the gRPC service listens on", "127.0.0.1", fmt=LISTEN_HOST)
     listen_port: int = setting("TCP port of the gRPC service (apache.rocketmq.v2)", 8081, lo=0, hi=65535)
+    http_listen_host: str = setting(*http.host_doc(), fmt=LISTEN_HOST)
+    http_listen_port: int = setting(*http.port_doc("proxy"), lo=-1, hi=65535)
     advertised_ip: str = setting(
         "IP the proxy gives clients as its endpoint in routes (clients talk only to the proxy)",
         "127.0.0.1",

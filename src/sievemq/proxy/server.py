@@ -8,6 +8,7 @@ import grpc
 
 from sievemq.acl.loader import AclFile
 from sievemq.client.producer import Producer
+from sievemq.metrics.proxy import GrpcMetricsInterceptor, GrpcStats
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.interceptor import AclInterceptor
 from sievemq.proxy.service import MessagingService
@@ -32,9 +33,14 @@ class ProxyServer:
         self.transactions = ProxyTransactions(self.tx_producer, timeout)
         self.acl = AclInterceptor(AclFile(config.acl_file), config.acl_max_clock_skew_seconds) if config.acl_enable \
             else None  # fmt: skip
+        self.grpc_stats = GrpcStats()
+        """Calls by method and code, for ``/metrics`` (sievemq/metrics/proxy.py); ACL refusals counted too."""
+        interceptors: list[grpc.aio.ServerInterceptor] = [GrpcMetricsInterceptor(self.grpc_stats)]
+        if self.acl is not None:
+            interceptors.append(self.acl)
         # No SO_REUSEPORT (gRPC's default): a second proxy on a taken port must fail, not share it.
         self.server = grpc.aio.server(
-            interceptors=[self.acl] if self.acl is not None else None,
+            interceptors=interceptors,
             options=[("grpc.so_reuseport", 0), ("grpc.max_concurrent_streams", config.max_streams_per_connection)],
             maximum_concurrent_rpcs=config.max_concurrent_calls,
         )

@@ -71,7 +71,7 @@ class ReplyProcessor:
                          store_host=self.store_host)  # fmt: skip
         result = await self.store.put_message(msg)
         code = stored_code(result, "reply")
-        self.stats.put(msg.topic, 1)
+        self.stats.put(msg.topic, 1, msg.store_size)
         pushed = await self._push(requester, h, msg)
         fields = {"msgId": ",".join(result.message_ids), "queueId": msg.queue_id, "queueOffset": msg.queue_offset}
         fields["pushed"] = pushed

@@ -4,6 +4,7 @@ flag): validation, auto-creation of topics, delay, and dead-lettering of exhaust
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -201,7 +202,15 @@ class SendProcessor:
             raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, why) from None
 
     async def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """10 / 310 / 320: store one message or a batch."""
+        """10 / 310 / 320: store one message or a batch; every answer, a refusal too, is timed in
+        ``stats.send_latency``."""
+        started = time.perf_counter()
+        try:
+            return await self._send(conn, cmd)
+        finally:
+            self.stats.send_latency.observe(time.perf_counter() - started)
+
+    async def _send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = SendMessageHeader.parse(cmd.ext_fields, v2=cmd.code != RequestCode.SEND_MESSAGE)
         refusal = self.gate.write_refusal()
         if refusal is not None:
@@ -256,7 +265,7 @@ class SendProcessor:
             code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
         if self.topics.revision != revision:  # a topic made for this send is on disk before the answer
             await self.topics.saved_since(revision)
-        return self._respond(cmd, result, queue_id, code)
+        return self._respond(cmd, result, queue_id, code, h.topic)
 
     async def _prepare(self, msg: MessageExt) -> PutResult:
         """A transaction's half message: stored where no consumer reads until END_TRANSACTION commits it."""
@@ -286,9 +295,13 @@ class SendProcessor:
             self._check_sizes(entry.body, "")
         raise AssertionError("batch_messages refused a batch that has no problem")
 
-    def _respond(self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: ResponseCode) -> RemotingCommand:
+    def _respond(
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, code: ResponseCode, topic: str
+    ) -> RemotingCommand:
+        """The answer to a stored send; the messages count for ``topic``, the one the producer named (a delayed,
+        timer or half message is stored elsewhere first)."""
         first = result.msgs[0]
-        self.stats.put(first.topic, len(result.msgs))
+        self.stats.put(topic, len(result.msgs), sum(m.store_size for m in result.msgs))
         return cmd.response(
             code,
             _REMARKS.get(code),

@@ -1,0 +1,103 @@
+"""The HTTP port of standalone roles: given, derived from the listen port by default, off with 0, and a clear error
+that stops the role when it is taken (docs/metrics.md §1)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from sievemq.remoting.connection import connect
+from tests.integration.conftest import Cluster
+from tests.integration.helpers import eventually
+from tests.support import wire
+from tests.support.metrics import Scrape, fetch, scrape
+from tests.support.procs import Proc, free_port, proxy_proc
+
+
+async def _logged(proc: Proc, text: str) -> None:
+    """Wait until the process printed ``text`` (a role prints its metrics URL once its HTTP port serves)."""
+    await eventually(lambda: text in proc.log(), timeout=10, what=f"{text!r} in {proc.log_path.name}")
+
+
+def _port_pair() -> tuple[int, int]:
+    """A free port whose next port is free too (the name server's derived HTTP port is listenPort + 1)."""
+    port = free_port()  # checks port + 1 as well
+    return port, port + 1
+
+
+async def test_name_server_and_broker_serve_their_own_metrics(cluster: Cluster) -> None:
+    ns_http, br_http = free_port(), free_port()
+    ns = cluster.namesrv("ns", "--http-listen-port", str(ns_http))
+    broker = cluster.broker(ns.addr, "broker-a", "--http-listen-port", str(br_http))
+    await _logged(ns, f"metrics on http://127.0.0.1:{ns_http}/metrics")
+    await _logged(broker, f"metrics on http://127.0.0.1:{br_http}/metrics")
+
+    async def registered() -> Scrape | None:
+        s = await scrape(f"http://127.0.0.1:{ns_http}")
+        return s if s.value("sievemq_namesrv_brokers") == 1 else None
+
+    s = await eventually(registered, timeout=10, what="the broker counted by the name server")
+    assert s.find("sievemq_build_info")[0].labels["roles"] == "namesrv"
+    assert not s.find("sievemq_messages_in_total"), "a name server has no broker metrics"
+
+    conn = await connect("127.0.0.1", broker.port)
+    try:
+        await wire.send_message(conn, "Alone", b"x", queue_id=0)
+        b = await scrape(f"http://127.0.0.1:{br_http}")
+        assert b.find("sievemq_build_info")[0].labels["roles"] == "broker"
+        assert b.value("sievemq_messages_in_total", topic="Alone") == 1
+        assert b.value("sievemq_connections", role="broker") >= 1
+        assert not b.find("sievemq_namesrv_brokers"), "a broker has no name-server metrics"
+        assert b.value("sievemq_replication_slaves") == 0
+    finally:
+        conn.close()
+
+
+async def test_the_default_http_port_follows_the_listen_port_and_zero_turns_it_off(cluster: Cluster) -> None:
+    port, derived = _port_pair()
+    env = {"SIEVEMQ_HTTP_LISTEN_PORT": "-1"}  # the default, which the tests' processes are started without
+    ns = cluster._start(Proc(["namesrv", "--listen-port", str(port)], port, cluster.tmp / "ns.log", env=env))
+    await _logged(ns, f"metrics on http://127.0.0.1:{derived}/metrics")
+    s = await scrape(f"http://127.0.0.1:{derived}")
+    assert s.value("sievemq_namesrv_brokers") == 0
+
+    off = cluster.namesrv("ns-off", "--http-listen-port", "0")
+    await _logged(off, "sievemq name server listening on")  # printed after the HTTP port would have started
+    assert "metrics on" not in off.log()
+
+
+@pytest.mark.parametrize("role", ["namesrv", "broker"])
+def test_a_taken_http_port_stops_a_standalone_role_with_the_reason(cluster: Cluster, role: str) -> None:
+    port = free_port()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        args = ["--listen-port", str(free_port()), "--http-listen-port", str(port)]
+        if role == "broker":
+            args += ["--namesrv-addr", "", "--store-path-root-dir", str(cluster.tmp / "store"), "--ha-listen-port",
+                     str(free_port())]  # fmt: skip
+        out = subprocess.run([sys.executable, "-m", "sievemq.cli", role, *args], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+    assert out.returncode != 0, out.stdout
+    why = (f"cannot listen for HTTP (/metrics, /healthz) on 127.0.0.1:{port}: the port is taken; set httpListenPort "
+           "(--http-listen-port) to a free port, or 0 to turn the HTTP port off")  # fmt: skip
+    assert why in out.stderr, out.stderr
+    if role == "broker":
+        assert not (cluster.tmp / "store" / "abort").exists(), "the broker stopped cleanly before exiting"
+
+
+async def test_proxy_counts_calls_on_its_own_port(cluster: Cluster) -> None:
+    ns = cluster.namesrv()
+    http = free_port()
+    proxy = proxy_proc(cluster.tmp, ns.addr)
+    proxy.args += ["--http-listen-port", str(http)]
+    cluster._start(proxy)
+    await _logged(proxy, f"metrics on http://127.0.0.1:{http}/metrics")
+    s = await scrape(f"http://127.0.0.1:{http}")
+    assert s.find("sievemq_build_info")[0].labels["roles"] == "proxy"
+    assert s.value("sievemq_proxy_consumers") == 0
+    status, _, text = fetch(f"http://127.0.0.1:{http}/healthz")
+    assert status == 200 and '"roles":["proxy"]' in text, text
