@@ -377,6 +377,16 @@ class PullConsumer(ClientLifecycle):
         if self._state == "running":
             self._start_queue(st)
 
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): every
+        owned queue of it seeks there (buffered messages are dropped)."""
+        for mq, offset in sorted(offsets.items()):
+            if mq.topic == topic and mq in self._queues and offset >= 0:
+                log.info("group %s: offset of %s reset to %d by the broker", self.group, mq, offset)
+                self.seek(mq, offset)
+                if self._offsets is not None:
+                    self._offsets.update(mq, offset)
+
     def position(self, mq: MessageQueue) -> int:
         """The next offset ``poll()`` hands out for ``mq``."""
         st = self._queues.get(mq)

@@ -367,13 +367,35 @@ class PushConsumer(ClientLifecycle):
             return False
         if self._state != "running" or mq in self._pqs:
             return True
+        self._start_pulling(inst, mq, offset)
+        return True
+
+    def _start_pulling(self, inst: ClientInstance, mq: MessageQueue, offset: int) -> None:
+        assert self._offsets is not None
         pq = ProcessQueue(offset)
         self._offsets.update(mq, offset)
         self._pqs[mq] = pq
         fetch = fetch_for(inst, mq, self, lambda: self._functions)
         puller = QueuePuller(inst, mq, _PushQueue(self, mq, pq, self._offsets), fetch, logger=log)
         self._pull_tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
-        return True
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): each
+        owned queue starts over from its new offset; what was fetched from it and not consumed yet is dropped, and
+        listeners still running on it commit nothing."""
+        inst = self._instance
+        for mq, offset in sorted(offsets.items()):
+            pq = self._pqs.get(mq)
+            if mq.topic != topic or pq is None or inst is None or self._state != "running":
+                continue
+            pq.dropped = True
+            await cancel_and_wait(self._pull_tasks.pop(mq, None))
+            if isinstance(self._consuming, OrderlyConsumeService):
+                await self._consuming.release(mq)  # its running batch ends first (and commits nothing)
+            if self._pqs.get(mq) is not pq or self._state != "running":
+                continue  # released meanwhile (a rebalance)
+            log.info("group %s: offset of %s reset to %d by the broker", self.group, mq, offset)
+            self._start_pulling(inst, mq, offset)
 
 
 class _PushQueue:
@@ -418,7 +440,10 @@ class _PushQueue:
         self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
 
     async def on_offset_moved(self, next_offset: int) -> None:
-        self.pq.advance(next_offset)
+        if next_offset < self.pq.next_offset:  # moved back (an operator's reset): what is in flight no longer counts
+            self.pq.reset(next_offset)
+        else:
+            self.pq.advance(next_offset)
         self.offsets.update(self.mq, next_offset)
         with contextlib.suppress(Exception):
             await self.offsets.persist(self.mq, oneway=True)
