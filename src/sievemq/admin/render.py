@@ -32,7 +32,9 @@ def print_table(
         table.add_column(c, justify="right" if c in numeric else "left", no_wrap=True, overflow="ignore")
     for row in rows:
         table.add_row(*("-" if v is None else str(v) for v in row))
-    console.print(table)
+    with console.capture() as captured:
+        console.print(table)
+    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
 
 
 _TYPES = {"CONSUME_PASSIVELY": "push", "CONSUME_ACTIVELY": "pull", "CONSUME_POP": "pop"}
