@@ -148,6 +148,8 @@ class PushConsumer(ClientLifecycle):
         self._retry_entry: SubscriptionEntry | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._functions: FunctionFilters | None = None
+        self._moved_back: dict[MessageQueue, tuple[ProcessQueue, int]] = {}
+        """Queues a pull answer moved back (PULL_OFFSET_MOVED): the queue's process queue then, and the offset."""
 
     # ------------------------------------------------------------------------------------------ configuration
     @property
@@ -388,6 +390,9 @@ class PushConsumer(ClientLifecycle):
             pq = self._pqs.get(mq)
             if mq.topic != topic or pq is None or inst is None or self._state != "running":
                 continue
+            moved = self._moved_back.get(mq)
+            if moved is not None and moved[0] is pq and moved[1] == offset:
+                continue  # a sievemq broker's pull answer told this queue first (docs/admin.md §4): it moved already
             pq.dropped = True
             await cancel_and_wait(self._pull_tasks.pop(mq, None))
             if isinstance(self._consuming, OrderlyConsumeService):
@@ -442,6 +447,7 @@ class _PushQueue:
     async def on_offset_moved(self, next_offset: int) -> None:
         if next_offset < self.pq.next_offset:  # moved back (an operator's reset): what is in flight no longer counts
             self.pq.reset(next_offset)
+            self.consumer._moved_back[self.mq] = (self.pq, next_offset)
         else:
             self.pq.advance(next_offset)
         self.offsets.update(self.mq, next_offset)
