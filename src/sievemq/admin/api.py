@@ -22,11 +22,14 @@ class NamesrvUnreachable(SieveError):
 
 
 def describe_failure(e: BaseException) -> str:
-    """A connection failure in a few words (``connection refused``, ``timed out after 3 s``...)."""
-    if isinstance(e, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(e, TimeoutError | RequestTimeoutError):
-        return "no answer in time"
+    """A connection failure in a few words (``connection refused``, ``no answer in time``...), else its text."""
+    seen: BaseException | None = e
+    while seen is not None:  # the cause a wrapper hid (``raise ... from None`` keeps it as the context)
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, TimeoutError | RequestTimeoutError):
+            return "no answer in time"
+        seen = seen.__cause__ or seen.__context__
     return str(e) or type(e).__name__
 
 
