@@ -102,6 +102,8 @@ def group_progress_cmd(
                    + f", lag {p.lag}, last consumed {format_ms(p.last_timestamp)}")  # fmt: skip
         for t, expr in p.subscriptions.items():
             click.echo(f"  subscribes {t}: {expr}")
+        if p.message_model == "BROADCASTING":
+            click.echo("  broadcasting: each client keeps its own offsets; the brokers' lag below means nothing")
         pop = p.inflight > 0 or p.consume_type == "CONSUME_POP"
         cols = ["TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG"] + (["INFLIGHT"] if pop else [])
         rows = [[q.topic, q.broker, q.queue_id, q.broker_offset, q.consumer_offset, q.lag]
