@@ -179,6 +179,11 @@ async def test_reset_to_earliest_moves_a_running_push_consumer(namesrv: str, nam
         assert sorted(Counter(got.bodies()).items()) == [(f"r{i}".encode(), 2) for i in range(5)]
         p = await eventually(lambda: _caught_up(admin, group, topic), what="consumed to the end again")
         assert {q.queue_id: q.consumer_offset for q in p.queues if q.topic == topic} == {0: 4, 1: 1}
+        same = await reset_offset(admin, group, topic, LATEST)
+        assert [(q.before, q.after) for q in same.queues] == [(4, 4), (1, 1)]
+        assert same.clients_told == [], "nothing moved: no client is told to restart its queues"
+        await asyncio.sleep(0.5)
+        assert len(got.msgs) == 10, "and nothing is delivered again"
     finally:
         await consumer.close()
 

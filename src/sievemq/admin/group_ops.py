@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from sievemq.admin.api import AdminClient, BrokerInfo
 from sievemq.admin.errors import GroupNotFound, GroupOnline, TopicNotFound
 from sievemq.admin.fanout import all_refused, fan_out, texts
 from sievemq.admin.progress import (
     broker_views,
     consume_stats,
-    consumer_connection,
     known_groups,
 )
 from sievemq.admin.timespec import ResetPoint
@@ -91,14 +92,14 @@ async def reset_offset(
         stats = await consume_stats(admin, master, group, topic)
         before = {k.queue_id: w.consumer_offset for k, w in stats.offsets.items()}
         fields = {"topic": topic, "group": group, "timestamp": point.timestamp, "isForce": force}
-        table = decode_reset_body((await admin.call(master, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)).body)
+        answer = await admin.call(master, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+        table = decode_reset_body(answer.body)
         for slave in (addr for bid, addr in sorted(b.addrs.items()) if bid != 0):
             for k, offset in table.items():  # a slave must not keep a larger offset of before the reset
                 sync = {"consumerGroup": group, "topic": topic, "queueId": k.queue_id, "commitOffset": offset}
                 await admin.call(slave, RequestCode.UPDATE_CONSUMER_OFFSET, sync)
-        cc = await consumer_connection(admin, master, group)
         rows = [QueueReset(k.topic, k.broker_name, k.queue_id, before.get(k.queue_id), v) for k, v in table.items()]
-        return rows, [c.client_id for c in cc.connections] if cc is not None else []
+        return rows, _told(answer.ext_fields.get("clientsTold", "[]"))
 
     answers, failures = await fan_out(sets, one)
     if all_refused(failures, Reason.GROUP_NOT_FOUND, len(answers)):
@@ -106,6 +107,15 @@ async def reset_offset(
     queues = sorted((q for rows, _ in answers.values() for q in rows), key=lambda q: (q.broker, q.queue_id))
     told = sorted({c for _, cs in answers.values() for c in cs})
     return ResetResult(group, topic, point.text, point.timestamp, queues, told, texts(failures))
+
+
+def _told(field: str) -> list[str]:
+    """The client ids a broker says it told (a JSON list; anything else: none)."""
+    try:
+        ids = orjson.loads(field)
+    except orjson.JSONDecodeError:
+        return []
+    return [str(i) for i in ids] if isinstance(ids, list) else []
 
 
 @dataclass

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from sievemq.broker.clients import ConsumerManager
 from sievemq.broker.config_files import ConfigWriter
 from sievemq.broker.filter_manager import ConsumerFilterManager
@@ -36,6 +38,8 @@ from sievemq.store import MessageStore
 EXISTED_FIELD = "groupExisted"
 """DELETE_SUBSCRIPTIONGROUP's answer field: ``true`` when the broker knew the group (sievemq's; RocketMQ's tools
 ignore it, and a delete of an unknown group stays SUCCESS for them)."""
+TOLD_FIELD = "clientsTold"
+"""INVOKE_BROKER_TO_RESET_OFFSET's answer field: a JSON list of the client ids told with 220 (sievemq's)."""
 POP_CONSUME_TYPE = "CONSUME_POP"
 
 
@@ -104,19 +108,23 @@ class GroupAdminProcessor:
         targets = {q: self._target(topic, q, timestamp, exact if queue_id >= 0 else None) for q in qids}
         is_pop = self.pop.book.knows_topic(group, topic)
         table: dict[QueueKey, int] = {}
+        moved: dict[QueueKey, int] = {}
         for q, target in targets.items():
             current = self.offsets.query(group, topic, q)
             new = reset_to(current, target, force)
-            table[QueueKey(topic, self.broker_name, q)] = new
+            key = QueueKey(topic, self.broker_name, q)
+            table[key] = new
             if is_pop:
                 await self.pop.reset(group, topic, q, new)
             elif new != current:
                 self.offsets.assign_reset(group, topic, q, new)
+                moved[key] = new
             self.hold.wake(topic, q)
         await self._save_offsets()
-        if not is_pop:
-            self._tell_clients(group, topic, timestamp, force, table)
-        return cmd.response(ResponseCode.SUCCESS, body=encode_reset_body(table))
+        told = self._tell_clients(group, topic, timestamp, force, moved) if moved else []
+        # (a queue left where it was is not restarted in the clients: they may be a little ahead of its commit)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={TOLD_FIELD: orjson.dumps(told).decode()},
+                            body=encode_reset_body(table))  # fmt: skip
 
     def _target(self, topic: str, q: int, timestamp: int, exact: int | None) -> int:
         lo, hi = self.store.get_min_offset(topic, q), self.store.get_max_offset(topic, q)
@@ -133,18 +141,21 @@ class GroupAdminProcessor:
             lambda o: self.store.get_store_time(topic, q, o),
         )
 
-    def _tell_clients(self, group: str, topic: str, timestamp: int, force: bool, table: dict[QueueKey, int]) -> None:
+    def _tell_clients(
+        self, group: str, topic: str, timestamp: int, force: bool, table: dict[QueueKey, int]
+    ) -> list[str]:
         """RESET_CONSUMER_CLIENT_OFFSET (one-way) to every live 4.x client of the group (C++ clients get the list
-        form of the body)."""
+        form of the body); the client ids told."""
         info = self.consumers.get(group)
         if info is None or info.consume_type == POP_CONSUME_TYPE:
-            return
+            return []
         header = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
         bodies = {False: encode_reset_body(table), True: encode_reset_body_for_c(table)}
         for ch in list(info.channels.values()):
             body = bodies[ch.language.upper() == "CPP"]
             ch.conn.send_oneway(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header, body,
                                                         oneway=True))  # fmt: skip
+        return sorted(info.channels)
 
     # ------------------------------------------------------------------------------------------ delete
     async def delete_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
