@@ -337,6 +337,7 @@ class PushConsumer(ClientLifecycle):
         """Stop processing ``mq``; persist and forget its offset."""
         pq = self._pqs.pop(mq, None)
         task = self._pull_tasks.pop(mq, None)
+        self._moved_back.pop(mq, None)
         if pq is not None:
             pq.dropped = True
         await cancel_and_wait(task)
