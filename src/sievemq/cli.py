@@ -348,6 +348,11 @@ from sievemq.admin.cli import COMMANDS as ADMIN_COMMANDS  # noqa: E402  (defined
 for _command in ADMIN_COMMANDS:
     main.add_command(_command)
 
+from sievemq.admin.cli_ops import COMMANDS as OPS_COMMANDS  # noqa: E402  (group list/progress/..., message, dlq)
+
+for _command in OPS_COMMANDS:
+    main.add_command(_command)
+
 # ------------------------------------------------------------------------------------------------ filtersrv
 from sievemq.filtersrv.cli import filtersrv_group  # noqa: E402  (defined apart; must precede __main__ below)
 

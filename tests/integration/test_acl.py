@@ -156,9 +156,40 @@ async def test_every_admin_code_is_refused_to_a_non_admin(acl: tuple[Proc, Proc,
         assert reason_of(r.ext_fields) == Reason.ACL_NO_CREDENTIALS, code
         r = await call(admin, code, fields)
         assert r.code != ResponseCode.NO_PERMISSION, f"admin refused {code}: {r.remark}"
-    assert len(walked) == 9
+    assert len(walked) == 10
     # a read without resources needs only a valid signature
     assert (await call(user, RequestCode.GET_TOPIC_NAME_LIST)).code == ResponseCode.SUCCESS
+
+
+async def test_operator_codes_need_their_rights(acl: tuple[Proc, Proc, Path], open_conn: OpenConn) -> None:
+    """Progress (208), clients (203) and consumers of a topic (300) need SUB on the group / a right on the topic;
+    an offset reset (222) needs an admin account (docs/admin.md §7)."""
+    ns, broker, _ = acl
+    user, admin = [await signed_conn(open_conn, broker, a) for a in (USER, ADMIN)]
+    for code, fields, ok in [
+        (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GroupOK", "topic": "TopicSub"}, True),
+        (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GroupOK"}, True),
+        (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GroupDeny"}, False),
+        (RequestCode.GET_CONSUME_STATS, {"consumerGroup": "GroupOK", "topic": "TopicDeny"}, False),
+        (RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "GroupOK"}, True),
+        (RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "GroupDeny"}, False),
+        (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "TopicPub"}, True),
+        (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "TopicDeny"}, False),
+    ]:
+        r = await call(user, code, fields)
+        refused = (r.code, reason_of(r.ext_fields)) == (ResponseCode.NO_PERMISSION, Reason.NO_PERMISSION)
+        assert refused != ok, (code, fields, r.code, r.remark)
+    reset = {"topic": "TopicOK", "group": "GroupOK", "timestamp": 0, "isForce": True}
+    r = await call(user, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+    assert (r.code, reason_of(r.ext_fields)) == (ResponseCode.NO_PERMISSION, Reason.NO_PERMISSION)
+    await call(admin, RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "GroupOK", "topic": "TopicOK",
+                                                            "queueId": 0, "commitOffset": 0})  # fmt: skip
+    r = await call(admin, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    # the CLI with the user's account: refused with the reason, no traceback
+    rc, out = await run_cli("group", "reset-offset", "GroupOK", "-t", "TopicOK", "--to", "earliest", "-n", ns.addr,
+                            "--access-key", USER[0], "--secret-key", USER[1])  # fmt: skip
+    assert rc == 1 and "NOT reset" in out and "needs an admin account" in out and "Traceback" not in out, out
 
 
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

@@ -165,6 +165,7 @@ BROKER_ADMIN_CODES = frozenset(
         int(C.DELETE_SUBSCRIPTIONGROUP),
         int(C.REGISTER_FILTER_SERVER),  # sievemq: a registered filter server is advertised to consumers
         int(C.VIEW_MESSAGE_BY_ID),  # sievemq: reads any record, whatever its topic
+        int(C.INVOKE_BROKER_TO_RESET_OFFSET),  # sievemq: moves a group's offsets (RocketMQ 5 asks UPDATE on both)
         int(C.GET_GROUP_STATUS),  # sievemq's private codes
         int(C.GET_GROUP_FILTERS),
         int(C.EXPLAIN_SELECTOR),
@@ -197,6 +198,9 @@ BROKER = Policy(
         C.LOCK_BATCH_MQ: _locks,
         C.UNLOCK_BATCH_MQ: _locks,
         C.CHECK_CLIENT_CONFIG: _check_client,
+        C.GET_CONSUME_STATS: _topic_and_group(Perm.ANY),  # the group's progress: SUB on it, any right on the topic
+        C.GET_CONSUMER_CONNECTION_LIST: _group_only("consumerGroup"),
+        C.QUERY_TOPIC_CONSUME_BY_WHO: _topic_and_group(Perm.ANY, None),
     },
     BROKER_ADMIN_CODES,
 )

@@ -8,13 +8,29 @@ from typing import Any
 import orjson
 
 from sievemq.acl.signature import RequestSigner
-from sievemq.errors import RemotingError
+from sievemq.errors import RemotingError, RequestTimeoutError, SieveError
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_system_topic
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
 from sievemq.remoting.tls import ClientTls
+
+
+class NamesrvUnreachable(SieveError):
+    """No name server of the list answered (each one's failure is in the text)."""
+
+
+def describe_failure(e: BaseException) -> str:
+    """A connection failure in a few words (``connection refused``, ``no answer in time``...), else its text."""
+    seen: BaseException | None = e
+    while seen is not None:  # the cause a wrapper hid (``raise ... from None`` keeps it as the context)
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, TimeoutError | RequestTimeoutError):
+            return "no answer in time"
+        seen = seen.__cause__ or seen.__context__
+    return str(e) or type(e).__name__
 
 
 @dataclass(frozen=True)
@@ -24,6 +40,11 @@ class BrokerInfo:
     cluster: str
     name: str
     addrs: dict[int, str]
+
+    @property
+    def read_addr(self) -> str | None:
+        """Where to read from: the master, else the lowest-numbered slave (None when the set has no address)."""
+        return self.addrs.get(0) or (self.addrs[min(self.addrs)] if self.addrs else None)
 
 
 class AdminClient:
@@ -62,15 +83,32 @@ class AdminClient:
         return resp
 
     async def _namesrv_call(self, code: int, fields: dict[str, Any] | None = None) -> RemotingCommand:
-        last: Exception | None = None
+        failures: list[str] = []
         for addr in self.namesrv:
             try:
                 return await self._call(addr, code, fields)
             except RemotingError:
                 raise
             except Exception as e:  # try the next name server
-                last = e
-        raise last or RuntimeError("no name server configured")
+                failures.append(f"{addr}: {describe_failure(e)}")
+        if not failures:
+            raise RuntimeError("no name server configured")
+        raise NamesrvUnreachable(
+            f"no name server answered ({'; '.join(failures)}); check --namesrv or SIEVEMQ_NAMESRV"
+        )
+
+    async def request(
+        self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        """One request to a broker (``host:port``) and its answer, whatever its code (connection failures and
+        timeouts raise)."""
+        return await self.pool.request(addr, RemotingCommand.request(code, fields, body), self.timeout)
+
+    async def call(
+        self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
+        """One request to a broker; RemotingError unless it answers SUCCESS."""
+        return await self._call(addr, code, fields, body)
 
     async def brokers(self) -> list[BrokerInfo]:
         """Every broker the name server knows."""

@@ -114,6 +114,11 @@ def topic_delete(
     """Delete topic NAME, its queues, messages' index entries and consumer offsets."""
 
     async def go(admin: Any) -> None:
+        from sievemq.admin.errors import TopicNotFound
+        from sievemq.admin.topic_ops import topic_holders
+
+        if not await topic_holders(admin, name, cluster):
+            raise TopicNotFound(name)  # nothing was deleted
         targets = await admin.delete_topic(name, cluster)
         click.echo(f"topic {name} deleted on {', '.join(targets)}")
 
@@ -139,6 +144,12 @@ def group_status(
 
     async def go(admin: Any) -> None:
         statuses = await admin.group_status(name)
+        if not any(st["clients"] or st["topics"] for st in statuses):
+            from sievemq.admin.errors import GroupNotFound
+            from sievemq.admin.progress import known_groups
+
+            if name not in await known_groups(admin):
+                raise GroupNotFound(name)
         if as_json:
             click.echo(orjson.dumps(statuses, option=orjson.OPT_INDENT_2).decode())
             return

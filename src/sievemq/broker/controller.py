@@ -21,7 +21,9 @@ from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop.service import PopService, PopSettings
 from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.client import ClientProcessor
+from sievemq.broker.processors.consume_stats import ConsumeStatsProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
+from sievemq.broker.processors.group_admin import GroupAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.ha import HaProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
@@ -213,6 +215,10 @@ class BrokerController:
                 self._extra_runtime_info,
             ),
             GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
+            ConsumeStatsProcessor(self.offsets, self.store, self.topics, self.consumers, c.broker_name,
+                                  self._pop_cursor),
+            GroupAdminProcessor(self.offsets, self.groups, self.topics, self.store, self.consumers, self.filters,
+                                self.pop, self.hold, self.writer, c.broker_name, gate),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
             HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead),
         ]
@@ -239,6 +245,10 @@ class BrokerController:
         await self.registrar.register_all()
 
     # ------------------------------------------------------------------ callbacks
+    def _pop_cursor(self, group: str, topic: str, queue_id: int) -> int | None:
+        qs = self.pop.book.queue(group, topic, queue_id)
+        return qs.cursor if qs is not None else None
+
     def _notify_consumer_ids_changed(self, group: str, conns: list[Connection]) -> None:
         gc = self.groups.find(group)
         if gc is not None and not gc.notifyConsumerIdsChangedEnable:

@@ -57,6 +57,12 @@ class PullHoldService:
         """Number of parked pulls."""
         return sum(len(ws) for ws in self._waiters.values())
 
+    def wake(self, topic: str, queue_id: int) -> None:
+        """Wake every pull parked on one queue (its group's offset was reset: docs/admin.md §4)."""
+        for w in self._waiters.get((topic, queue_id), []):
+            if not w.future.done():
+                w.future.set_result(None)
+
     def wake_all(self) -> None:
         """Wake every parked pull (on shutdown)."""
         for ws in self._waiters.values():

@@ -1,16 +1,26 @@
 """Consumer offsets per (topic, group, queue), persisted to ``config/consumerOffset.json``.
 
 Format is RocketMQ's: ``{"offsetTable": {"<topic>@<group>": {"<queueId>": offset}}}``.
+
+An offset reset (INVOKE_BROKER_TO_RESET_OFFSET, docs/admin.md §4) sets offsets and marks their queues *pending*:
+until the group pulls such a queue from the new offset, its commits of it are ignored (a client still working
+from its old position must not undo the reset), and its pulls from any other offset are told to move there
+(``take_reset``). A mark lives in memory, for at most ``RESET_PENDING_SECONDS``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.store.jsonfile import atomic_write_json, read_json
+
+RESET_PENDING_SECONDS = 120.0
+"""How long a reset holds back a group's commits at most: every client that was running has moved by then (a
+RocketMQ client acts on a reset 10 s after it hears of it, and rebalances every 20 s)."""
 
 
 class ConsumerOffsetManager:
@@ -22,6 +32,9 @@ class ConsumerOffsetManager:
         self.table: dict[str, dict[int, int]] = {}
         self._dirty = False
         self._save = save
+        self._resets: dict[tuple[str, str, int], tuple[int, float]] = {}
+        """(group, topic, queue id) -> (the offset a reset set, monotonic deadline of the mark)."""
+        self.clock: Callable[[], float] = time.monotonic
 
     def load(self) -> None:
         """Read the persisted table."""
@@ -46,12 +59,41 @@ class ConsumerOffsetManager:
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Store a committed offset (negative offsets, as ali-ons sends for untouched queues, are ignored)."""
-        if offset < 0:
+        if offset < 0 or (self._resets and self.pending_reset(group, topic, queue_id) is not None):
             return
         queues = self.table.setdefault(f"{topic}@{group}", {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
             self._dirty = True
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Set the group's offset of a queue to ``offset`` (a reset) and ignore the group's commits of it until it
+        pulls the queue again (``take_reset``)."""
+        self.table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        self._dirty = True
+        self._resets[(group, topic, queue_id)] = (offset, self.clock() + RESET_PENDING_SECONDS)
+
+    def take_reset(self, group: str, topic: str, queue_id: int, pulling_from: int) -> int | None:
+        """A pull of the group from ``pulling_from`` while a reset of the queue is pending: the reset offset when the
+        pull must move there; None when there is no pending reset, or when the pull starts at the reset offset
+        (the client has moved: the mark ends)."""
+        offset = self.pending_reset(group, topic, queue_id)
+        if offset is None:
+            return None
+        if offset == pulling_from:
+            del self._resets[(group, topic, queue_id)]
+            return None
+        return offset
+
+    def pending_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset of a reset the group has not pulled from yet (None when none, or when its mark expired)."""
+        mark = self._resets.get((group, topic, queue_id))
+        if mark is None:
+            return None
+        if self.clock() >= mark[1]:
+            del self._resets[(group, topic, queue_id)]
+            return None
+        return mark[0]
 
     def merge_max(self, table: dict[str, Any]) -> int:
         """Take, per queue, the larger of ours and ``table``'s offset (RocketMQ's ``offsetTable`` form); returns how
@@ -66,7 +108,7 @@ class ConsumerOffsetManager:
                 qid, off = int(q), int(o)
                 if not 0 <= qid < 1 << 31 or not 0 <= off < 1 << 63:
                     raise ValueError(f"bad offset {o!r} of queue {q!r} in {str(key)[:80]!r}")
-                if off > mine.get(qid, -1):
+                if off > mine.get(qid, -1) and (not self._resets or self.pending_reset(group, topic, qid) is None):
                     mine[qid] = off
                     moved += 1
         if moved:
@@ -89,6 +131,21 @@ class ConsumerOffsetManager:
             if g == group:
                 out[topic] = dict(queues)
         return out
+
+    def groups(self) -> set[str]:
+        """Every group with a committed offset."""
+        return {k.partition("@")[2] for k in self.table}
+
+    def remove_group(self, group: str) -> bool:
+        """Forget every offset (and pending reset) of ``group``; True if it had any."""
+        keys = [k for k in self.table if k.partition("@")[2] == group]
+        for key in keys:
+            del self.table[key]
+        for r in [r for r in self._resets if r[0] == group]:
+            del self._resets[r]
+        if keys:
+            self._dirty = True
+        return bool(keys)
 
     def remove_topic(self, topic: str) -> None:
         """Forget every offset of ``topic``."""

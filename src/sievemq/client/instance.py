@@ -25,10 +25,12 @@ import orjson
 
 from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
+from sievemq.client.message import MessageQueue
 from sievemq.client.request_reply import ReplyWaiters, pushed_reply
 from sievemq.client.route_cache import RouteCache
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError
+from sievemq.protocol.admin_bodies import decode_reset_body
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
 from sievemq.protocol.message import PropertyKey, decode_record
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP
@@ -178,6 +180,10 @@ class ConsumerLike(Protocol):
 
     async def persist_offsets(self) -> None:
         """Periodic offset persistence."""
+        ...
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker reset the group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET)."""
         ...
 
 
@@ -333,6 +339,9 @@ class ClientInstance(RouteCache):
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
             self._check_transaction(conn, cmd)
             return None
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self._reset_offsets(conn, cmd)
+            return None if cmd.is_oneway else cmd.response(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
             try:
                 reply = pushed_reply(cmd.ext_fields, cmd.body)
@@ -345,6 +354,21 @@ class ClientInstance(RouteCache):
         if cmd.is_oneway:
             return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client")
+
+    def _reset_offsets(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """Hand a broker's offset reset (docs/admin.md §4) to the consumer of its group."""
+        topic, group = cmd.ext_fields.get("topic", ""), cmd.ext_fields.get("group", "")
+        try:
+            table = {MessageQueue(*k): v for k, v in decode_reset_body(cmd.body).items()}
+        except ValueError as e:
+            log.warning("broker %s:%d sent an unreadable offset reset: %s", *conn.peer, e)
+            return
+        consumer = self.consumers.get(group)
+        if consumer is None:
+            log.info("broker %s:%d resets offsets of group %r, which has no consumer here", *conn.peer, group)
+            return
+        log.info("broker %s:%d resets the offsets of group %s on topic %s", *conn.peer, group, topic)
+        spawn(consumer.reset_offsets(topic, table), self._background, "reset-offsets")
 
     def _check_transaction(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Hand a broker's check of a half message to the transaction producer of its group (``PGROUP``)."""

@@ -45,6 +45,8 @@ class _QueueState:
     buffered: int = 0
     task: asyncio.Task[None] | None = None
     entry: SubscriptionEntry | None = None
+    moved_back: int | None = None
+    """The offset a pull answer moved this queue back to (PULL_OFFSET_MOVED), until a seek."""
 
 
 @dataclass
@@ -370,12 +372,26 @@ class PullConsumer(ClientLifecycle):
         if offset < 0:
             raise ValueError("offset must be >= 0")
         st.generation += 1
+        st.moved_back = None
         if st.task is not None:
             st.task.cancel()
         st.position = st.fetch_offset = offset
         st.buffered = 0
         if self._state == "running":
             self._start_queue(st)
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): every
+        owned queue of it seeks there (buffered messages are dropped)."""
+        for mq, offset in sorted(offsets.items()):
+            st = self._queues.get(mq)
+            if st is not None and st.moved_back == offset:
+                continue  # a sievemq broker's pull answer told this queue first (docs/admin.md §4): it moved already
+            if mq.topic == topic and st is not None and offset >= 0:
+                log.info("group %s: offset of %s reset to %d by the broker", self.group, mq, offset)
+                self.seek(mq, offset)
+                if self._offsets is not None:
+                    self._offsets.update(mq, offset)
 
     def position(self, mq: MessageQueue) -> int:
         """The next offset ``poll()`` hands out for ``mq``."""
@@ -452,4 +468,6 @@ class _Fetching:
             st.position = st.fetch_offset
 
     async def on_offset_moved(self, next_offset: int) -> None:
+        if next_offset < self.st.fetch_offset:
+            self.st.moved_back = next_offset
         self.on_advance(next_offset)

@@ -148,6 +148,8 @@ class PushConsumer(ClientLifecycle):
         self._retry_entry: SubscriptionEntry | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._functions: FunctionFilters | None = None
+        self._moved_back: dict[MessageQueue, tuple[ProcessQueue, int]] = {}
+        """Queues a pull answer moved back (PULL_OFFSET_MOVED): the queue's process queue then, and the offset."""
 
     # ------------------------------------------------------------------------------------------ configuration
     @property
@@ -335,6 +337,7 @@ class PushConsumer(ClientLifecycle):
         """Stop processing ``mq``; persist and forget its offset."""
         pq = self._pqs.pop(mq, None)
         task = self._pull_tasks.pop(mq, None)
+        self._moved_back.pop(mq, None)
         if pq is not None:
             pq.dropped = True
         await cancel_and_wait(task)
@@ -367,13 +370,38 @@ class PushConsumer(ClientLifecycle):
             return False
         if self._state != "running" or mq in self._pqs:
             return True
+        self._start_pulling(inst, mq, offset)
+        return True
+
+    def _start_pulling(self, inst: ClientInstance, mq: MessageQueue, offset: int) -> None:
+        assert self._offsets is not None
         pq = ProcessQueue(offset)
         self._offsets.update(mq, offset)
         self._pqs[mq] = pq
         fetch = fetch_for(inst, mq, self, lambda: self._functions)
         puller = QueuePuller(inst, mq, _PushQueue(self, mq, pq, self._offsets), fetch, logger=log)
         self._pull_tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
-        return True
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): each
+        owned queue starts over from its new offset; what was fetched from it and not consumed yet is dropped, and
+        listeners still running on it commit nothing."""
+        inst = self._instance
+        for mq, offset in sorted(offsets.items()):
+            pq = self._pqs.get(mq)
+            if mq.topic != topic or pq is None or inst is None or self._state != "running":
+                continue
+            moved = self._moved_back.get(mq)
+            if moved is not None and moved[0] is pq and moved[1] == offset:
+                continue  # a sievemq broker's pull answer told this queue first (docs/admin.md §4): it moved already
+            pq.dropped = True
+            await cancel_and_wait(self._pull_tasks.pop(mq, None))
+            if isinstance(self._consuming, OrderlyConsumeService):
+                await self._consuming.release(mq)  # its running batch ends first (and commits nothing)
+            if self._pqs.get(mq) is not pq or self._state != "running":
+                continue  # released meanwhile (a rebalance)
+            log.info("group %s: offset of %s reset to %d by the broker", self.group, mq, offset)
+            self._start_pulling(inst, mq, offset)
 
 
 class _PushQueue:
@@ -418,7 +446,11 @@ class _PushQueue:
         self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
 
     async def on_offset_moved(self, next_offset: int) -> None:
-        self.pq.advance(next_offset)
+        if next_offset < self.pq.next_offset:  # moved back (an operator's reset): what is in flight no longer counts
+            self.pq.reset(next_offset)
+            self.consumer._moved_back[self.mq] = (self.pq, next_offset)
+        else:
+            self.pq.advance(next_offset)
         self.offsets.update(self.mq, next_offset)
         with contextlib.suppress(Exception):
             await self.offsets.persist(self.mq, oneway=True)

@@ -27,6 +27,8 @@ __all__ = [
     "SELF_TEST_TOPIC",
     "SYSTEM_TOPIC_PREFIXES",
     "TIMER_TOPIC",
+    "TOOLS_CONSUMER_GROUP",
+    "TOOLS_DLQ_RESEND_GROUP",
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
@@ -90,6 +92,11 @@ FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
 """The group a filter server pulls from its broker as."""
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 """The producer group a consumer uses to send failed messages back to its retry topic."""
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+"""The group administration tools read as (RocketMQ's): a pull of it creates no subscription group and commits no
+offset on the broker (``sievemq topic peek``, docs/admin.md §5)."""
+TOOLS_DLQ_RESEND_GROUP = "TOOLS_DLQ_RESEND"
+"""The group whose offsets on ``%DLQ%<group>`` record how far ``sievemq dlq resend`` has resent (docs/admin.md §6)."""
 
 # ------------------------------------------------------------------------------------------- name rules
 GROUP_MAX_LENGTH = 255

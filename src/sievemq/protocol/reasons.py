@@ -91,6 +91,9 @@ class Reason(StrEnum):
     stored. Retry later, or send it nearer its time."""
     RECEIPT_HANDLE_INVALID = "RECEIPT_HANDLE_INVALID"
     """A POP receipt handle is not one this broker made (malformed, or of another broker); nothing was done."""
+    GROUP_NOT_FOUND = "GROUP_NOT_FOUND"
+    """The broker knows no such consumer group (code 26 SUBSCRIPTION_GROUP_NOT_EXIST): no subscription config, no
+    committed offset, no live client; nothing was done. Check the name (``sievemq group list``)."""
     RECEIPT_HANDLE_EXPIRED = "RECEIPT_HANDLE_EXPIRED"
     """No lease matches the receipt handle (code 208 NO_MESSAGE): the message was acked already, or its invisible
     time ran out and it was delivered again under a new handle (ack that one)."""

@@ -132,10 +132,14 @@ class Reader:
             return None
         return self._entry_store_time(cq, offset)
 
-    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[bytes]:
-        """Records of ``topic`` whose KEYS contain ``key`` or whose UNIQ_KEY is ``key`` (newest first)."""
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int, max_bytes: int | None = None
+    ) -> list[bytes]:
+        """Records of ``topic`` whose KEYS contain ``key`` or whose UNIQ_KEY is ``key`` (newest first); past the
+        first, no record that would take the total over ``max_bytes``."""
         if max_num <= 0:
             return []
+        total = 0
         phys = self.index.lookup(f"{topic}#{key}", max_num * 2 + 16, begin_ts, end_ts)
         out: list[bytes] = []
         seen: set[int] = set()
@@ -147,8 +151,11 @@ class Reader:
             s = cl.summary_at(phy)
             if s is None or s.topic != topic or (key not in s.keys and s.uniq_key != key):
                 continue
+            if out and max_bytes is not None and total + s.total_size > max_bytes:
+                break
             rec = cl.read(phy, s.total_size)
             if rec is not None:
+                total += len(rec)
                 out.append(rec)
                 if len(out) >= max_num:
                     break

@@ -388,9 +388,12 @@ class MessageStore:
         """The raw stored record at a commit-log offset, or None."""
         return self.commitlog.record_at(phy_offset)
 
-    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> list[bytes]:
-        """Records of ``topic`` whose KEYS contain ``key`` or whose UNIQ_KEY is ``key`` (newest first)."""
-        return self.reader.query_message(topic, key, max_num, begin_ts, end_ts)
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int, max_bytes: int | None = None
+    ) -> list[bytes]:
+        """Records of ``topic`` whose KEYS contain ``key`` or whose UNIQ_KEY is ``key`` (newest first; at most
+        ``max_bytes`` of them after the first)."""
+        return self.reader.query_message(topic, key, max_num, begin_ts, end_ts, max_bytes)
 
     def read_cq_entries(self, topic: str, queue_id: int, offset: int, n: int) -> list[tuple[int, int, int]]:
         """Up to ``n`` entries ``(phy, size, real tags_code)`` from ``offset`` on; blanks as ``(-1, 0, 0)``."""

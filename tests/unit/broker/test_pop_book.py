@@ -23,7 +23,7 @@ def _model(book: PopBook) -> dict[tuple[str, str, int], tuple[int, dict[int, tup
 
 @st.composite
 def _histories(draw: st.DrawFn) -> list[PopRecord]:
-    """What a service writes: leases of new offsets and of due ones, acks, changes, dead letters."""
+    """What a service writes: leases of new offsets and of due ones, acks, changes, dead letters, resets."""
     book = PopBook()
     recs: list[PopRecord] = [PopRecord(Kind.INIT, "g", "t", cursors={0: 0, 1: 5})]
     book.apply(recs[0])
@@ -31,9 +31,11 @@ def _histories(draw: st.DrawFn) -> list[PopRecord]:
         qid = draw(st.sampled_from([0, 1]))
         qs = book.queue("g", "t", qid)
         assert qs is not None
-        action = draw(st.sampled_from(["lease", "ack", "change", "dead", "redeliver"]))
+        action = draw(st.sampled_from(["lease", "ack", "change", "dead", "redeliver", "reset"]))
         leased = sorted(qs.leases)
-        if action == "lease" or not leased:
+        if action == "reset":  # an operator's offset reset: the cursor moves (back or on), the leases end
+            rec = PopRecord(Kind.RESET, "g", "t", qid, cursor=draw(st.integers(0, 20)))
+        elif action == "lease" or not leased:
             n = draw(st.integers(0, 3))
             skip = draw(st.integers(0, 2))
             entries = tuple((qs.cursor + skip + i, book.new_token(0), 1) for i in range(n))
@@ -78,6 +80,24 @@ def test_a_snapshot_plus_any_overlapping_suffix_of_the_log_is_the_same_book(
         restored.apply(r)
     assert _model(restored) == _model(full), "replaying from the snapshot's offset rebuilds the same state"
     assert restored.last_token == full.last_token
+
+
+def test_a_reset_moves_the_cursor_and_ends_every_lease_of_its_queue() -> None:
+    book = PopBook()
+    book.apply(PopRecord(Kind.INIT, "g", "t", cursors={0: 0, 1: 0}))
+    for qid in (0, 1):
+        book.apply(PopRecord(Kind.LEASE, "g", "t", qid, cursor=5, deadline=9, entries=((3, 11, 1), (4, 12, 2))))
+    rec = PopRecord(Kind.RESET, "g", "t", 0, cursor=1)
+    assert parse_record(record_message(rec, HOST, 1)) == rec
+    book.apply(rec)
+    q0, q1 = book.queue("g", "t", 0), book.queue("g", "t", 1)
+    assert q0 is not None and q1 is not None
+    assert (q0.cursor, q0.leases, q0.floor()) == (1, {}, 1)
+    assert book.lease("g", "t", 0, 3, 11) is None, "a receipt handle of before the reset no longer acks"
+    assert (q1.cursor, sorted(q1.leases)) == (5, [3, 4]), "other queues keep their state"
+    book.apply(PopRecord(Kind.RESET, "g", "t", 7, cursor=2))
+    assert book.queue("g", "t", 7) is not None, "a reset of a queue never popped here starts its state"
+    assert book.forget_group("g") and not book.queues and not book.forget_group("g")
 
 
 def test_floor_and_due_follow_the_leases() -> None:

@@ -150,6 +150,9 @@ class PopBook:
                     self.queues[key] = QueueState(cursor)
             return
         key = (rec.group, rec.topic, rec.queue_id)
+        if rec.kind is Kind.RESET:
+            self.queues[key] = QueueState(rec.cursor)
+            return
         qs = self.queues.get(key)
         if rec.kind is Kind.LEASE:
             if qs is None:
@@ -170,6 +173,13 @@ class PopBook:
         else:  # ACK, DEAD
             del qs.leases[rec.offset]
         qs.compact()
+
+    def forget_group(self, group: str) -> bool:
+        """A deleted group's queues go; True if it had any."""
+        keys = [k for k in self.queues if k[0] == group]
+        for key in keys:
+            del self.queues[key]
+        return bool(keys)
 
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's queues go."""

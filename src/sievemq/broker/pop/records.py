@@ -10,6 +10,8 @@ state exactly. The tag says the kind, the body is a small JSON document:
 - ``ack``   ``{"g", "t", "q", "o", "n"}``: the lease ``n`` of offset ``o`` is done.
 - ``change`` ``{"g", "t", "q", "o", "n", "m", "d"}``: lease ``n`` becomes lease ``m``, invisible until ``d``.
 - ``dead``  ``{"g", "t", "q", "o", "n"}``: moved to the group's dead-letter topic after its last attempt.
+- ``reset`` ``{"g", "t", "q", "c"}``: an operator reset the group's offset of the queue (docs/admin.md §4): the
+  cursor is ``c`` and every lease of the queue is gone.
 
 Applying a record is a pure function of the record (each sets what it names), so applying a suffix of the log
 twice in order ends in the same state: a snapshot that already holds some of the records it is replayed with is
@@ -38,6 +40,7 @@ class Kind(StrEnum):
     ACK = "ack"
     CHANGE = "change"
     DEAD = "dead"
+    RESET = "reset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,8 @@ class PopRecord:
         d: dict[str, Any] = {"g": self.group, "t": self.topic}
         if self.kind is Kind.INIT:
             d["c"] = {str(q): c for q, c in self.cursors.items()}
+        elif self.kind is Kind.RESET:
+            d.update(q=self.queue_id, c=self.cursor)
         elif self.kind is Kind.LEASE:
             d.update(q=self.queue_id, c=self.cursor, d=self.deadline, e=[list(e) for e in self.entries])
         else:
@@ -94,6 +99,8 @@ def parse_record(msg: MessageExt) -> PopRecord | None:
         if kind is Kind.INIT:
             return PopRecord(kind, g, t, cursors={int(q): int(c) for q, c in d["c"].items()})
         q = int(d["q"])
+        if kind is Kind.RESET:
+            return PopRecord(kind, g, t, q, cursor=int(d["c"]))
         if kind is Kind.LEASE:
             entries = tuple((int(o), int(n), int(a)) for o, n, a in d["e"])
             return PopRecord(kind, g, t, q, cursor=int(d["c"]), deadline=int(d["d"]), entries=entries)

@@ -449,6 +449,22 @@ class PopService:
                           sys_flag=old.sys_flag, born_timestamp=old.born_timestamp, born_host=old.born_host,
                           store_host=self.store_host, reconsume_times=attempts)  # fmt: skip
 
+    # ------------------------------------------------------------------------------------------ administration
+    async def reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """An operator's offset reset (docs/admin.md §4): the queue's cursor moves to ``offset``, its leases end (their
+        receipt handles no longer ack), and ``offset`` is the group's committed offset."""
+        key = (group, topic, queue_id)
+        async with self._lock(key):
+            await self._write([PopRecord(Kind.RESET, group, topic, queue_id, cursor=offset)], "offset reset")
+            self.offsets.commit(group, topic, queue_id, offset)
+
+    def forget_group(self, group: str) -> bool:
+        """A deleted group's POP state goes (saved at once, so that no replay brings it back); True if it had any."""
+        if not self.book.forget_group(group):
+            return False
+        self.save_snapshot()
+        return True
+
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's POP state goes with it."""
         self.book.forget_topic(topic)

@@ -3,6 +3,10 @@
 Store status -> response code follows ``docs/protocol/requests.md`` (pull). A pull that finds nothing new and may
 be suspended is parked (``PullHoldService``) until a matching message is dispatched to its queue or its suspend
 time runs out, then runs once more without suspension.
+
+A pull of a queue whose offset an operator reset is told to move there (PULL_OFFSET_MOVED, before and after a
+hold) unless it already asks for the new offset (docs/admin.md §4). A pull of ``TOOLS_CONSUMER`` (``sievemq topic
+peek``) needs no subscription group and leaves none behind, and commits nothing (docs/admin.md §5).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
+from sievemq.protocol.names import TOOLS_CONSUMER_GROUP
 from sievemq.protocol.pull_header import PullMessageHeader
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_READ
@@ -96,13 +101,13 @@ class PullProcessor:
 
     # ------------------------------------------------------------------------------------------ checks
     def _check_queue(self, h: PullMessageHeader) -> None:
-        """The group may consume and the topic's queue exists and is readable."""
-        gc = self.groups.find(h.consumer_group)
-        if gc is None:
+        """The group may consume and the topic's queue exists and is readable (the tools group always may)."""
+        gc = self.groups.find(h.consumer_group) if h.consumer_group != TOOLS_CONSUMER_GROUP else None
+        if gc is None and h.consumer_group != TOOLS_CONSUMER_GROUP:
             raise RemotingError(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist"
             )
-        if not gc.consumeEnable:
+        if gc is not None and not gc.consumeEnable:
             raise RemotingError(
                 ResponseCode.NO_PERMISSION, f"subscription group [{h.consumer_group}] consumption is disabled"
             )
@@ -174,7 +179,10 @@ class PullProcessor:
             h = PullMessageHeader.parse(cmd.ext_fields)
             self._check_queue(h)
             flt = self._filter(conn.attrs.get("client_id"), h)
-            if h.commits_offset and h.commit_offset >= 0:
+            moved = self.offsets.take_reset(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
+            if moved is not None:
+                return self._moved(cmd, h, moved)
+            if h.commits_offset and h.commit_offset >= 0 and h.consumer_group != TOOLS_CONSUMER_GROUP:
                 self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
             result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt)
@@ -183,6 +191,9 @@ class PullProcessor:
                 hold_started = time.perf_counter()
                 await self._hold(h, flt)
                 held = time.perf_counter() - hold_started
+                moved = self.offsets.take_reset(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
+                if moved is not None:  # reset while held
+                    return self._moved(cmd, h, moved)
                 result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt)
                 code = response_code(result, h.queue_offset)
             return self._answer(cmd, h, result, code)
@@ -207,12 +218,25 @@ class PullProcessor:
             b"".join(result.records) if code == ResponseCode.SUCCESS else b"",
         )
 
+    def _moved(self, cmd: RemotingCommand, h: PullMessageHeader, offset: int) -> RemotingCommand:
+        """PULL_OFFSET_MOVED to where an operator reset the group's offset of the queue."""
+        return cmd.response(
+            ResponseCode.PULL_OFFSET_MOVED,
+            "OFFSET_RESET",
+            {
+                "suggestWhichBrokerId": 0,
+                "nextBeginOffset": offset,
+                "minOffset": self.store.get_min_offset(h.topic, h.queue_id),
+                "maxOffset": self.store.get_max_offset(h.topic, h.queue_id),
+            },
+        )
+
     def _suggest(self, group: str, result: GetResult) -> int:
         """``suggestWhichBrokerId`` as RocketMQ answers it (docs/protocol/replication.md §4): the master (0) unless
         ``slaveReadEnable``; then the group's ``whichBrokerWhenConsumeSlowly`` when the pull reads further behind
         the commit log's end than ``slave_read_bytes``, else the group's ``brokerId``."""
         limit = self.settings.slave_read_bytes
-        if limit is None:
+        if limit is None or group == TOOLS_CONSUMER_GROUP:
             return 0
         gc = self.groups.find(group)
         if gc is None:

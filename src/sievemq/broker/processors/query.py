@@ -12,6 +12,10 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
 
 DEFAULT_QUERY_MAX_NUM = 32
+QUERY_MAX_NUM = 64
+"""Most records one QUERY_MESSAGE answers, whatever ``maxNum`` asks (RocketMQ's ``maxMsgsNumBatch``)."""
+QUERY_MAX_BYTES = 8 * 1024 * 1024
+"""Most record bytes one QUERY_MESSAGE answers (at least one record): the answer stays well inside a frame."""
 
 
 @dataclass
@@ -34,9 +38,10 @@ class QueryProcessor:
         return cmd.response(ResponseCode.SUCCESS, body=raw)
 
     async def query_by_key(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """12: stored records whose KEYS word or UNIQ_KEY equals ``key``, within the time range."""
+        """12: stored records whose KEYS word or UNIQ_KEY equals ``key``, within the time range (at most
+        ``QUERY_MAX_NUM`` records and ``QUERY_MAX_BYTES`` bytes)."""
         f = cmd.ext_fields
-        max_num = max(1, int_or(f, "maxNum", DEFAULT_QUERY_MAX_NUM))
+        max_num = min(max(1, int_or(f, "maxNum", DEFAULT_QUERY_MAX_NUM)), QUERY_MAX_NUM)
         if get_bool(f, "_UNIQUE_KEY_QUERY"):
             max_num = DEFAULT_QUERY_MAX_NUM
         records = self.store.query_message(
@@ -45,6 +50,7 @@ class QueryProcessor:
             max_num,
             int_or(f, "beginTimestamp", 0),
             int_or(f, "endTimestamp", 2**62),
+            QUERY_MAX_BYTES,
         )
         header = {"indexLastUpdateTimestamp": 0, "indexLastUpdatePhyoffset": self.store.max_phy_offset}
         if not records:
