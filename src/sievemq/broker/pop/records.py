@@ -5,8 +5,9 @@ flushed) before the change is answered: replaying the records in log order onto 
 state exactly. The tag says the kind, the body is a small JSON document:
 
 - ``init``  ``{"g", "t", "c": {queueId: cursor}}``: a group's first POP of a topic here; where each queue starts.
-- ``lease`` ``{"g", "t", "q", "c", "d", "e": [[offset, token, attempt], ...]}``: messages handed out, invisible
-  until ``d`` (epoch ms); ``c`` the queue's cursor after them (filtered-out messages skipped on the way).
+- ``lease`` ``{"g", "t", "q", "c", "d", "e": [[offset, token, attempt], ...], "a"}``: messages handed out,
+  invisible until ``d`` (epoch ms); ``c`` the queue's cursor after them (filtered-out messages skipped on the way);
+  ``a`` (only when not empty) the attempt id of the orderly POP that handed them out (docs/pop.md §5).
 - ``ack``   ``{"g", "t", "q", "o", "n"}``: the lease ``n`` of offset ``o`` is done.
 - ``change`` ``{"g", "t", "q", "o", "n", "m", "d"}``: lease ``n`` becomes lease ``m``, invisible until ``d``.
 - ``dead``  ``{"g", "t", "q", "o", "n"}``: moved to the group's dead-letter topic after its last attempt.
@@ -57,6 +58,8 @@ class PopRecord:
     new_token: int = 0
     cursors: dict[int, int] = field(default_factory=dict)
     """``init``: queue id -> cursor."""
+    attempt_id: str = ""
+    """``lease``: the attempt id of the orderly POP that handed the messages out ("" for none)."""
 
     def document(self) -> dict[str, Any]:
         """The record's body as a JSON-ready dict."""
@@ -65,6 +68,8 @@ class PopRecord:
             d["c"] = {str(q): c for q, c in self.cursors.items()}
         elif self.kind is Kind.LEASE:
             d.update(q=self.queue_id, c=self.cursor, d=self.deadline, e=[list(e) for e in self.entries])
+            if self.attempt_id:
+                d["a"] = self.attempt_id
         else:
             d.update(q=self.queue_id, o=self.offset, n=self.token)
             if self.kind is Kind.CHANGE:
@@ -96,7 +101,8 @@ def parse_record(msg: MessageExt) -> PopRecord | None:
         q = int(d["q"])
         if kind is Kind.LEASE:
             entries = tuple((int(o), int(n), int(a)) for o, n, a in d["e"])
-            return PopRecord(kind, g, t, q, cursor=int(d["c"]), deadline=int(d["d"]), entries=entries)
+            return PopRecord(kind, g, t, q, cursor=int(d["c"]), deadline=int(d["d"]), entries=entries,
+                             attempt_id=str(d.get("a", "")))  # fmt: skip
         if kind is Kind.CHANGE:
             return PopRecord(kind, g, t, q, offset=int(d["o"]), token=int(d["n"]), new_token=int(d["m"]),
                              deadline=int(d["d"]))  # fmt: skip

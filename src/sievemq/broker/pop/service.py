@@ -4,6 +4,8 @@
   then new messages from the cursor through the filter; each under a new lease invisible for the asked time. The
   lease record is in the POP log before the answer leaves. With nothing to hand out, a pop waits (long polling)
   for a matching message or the next lease deadline.
+- With ``order`` (a FIFO group's POP) a queue hands out nothing while a batch of it is leased and not due, then
+  that batch again first (``orderly.py``); a long-polling orderly POP waits for the queue's next ack.
 - ``ack`` ends a lease, ``change`` moves its deadline (a new token, so a new receipt handle).
 - A lease whose last attempt (the group's ``retryMaxTimes`` + 1) expired goes to ``%DLQ%<group>`` with its
   ``dead`` record, in one step (``MessageStore.put_in_order``); a background round does this every second.
@@ -31,8 +33,10 @@ from sievemq.broker.filters import MessageFilter
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.pop import orderly
 from sievemq.broker.pop.book import PopBook, QueueKey, QueueState
 from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, parse_record, record_message
+from sievemq.broker.pop.waiters import LeaseWaiters
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
@@ -81,6 +85,10 @@ class PopRequest:
     poll_ms: int = 0
     init_latest: bool = True
     """A group's first POP of a topic starts at the queues' ends (else at their oldest messages)."""
+    order: bool = False
+    """Orderly POP (a FIFO group): one batch of a queue at a time, in queue order (``orderly.py``)."""
+    attempt_id: str = ""
+    """An orderly POP's attempt id: its retry (the same id) is handed the same batch again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +136,7 @@ class PopService:
         self.gate = gate
         self.book = PopBook()
         self._locks: weakref.WeakValueDictionary[QueueKey, asyncio.Lock] = weakref.WeakValueDictionary()
+        self.waiters = LeaseWaiters()
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self.dead_lettered = 0
@@ -217,6 +226,8 @@ class PopService:
             raise _refusal(bad, what)
         for r in recs:
             self.book.apply(r)
+            if r.kind in (Kind.ACK, Kind.CHANGE, Kind.DEAD):
+                self.waiters.changed((r.group, r.topic, r.queue_id))
         self._dirty = True
 
     def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
@@ -266,31 +277,50 @@ class PopService:
     # ------------------------------------------------------------------------------------------ pop
     async def pop(self, req: PopRequest, flt: MessageFilter | None) -> PopAnswer:
         """Hand out up to ``req.max_nums`` messages of the queue, or of any queue of the topic for queue id -1
-        (waiting up to ``req.poll_ms`` when there are none)."""
+        (waiting up to ``req.poll_ms`` when there are none; an orderly POP waits out locked queues too)."""
         qids = self._queues(req)
         answer = await self._pop_queues(req, qids, flt)
         if answer.messages or req.poll_ms <= 0:
             return answer
-        wait_ms = min(req.poll_ms, _MAX_HOLD_MS)
+        end = _now_ms() + min(req.poll_ms, _MAX_HOLD_MS)
+        while True:
+            await self._wait(req, qids, flt, end)
+            answer = await self._pop_queues(req, qids, flt)
+            if answer.messages or not req.order or _now_ms() >= end:
+                return answer
+
+    async def _wait(self, req: PopRequest, qids: list[int], flt: MessageFilter | None, end: int) -> None:
+        """Until a matching message arrives, a lease falls due, a locked queue's lease changes, or ``end``."""
+        now = _now_ms()
+        wait_ms = end - now
         match = flt.match_code if flt is not None else None
-        futures: list[tuple[int, asyncio.Future[None]]] = []
+        held: list[tuple[int, asyncio.Future[None]]] = []
+        watched: list[tuple[QueueKey, asyncio.Future[None]]] = []
         for qid in qids:
-            qs = self.book.queue(req.group, req.topic, qid)
+            key = (req.group, req.topic, qid)
+            qs = self.book.queue(*key)
             if qs is None:
+                continue
+            until = orderly.locked_until(qs, now, req.attempt_id) if req.order else None
+            if until is not None:  # new messages cannot go out before the lock ends: wait for an ack or the end
+                wait_ms = min(wait_ms, until - now + 5)
+                watched.append((key, self.waiters.watch(key)))
                 continue
             deadline = qs.next_deadline()
             if deadline is not None:
-                wait_ms = max(0, min(wait_ms, deadline - _now_ms() + 5))
-            futures.append((qid, self.hold.hold(req.topic, qid, qs.cursor, match)))
+                wait_ms = min(wait_ms, deadline - now + 5)
+            held.append((qid, self.hold.hold(req.topic, qid, qs.cursor, match)))
+        futures = [f for _, f in held] + [f for _, f in watched]
         try:
             if futures:
-                await asyncio.wait(
-                    [f for _, f in futures], timeout=wait_ms / 1000.0, return_when=asyncio.FIRST_COMPLETED
-                )
+                await asyncio.wait(futures, timeout=max(0, wait_ms) / 1000.0, return_when=asyncio.FIRST_COMPLETED)
+            elif req.order:  # no queue state to wait on (none readable): do not spin until ``end``
+                await asyncio.sleep(max(0, wait_ms) / 1000.0)
         finally:
-            for qid, fut in futures:
+            for qid, fut in held:
                 self.hold.release(req.topic, qid, fut)
-        return await self._pop_queues(req, qids, flt)
+            for key, fut in watched:
+                self.waiters.release(key, fut)
 
     def _queues(self, req: PopRequest) -> list[int]:
         """The queue, or for -1 every readable queue of the topic, starting at a rotating one (fairness)."""
@@ -321,25 +351,32 @@ class PopService:
         now = _now_ms()
         deadline = now + req.invisible_ms
         limit = self.max_attempts(req.group)
-        due = qs.due(now, req.max_nums)
-        dead = [o for o in due if qs.leases[o].attempt >= limit]
-        if dead:
-            await self._bury(key, dead)
+        if req.order:
+            plan = orderly.plan(qs, now, req.max_nums, limit, req.attempt_id)
+            if plan.locked_until is not None:
+                return PopAnswer([], deadline, self._rest(req, qs))
+            bury, again, complete = list(plan.bury), list(plan.again), plan.complete
+        else:
+            due = qs.due(now, req.max_nums)
+            bury = [o for o in due if qs.leases[o].attempt >= limit]
+            again = [(o, qs.leases[o].attempt + 1) for o in due if o not in bury]
+            complete = True
+        if bury:
+            await self._bury(key, bury)
         out: list[Popped] = []
         entries: list[tuple[int, int, int]] = []
-        for offset in due:
+        for offset, attempt in again:
             lease = qs.leases.get(offset)
-            if lease is None or offset in dead:
+            if lease is None:
                 continue
             raw = self._stored(req.topic, req.queue_id, offset)
             if raw is None:  # the message is gone (retention): nothing to deliver again
                 await self._write([PopRecord(Kind.ACK, *key, offset=offset, token=lease.token)], "POP ack")
                 continue
             token = self.book.new_token(now * 1000)
-            entries.append((offset, token, lease.attempt + 1))
-            out.append(Popped(raw, ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token),
-                              lease.attempt + 1))  # fmt: skip
-        room = min(req.max_nums - len(out), self.settings.inflight_max - len(qs.leases))
+            entries.append((offset, token, attempt))
+            out.append(Popped(raw, ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token), attempt))
+        room = min(req.max_nums - len(out), self.settings.inflight_max - len(qs.leases)) if complete else 0
         cursor = qs.cursor
         if room > 0:
             result = self.store.get_message(req.topic, req.queue_id, cursor, room, flt)
@@ -351,7 +388,8 @@ class PopService:
                 entries.append((offset, token, 1))
                 out.append(Popped(bytes(raw), ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token),
                                   1))  # fmt: skip
-        rec = PopRecord(Kind.LEASE, *key, cursor=cursor, deadline=deadline, entries=tuple(entries))
+        rec = PopRecord(Kind.LEASE, *key, cursor=cursor, deadline=deadline, entries=tuple(entries),
+                        attempt_id=req.attempt_id if req.order else "")  # fmt: skip
         if entries:
             await self._write([rec], "POP lease")
             self._commit_floor(key, qs)
@@ -359,8 +397,10 @@ class PopService:
             self.book.apply(rec)  # only filtered-out messages passed: a lost cursor move is re-scanned, harmless
             self._dirty = True
             self._commit_floor(key, qs)
-        rest = max(0, self.store.get_max_offset(req.topic, req.queue_id) - qs.cursor)
-        return PopAnswer(out, deadline, rest)
+        return PopAnswer(out, deadline, self._rest(req, qs))
+
+    def _rest(self, req: PopRequest, qs: QueueState) -> int:
+        return max(0, self.store.get_max_offset(req.topic, req.queue_id) - qs.cursor)
 
     # ------------------------------------------------------------------------------------------ ack, change
     def _current(self, group: str, handle: ReceiptHandle) -> tuple[QueueKey, int]:
