@@ -217,8 +217,12 @@ class _Sim:
 
 _ACTIONS = st.one_of(
     st.tuples(st.just("pop"), st.integers(0, 1), st.integers(1, 4), st.sampled_from([1000, 3000]), st.booleans()),
-    st.tuples(st.just("consume"), st.integers(0, 1), st.sampled_from(["ack", "ack", "ack", "fail", "extend", "dlq"]),
-              st.sampled_from([0, 2000, 5000])),  # fmt: skip
+    st.tuples(
+        st.just("consume"),
+        st.integers(0, 1),
+        st.sampled_from(["ack", "ack", "ack", "fail", "extend", "dlq"]),
+        st.sampled_from([0, 2000, 5000]),
+    ),
     st.tuples(st.just("tick"), st.integers(0, 4000)),
     st.tuples(st.just("round")),
 )
