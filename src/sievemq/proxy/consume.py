@@ -127,7 +127,7 @@ class ConsumeService:
 
     async def group_view(self, group: str, topics: list[str]) -> GroupView | None:
         """The group's settings at a master of its first topic with a route (for a consumer's Telemetry settings);
-        None when no broker answers."""
+        None when there is none or it does not answer."""
         for topic in topics:
             try:
                 route = await self._route(topic)
@@ -136,7 +136,9 @@ class ConsumeService:
                 if masters:
                     return await self.groups.get(masters[0][1], group)
             except (RemotingError, SieveError, OSError) as e:
-                log.warning("settings of group %s from the brokers of %s: %s", group, topic, e)
+                log.warning("settings of group %s from the brokers of %s: %s (its consumers are told it is not "
+                            "FIFO)", group, topic, e)  # fmt: skip
+                return None
         return None
 
     @staticmethod

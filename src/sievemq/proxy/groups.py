@@ -38,6 +38,10 @@ class GroupView:
         return max(1, self.retry_max_times + 1)
 
 
+NOT_ORDERLY = GroupView(False, 16)
+"""What a broker that cannot answer GET_SUBSCRIPTIONGROUP_CONFIG holds: no FIFO groups."""
+
+
 class GroupSettings:
     """See the module docstring. ``conn`` opens a broker connection by address."""
 
@@ -56,9 +60,12 @@ class GroupSettings:
         resp = await conn.request(
             RemotingCommand.request(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group}), self.timeout
         )
-        if resp.code != ResponseCode.SUCCESS:
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            view = NOT_ORDERLY  # a broker of a version before FIFO groups (a rolling upgrade): it has none
+        elif resp.code != ResponseCode.SUCCESS:
             raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
-        view = parse_view(resp.body)
+        else:
+            view = parse_view(resp.body)
         if len(self._cache) >= MAX_CACHED:
             self._cache.clear()
         self._cache[(addr, group)] = (now, view)
