@@ -227,8 +227,16 @@ class PopService:
         for r in recs:
             self.book.apply(r)
             if r.kind in (Kind.ACK, Kind.CHANGE, Kind.DEAD):
-                self.waiters.changed((r.group, r.topic, r.queue_id))
+                self._lease_changed((r.group, r.topic, r.queue_id), r.kind)
         self._dirty = True
+
+    def _lease_changed(self, key: QueueKey, kind: Kind) -> None:
+        """Wake the orderly POPs waiting on the queue when it is free now, or its lock moved (a change)."""
+        if not self.waiters.watched(key):
+            return
+        qs = self.book.queue(*key)
+        if kind is Kind.CHANGE or qs is None or orderly.locked_until(qs, _now_ms()) is None:
+            self.waiters.changed(key)
 
     def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
         group, topic, qid = key

@@ -1,6 +1,6 @@
 """Orderly POPs waiting on locked queues (docs/pop.md §5): a long-polling orderly POP whose queues are locked waits
-here until a lease of one of them ends or changes (an ack, a change of invisible time, a dead letter), so the next
-batch of a FIFO queue goes out as soon as the previous one is done, not when the poll times out."""
+here until one of them is free (its last lease acked or dead-lettered) or a change of invisible time moved its lock,
+so the next batch of a FIFO queue goes out as soon as the previous one is done, not when the poll times out."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ class LeaseWaiters:
         futs[:] = [f for f in futs if f is not fut]
         if not futs:
             del self._waiting[key]
+
+    def watched(self, key: QueueKey) -> bool:
+        """True when a POP waits on the queue."""
+        return key in self._waiting
 
     def changed(self, key: QueueKey) -> None:
         """A lease of the queue ended or changed: wake its waiters."""
