@@ -95,6 +95,21 @@ async def test_a_long_polling_orderly_pop_gets_the_next_message_when_the_batch_i
     assert _got(await asyncio.wait_for(waiting, 10)) == [("x2", 1)]
 
 
+async def test_an_ack_that_ends_the_lock_sooner_wakes_a_waiting_orderly_pop(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    conn = await _fresh(cluster, open_conn, 1)
+    await _pop(conn, "lp2", 0)
+    await _send(conn, 0, ["y0", "y1"])
+    out = await _pop(conn, "lp2", 0, invisible_ms=60_000)
+    await pop_api.change_invisible_time(conn, "lp2", out.messages[1].handle, 3000)  # y1's lease ends first
+    waiting = asyncio.create_task(_pop(conn, "lp2", 0, poll_ms=20_000))  # locked by y0 for a minute
+    await asyncio.sleep(0.5)
+    await pop_api.ack_message(conn, "lp2", out.messages[0].handle)  # now only y1 holds the lock, for ~3 s
+    # y0's lease would have kept it waiting past its 20 s poll time: an answer within 12 s means the ack woke it
+    assert _got(await asyncio.wait_for(waiting, 12)) == [("y1", 2)]
+
+
 async def test_filters_pass_over_and_the_last_attempt_goes_to_the_dead_letter_topic_then_the_queue_moves_on(
     cluster: Cluster, open_conn: OpenConn
 ) -> None:

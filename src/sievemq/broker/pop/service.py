@@ -225,18 +225,17 @@ class PopService:
         if bad is not None or len(results) < len(batches):
             raise _refusal(bad, what)
         for r in recs:
+            key = (r.group, r.topic, r.queue_id)
+            watched = r.kind in (Kind.ACK, Kind.CHANGE, Kind.DEAD) and self.waiters.watched(key)
+            end = self._lock_end(key, now) if watched else None
             self.book.apply(r)
-            if r.kind in (Kind.ACK, Kind.CHANGE, Kind.DEAD):
-                self._lease_changed((r.group, r.topic, r.queue_id), r.kind)
+            if watched and self._lock_end(key, now) != end:  # free now, or its lock ends at another time
+                self.waiters.changed(key)
         self._dirty = True
 
-    def _lease_changed(self, key: QueueKey, kind: Kind) -> None:
-        """Wake the orderly POPs waiting on the queue when it is free now, or its lock moved (a change)."""
-        if not self.waiters.watched(key):
-            return
+    def _lock_end(self, key: QueueKey, now: int) -> int | None:
         qs = self.book.queue(*key)
-        if kind is Kind.CHANGE or qs is None or orderly.locked_until(qs, _now_ms()) is None:
-            self.waiters.changed(key)
+        return orderly.locked_until(qs, now) if qs is not None else None
 
     def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
         group, topic, qid = key
