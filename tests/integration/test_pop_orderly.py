@@ -1,8 +1,9 @@
 """Orderly POP (FIFO groups) on a real broker over TCP, with sievemq's own POP API (docs/pop.md §5): one batch of a
 queue at a time, the same message first again when its invisible time ran out, a long-polling POP woken by the ack
-that frees the queue, filters passing over what they drop, the dead-letter topic after the last attempt and the
-queue moving on, a retried POP (same attempt id) getting its batch again, the lock and the leases surviving a
-``kill -9``; and the group's ``consumeMessageOrderly`` set with ``sievemq group update`` and read back."""
+that frees the queue (or ends its lock sooner), TAG and SQL92 filters passing over what they drop, the dead-letter
+topic after the last attempt and the queue moving on, a retried POP (same attempt id) getting its batch again, the
+lock and the leases surviving a ``kill -9``; and the group's ``consumeMessageOrderly`` set with ``sievemq group
+update`` and read back."""
 
 from __future__ import annotations
 
@@ -133,6 +134,22 @@ async def test_filters_pass_over_and_the_last_attempt_goes_to_the_dead_letter_to
         return got or None
 
     assert await eventually(dead, what="m0 in %DLQ%fdlq") == [b"m0"]
+
+
+async def test_a_sql92_filter_passes_over_what_it_drops_and_keeps_the_order_of_the_rest(
+    cluster: Cluster, open_conn: OpenConn
+) -> None:
+    conn = await _fresh(cluster, open_conn, 1)
+    sql = {"expression": "step >= 2", "expression_type": "SQL92"}
+    await _pop(conn, "fsql", 0, **sql)
+    for i in range(6):
+        await wire.send_message(conn, TOPIC, f"s{i}".encode(), queue_id=0, properties={"step": str(i % 4)})
+    first = await _pop(conn, "fsql", 0, max_nums=2, **sql)
+    assert _got(first) == [("s2", 1), ("s3", 1)], "steps 0, 1 passed over"
+    assert (await _pop(conn, "fsql", 0, **sql)).messages == [], "locked while s2, s3 are out"
+    for m in first.messages:
+        await pop_api.ack_message(conn, "fsql", m.handle)
+    assert (await _pop(conn, "fsql", 0, **sql)).messages == [], "s4, s5 are steps 0, 1: nothing left that matches"
 
 
 async def test_a_retried_pop_gets_its_batch_again_and_hostile_attempt_ids_are_refused(
