@@ -26,9 +26,9 @@ from typing import Any
 import orjson
 
 from sievemq.protocol.message import MessageExt, PropertyKey
-from sievemq.protocol.names import POP_LOG_TOPIC
+from sievemq.protocol.names import POP_LOG_TOPIC, dlq_topic
 
-__all__ = ["POP_LOG_TOPIC", "Kind", "PopRecord", "parse_record", "record_message"]
+__all__ = ["POP_LOG_TOPIC", "Kind", "PopRecord", "dead_letter_message", "parse_record", "record_message"]
 
 
 class Kind(StrEnum):
@@ -109,3 +109,16 @@ def parse_record(msg: MessageExt) -> PopRecord | None:
         return PopRecord(kind, g, t, q, offset=int(d["o"]), token=int(d["n"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def dead_letter_message(group: str, old: MessageExt, attempts: int, store_host: tuple[str, int]) -> MessageExt:
+    """``old`` as the message ``%DLQ%<group>`` queue 0 keeps after its last attempt: its topic in ``RETRY_TOPIC``,
+    its id in ``ORIGIN_MESSAGE_ID``, its deliveries in ``reconsume_times`` (written just before its ``dead``
+    record, in one step)."""
+    props = dict(old.properties)
+    props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
+    props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, old.uniq_key or old.offset_msg_id)
+    props.pop(PropertyKey.DELAY, None)
+    return MessageExt(topic=dlq_topic(group), body=old.body, flag=old.flag, properties=props, queue_id=0,
+                      sys_flag=old.sys_flag, born_timestamp=old.born_timestamp, born_host=old.born_host,
+                      store_host=store_host, reconsume_times=attempts)  # fmt: skip

@@ -3,14 +3,14 @@
 - ``pop`` hands out up to N messages of one queue to a group: due leases first (delivered again, attempt + 1),
   then new messages from the cursor through the filter; each under a new lease invisible for the asked time. The
   lease record is in the POP log before the answer leaves. With nothing to hand out, a pop waits (long polling)
-  for a matching message or the next lease deadline.
+  for a matching message or the next lease deadline (``waiters.py``).
 - With ``order`` (a FIFO group's POP) a queue hands out nothing while a batch of it is leased and not due, then
-  that batch again first (``orderly.py``); a long-polling orderly POP waits for the queue's next ack.
+  that batch again first (``orderly.py``); a long-polling orderly POP waits for the ack that frees the queue.
 - ``ack`` ends a lease, ``change`` moves its deadline (a new token, so a new receipt handle).
 - A lease whose last attempt (the group's ``retryMaxTimes`` + 1) expired goes to ``%DLQ%<group>`` with its
   ``dead`` record, in one step (``MessageStore.put_in_order``); a background round does this every second.
 - Every few seconds (and at stop) the book is saved to ``config/pop.json`` with the POP log offset it covers; at
-  start the book is that snapshot plus the records after it.
+  start the book is that snapshot plus the records after it (``journal.py``).
 
 Changes of one queue are serialized by that queue's lock (a pop, an ack and a change of the same queue never
 interleave between their record's write and its apply).
@@ -35,19 +35,19 @@ from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop import orderly
 from sievemq.broker.pop.book import PopBook, QueueKey, QueueState
-from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, parse_record, record_message
-from sievemq.broker.pop.waiters import LeaseWaiters
+from sievemq.broker.pop.journal import load_book
+from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, dead_letter_message, record_message
+from sievemq.broker.pop.waiters import LeaseWaiters, wait_for_pop
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
-from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
+from sievemq.protocol.message import MessageExt, decode_record
 from sievemq.protocol.names import dlq_topic
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.receipt_handle import ReceiptHandle
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import GetStatus, MessageStore, PutResult, PutStatus
-from sievemq.store.jsonfile import read_json
 
 __all__ = ["PopAnswer", "PopRequest", "PopService", "PopSettings", "Popped"]
 
@@ -145,30 +145,7 @@ class PopService:
     # ------------------------------------------------------------------------------------------ lifecycle
     def rebuild(self) -> None:
         """The book from ``config/pop.json`` and the POP log records after it (at start)."""
-        start = self.store.get_min_offset(POP_LOG_TOPIC, 0)
-        book = PopBook()
-        doc = read_json(self.path)
-        if isinstance(doc, dict):
-            try:
-                book = PopBook.from_snapshot(doc)
-                start = max(start, int(doc.get("log", 0)))
-            except (ValueError, KeyError, TypeError):
-                log.warning("pop: %s is not a POP snapshot; rebuilding from the POP log alone", self.path)
-                book = PopBook()
-        replayed = 0
-        offset = start
-        while entries := self.store.read_cq_entries(POP_LOG_TOPIC, 0, offset, _READ_CHUNK):
-            for phy, _size, _tags in entries:
-                raw = self.store.look_message_by_offset(phy) if phy >= 0 else None
-                if raw is not None:
-                    with contextlib.suppress(ValueError):
-                        rec = parse_record(decode_record(raw)[0])
-                        if rec is not None:
-                            book.apply(rec)
-                            replayed += 1
-                offset += 1
-        self.book = book
-        log.info("pop: %d leases in %d queues (%d records replayed)", book.leased(), len(book.queues), replayed)
+        self.book = load_book(self.store, self.path)
 
     async def start(self, rounds: bool = True) -> None:
         """Rebuild, and start the background rounds (``rounds``: False on a slave)."""
@@ -290,44 +267,14 @@ class PopService:
         if answer.messages or req.poll_ms <= 0:
             return answer
         end = _now_ms() + min(req.poll_ms, _MAX_HOLD_MS)
+        keys = [(req.group, req.topic, q) for q in qids]
+        match = flt.match_code if flt is not None else None
         while True:
-            await self._wait(req, qids, flt, end)
+            await wait_for_pop(self.book, self.hold, self.waiters, keys, match=match, order=req.order,
+                               attempt_id=req.attempt_id, now=_now_ms(), end=end)  # fmt: skip
             answer = await self._pop_queues(req, qids, flt)
             if answer.messages or not req.order or _now_ms() >= end:
                 return answer
-
-    async def _wait(self, req: PopRequest, qids: list[int], flt: MessageFilter | None, end: int) -> None:
-        """Until a matching message arrives, a lease falls due, a locked queue's lease changes, or ``end``."""
-        now = _now_ms()
-        wait_ms = end - now
-        match = flt.match_code if flt is not None else None
-        held: list[tuple[int, asyncio.Future[None]]] = []
-        watched: list[tuple[QueueKey, asyncio.Future[None]]] = []
-        for qid in qids:
-            key = (req.group, req.topic, qid)
-            qs = self.book.queue(*key)
-            if qs is None:
-                continue
-            until = orderly.locked_until(qs, now, req.attempt_id) if req.order else None
-            if until is not None:  # new messages cannot go out before the lock ends: wait for an ack or the end
-                wait_ms = min(wait_ms, until - now + 5)
-                watched.append((key, self.waiters.watch(key)))
-                continue
-            deadline = qs.next_deadline()
-            if deadline is not None:
-                wait_ms = min(wait_ms, deadline - now + 5)
-            held.append((qid, self.hold.hold(req.topic, qid, qs.cursor, match)))
-        futures = [f for _, f in held] + [f for _, f in watched]
-        try:
-            if futures:
-                await asyncio.wait(futures, timeout=max(0, wait_ms) / 1000.0, return_when=asyncio.FIRST_COMPLETED)
-            elif req.order:  # no queue state to wait on (none readable): do not spin until ``end``
-                await asyncio.sleep(max(0, wait_ms) / 1000.0)
-        finally:
-            for qid, fut in held:
-                self.hold.release(req.topic, qid, fut)
-            for key, fut in watched:
-                self.waiters.release(key, fut)
 
     def _queues(self, req: PopRequest) -> list[int]:
         """The queue, or for -1 every readable queue of the topic, starting at a rotating one (fairness)."""
@@ -485,16 +432,9 @@ class PopService:
         return n
 
     def dead_letter(self, group: str, old: MessageExt, attempts: int) -> MessageExt:
-        """``old`` as the message ``%DLQ%<group>`` queue 0 keeps (its topic and id in properties)."""
-        topic = dlq_topic(group)
-        self.topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
-        props = dict(old.properties)
-        props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
-        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, old.uniq_key or old.offset_msg_id)
-        props.pop(PropertyKey.DELAY, None)
-        return MessageExt(topic=topic, body=old.body, flag=old.flag, properties=props, queue_id=0,
-                          sys_flag=old.sys_flag, born_timestamp=old.born_timestamp, born_host=old.born_host,
-                          store_host=self.store_host, reconsume_times=attempts)  # fmt: skip
+        """``old`` as the message ``%DLQ%<group>`` queue 0 keeps (the topic made when missing)."""
+        self.topics.create_system_topic(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
+        return dead_letter_message(group, old, attempts, self.store_host)
 
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's POP state goes with it."""
