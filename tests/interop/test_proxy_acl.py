@@ -1,4 +1,4 @@
-"""5.x clients with credentials through a proxy that checks ACL (docs/proxy.md §8), in front of a broker that checks
+"""5.x clients with credentials through a proxy that checks ACL (docs/proxy.md §9), in front of a broker that checks
 ACL too: the real Python and Node.js 5.x clients sign their calls (MQv2-HMAC-SHA1), the proxy decides each call as a
 broker decides the 4.x request it stands for, and signs its own requests to the broker with its admin account.
 

@@ -189,6 +189,7 @@ BROKER = Policy(
         C.HEART_BEAT: _heartbeat,
         C.UNREGISTER_CLIENT: _group_only("consumerGroup"),
         C.GET_CONSUMER_LIST_BY_GROUP: _group_only("consumerGroup"),
+        C.GET_SUBSCRIPTIONGROUP_CONFIG: _group_only("group"),
         C.UPDATE_CONSUMER_OFFSET: _topic_and_group(Perm.SUB),
         C.QUERY_CONSUMER_OFFSET: _topic_and_group(Perm.SUB),
         C.SEARCH_OFFSET_BY_TIMESTAMP: _topic_and_group(Perm.ANY, None),

@@ -199,6 +199,37 @@ class AdminClient:
             out.append(orjson.loads(resp.body))
         return out
 
+    # ------------------------------------------------------------------------------------------ group configs
+    async def group_config(self, broker_addr: str, group: str) -> dict[str, Any] | None:
+        """A group's SubscriptionGroupConfig on one broker (GET_SUBSCRIPTIONGROUP_CONFIG), None when it has none."""
+        try:
+            resp = await self._call(broker_addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group})
+        except RemotingError as e:
+            if e.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+                return None
+            raise
+        doc = orjson.loads(resp.body)
+        return doc if isinstance(doc, dict) else None
+
+    async def update_group(
+        self,
+        group: str,
+        changes: dict[str, Any],
+        broker: str | None = None,
+        cluster: str | None = None,
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Create or change a consumer group on one broker (``host:port``) or every master of a cluster (or all):
+        each broker's current config (the defaults for a new group) with ``changes`` (RocketMQ's field names, e.g.
+        ``{"consumeMessageOrderly": True}``) applied, by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP. Each broker with the
+        config it now holds."""
+        out = []
+        for addr in await self._target_masters(broker, cluster):
+            cfg = await self.group_config(addr, group) or {"groupName": group}
+            cfg.update(changes, groupName=group)
+            await self._call(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(cfg))
+            out.append((addr, await self.group_config(addr, group) or cfg))
+        return out
+
     async def explain(self, topic: str, expression: str, kind: str = "SQL92", last: int = 1000) -> list[dict[str, Any]]:
         """EXPLAIN_SELECTOR on every broker holding ``topic``."""
         route = await self.route(topic)

@@ -127,7 +127,7 @@ def topic_delete(
 
 @click.group()
 def group() -> None:
-    """Inspect consumer groups."""
+    """Inspect and configure consumer groups."""
 
 
 @group.command("status")
@@ -204,6 +204,43 @@ def group_filters(
                     f"by bitmap {c['filtered_by_bitmap']}, by evaluation {c['filtered_by_evaluation']}, "
                     f"evaluation errors {c['evaluation_errors']}"
                 )
+
+    _admin(namesrv, go, credentials, tls)
+
+
+@group.command("update")
+@click.argument("name")
+@namesrv_option
+@credential_options
+@tls_options
+@click.option("--orderly/--not-orderly", default=None,
+              help="FIFO group: its 5.x consumers get the messages of a message group one at a time, in order "
+              "(consumeMessageOrderly)")  # fmt: skip
+@click.option("--retry-max-times", type=click.IntRange(-1, 2**31 - 1), default=None,
+              help="deliveries after the first before a message goes to %DLQ%NAME (retryMaxTimes)")  # fmt: skip
+@click.option("--consume-enable/--consume-disable", default=None, help="let the group consume (consumeEnable)")
+@click.option("--broker", "-b", default=None, help="change it on this broker (host:port) only")
+@click.option("--cluster", "-c", default=None, help="change it on every master of this cluster (default: all)")
+def group_update(
+    name: str,
+    namesrv: str,
+    orderly: bool | None,
+    retry_max_times: int | None,
+    consume_enable: bool | None,
+    broker: str | None,
+    cluster: str | None,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
+) -> None:
+    """Create consumer group NAME, or change the settings given (the others stay as they are)."""
+    given = {"consumeMessageOrderly": orderly, "retryMaxTimes": retry_max_times, "consumeEnable": consume_enable}
+    changes = {k: v for k, v in given.items() if v is not None}
+
+    async def go(admin: Any) -> None:
+        for addr, cfg in await admin.update_group(name, changes, broker=broker, cluster=cluster):
+            click.echo(f"group {name} on {addr}: orderly={str(cfg.get('consumeMessageOrderly', False)).lower()} "
+                       f"retryMaxTimes={cfg.get('retryMaxTimes')} "
+                       f"consumeEnable={str(cfg.get('consumeEnable', True)).lower()}")  # fmt: skip
 
     _admin(namesrv, go, credentials, tls)
 

@@ -32,6 +32,8 @@ class GroupConfig:
     consumeEnable: bool = True
     consumeFromMinEnable: bool = True
     consumeBroadcastEnable: bool = True
+    consumeMessageOrderly: bool = False
+    """A FIFO group: its 5.x consumers are told ``fifo`` and receive by orderly POP (docs/pop.md §5)."""
     retryQueueNums: int = 1
     retryMaxTimes: int = 16
     brokerId: int = 0

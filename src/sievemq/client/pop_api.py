@@ -51,9 +51,15 @@ async def pop_message(
     expression_type: str = "TAG",
     from_latest: bool = True,
     client_id: str | None = None,
+    order: bool = False,
+    attempt_id: str | None = None,
     timeout: float | None = None,
 ) -> PopResult:
-    """POP_MESSAGE: up to ``max_nums`` messages of one queue, invisible to the group for ``invisible_ms``."""
+    """POP_MESSAGE: up to ``max_nums`` messages of one queue, invisible to the group for ``invisible_ms``.
+
+    With ``order`` (a FIFO group) the broker hands out one batch of a queue at a time, in queue order, and a locked
+    queue nothing until its batch is acked or its invisible time ran out (docs/pop.md §5); ``attempt_id`` names the
+    POP, so that its retry (the same id) gets the same batch again."""
     fields = {
         "consumerGroup": group,
         "topic": topic,
@@ -67,6 +73,10 @@ async def pop_message(
     }
     if client_id is not None:
         fields["clientId"] = client_id
+    if order:
+        fields["order"] = "true"
+    if attempt_id:
+        fields["attemptId"] = attempt_id
     wait = timeout if timeout is not None else poll_ms / 1000.0 + 5.0
     resp = await conn.request(RemotingCommand.request(RequestCode.POP_MESSAGE, fields), wait)
     f = resp.ext_fields

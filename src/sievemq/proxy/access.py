@@ -1,4 +1,4 @@
-"""Access control of 5.x clients at the proxy (docs/proxy.md §8): who is calling, and may they.
+"""Access control of 5.x clients at the proxy (docs/proxy.md §9): who is calling, and may they.
 
 A 5.x client with credentials sends, with every call, the metadata ``x-mq-date-time`` (``20261202T141500Z``) and
 ``authorization``: ``MQv2-HMAC-SHA1 Credential=<accessKey>, SignedHeaders=x-mq-date-time, Signature=<hex>``, the

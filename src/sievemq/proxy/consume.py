@@ -2,11 +2,11 @@
 ForwardMessageToDeadLetterQueue and QueryAssignment, on top of the brokers' POP (docs/pop.md).
 
 A receive names a queue (broker and queue id, from the route or the assignment): it becomes one POP_MESSAGE of any
-queue of the topic on that broker's master (queue id -1, as RocketMQ's proxy does for non-FIFO groups), with the
-client's filter, invisible time and long-polling time; the answer streams as a
-status, the messages, and the delivery timestamp. A receipt handle names its broker, so acks and changes go
-where the message came from. A client whose subscription a broker refused (subscription consistency) is refused
-its receives of that topic with the broker's remark.
+queue of the topic on that broker's master (queue id -1, as RocketMQ's proxy does), with the client's filter,
+invisible time and long-polling time, and for a FIFO group (``groups.py``) ``order`` and the client's attempt id;
+the answer streams as a status, the messages, and the delivery timestamp. A receipt handle names its broker, so
+acks and changes go where the message came from. A client whose subscription a broker refused (subscription
+consistency) is refused its receives of that topic with the broker's remark.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from sievemq.protocol.route import PERM_READ, TopicRouteData
 from sievemq.proxy.clients import ClientRegistry, subscription_of
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.convert import message_of
+from sievemq.proxy.groups import GroupSettings, GroupView
 from sievemq.proxy.renewal import Renewals
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
@@ -107,8 +108,9 @@ class ConsumeService:
         self.config, self.clients, self._route, self._conn = config, clients, route, conn
         self.endpoint = endpoint
         self.renewals = Renewals(self._renew)
+        self.groups = GroupSettings(conn, config.request_timeout_seconds)
 
-    async def _broker_conn(self, topic: str, broker: str) -> Connection:
+    async def _broker_addr(self, topic: str, broker: str) -> str:
         try:
             route = await self._route(topic)
         except (SieveError, OSError) as e:
@@ -117,8 +119,27 @@ class ConsumeService:
             raise _Refused(status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         for bd in route.broker_datas:
             if bd.broker_name == broker and bd.broker_addrs.get(0):
-                return await self._conn(bd.broker_addrs[0])
+                return bd.broker_addrs[0]
         raise _Refused(status(pb.NOT_FOUND, f"broker {broker} of topic {topic} has no master in the route"))
+
+    async def _broker_conn(self, topic: str, broker: str) -> Connection:
+        return await self._conn(await self._broker_addr(topic, broker))
+
+    async def group_view(self, group: str, topics: list[str]) -> GroupView | None:
+        """The group's settings at a master of its first topic with a route (for a consumer's Telemetry settings);
+        None when there is none or it does not answer."""
+        for topic in topics:
+            try:
+                route = await self._route(topic)
+                masters = sorted((bd.broker_name, bd.broker_addrs[0]) for bd in route.broker_datas
+                                 if bd.broker_addrs.get(0)) if route is not None else []  # fmt: skip
+                if masters:
+                    return await self.groups.get(masters[0][1], group)
+            except (RemotingError, SieveError, OSError) as e:
+                log.warning("settings of group %s from the brokers of %s: %s (its consumers are told it is not "
+                            "FIFO)", group, topic, e)  # fmt: skip
+                return None
+        return None
 
     @staticmethod
     def _names(group: str, topic: str) -> None:
@@ -176,18 +197,21 @@ class ConsumeService:
         if client is not None and topic in client.refused:
             raise _Refused(status(pb.FORBIDDEN, client.refused[topic]))
         sub = subscription_of(topic, request.filter_expression)
-        conn = await self._broker_conn(topic, mq.broker.name)
+        addr = await self._broker_addr(topic, mq.broker.name)
+        order = (await self.groups.get(addr, group)).orderly  # the broker that pops decides: FIFO or not
         result = await pop_api.pop_message(
-            conn,
+            await self._conn(addr),
             group,
             topic,
-            -1,  # any queue of the topic on that broker, as RocketMQ's proxy pops for non-FIFO groups
+            -1,  # any queue of the topic on that broker (as RocketMQ's proxy pops, FIFO groups too)
             max_nums=request.batch_size,
             invisible_ms=invisible,
             poll_ms=poll,
             expression=sub.sub_string,
             expression_type=sub.expression_type,
             client_id=client.client_id if client is not None else None,
+            order=order,
+            attempt_id=request.attempt_id if order and request.HasField("attempt_id") else None,
             timeout=poll / 1000.0 + self.config.request_timeout_seconds + 2.0,
         )
         return result.messages, invisible
@@ -293,7 +317,8 @@ class ConsumeService:
     # ------------------------------------------------------------------------------------------ assignment
     async def assignment(self, request: svc.QueryAssignmentRequest, context: Any) -> svc.QueryAssignmentResponse:
         """QueryAssignment: one assignment per broker of the topic, queue id -1 (its receives POP any queue there:
-        with POP, all of a group's consumers share every queue)."""
+        with POP, all of a group's consumers share every queue); for a FIFO group one per queue, as RocketMQ's
+        proxy assigns them (its receives still POP any unlocked queue of the broker)."""
         topic = request.topic.name
         try:
             self._names(request.group.name, topic)
@@ -306,10 +331,25 @@ class ConsumeService:
             return svc.QueryAssignmentResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         host, port = self.endpoint
         endpoints = pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
-        brokers = sorted({q.broker_name for q in route.queue_datas if q.read_queue_nums > 0 and q.perm & PERM_READ})
-        assignments = [
-            pb.Assignment(message_queue=pb.MessageQueue(topic=request.topic, id=-1, permission=pb.READ,
-                                                        broker=pb.Broker(name=b, id=0, endpoints=endpoints)))
-            for b in brokers
-        ]  # fmt: skip
+        masters = {bd.broker_name: bd.broker_addrs.get(0) for bd in route.broker_datas}
+        assignments = []
+        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if qd.read_queue_nums <= 0 or not qd.perm & PERM_READ:
+                continue
+            ids = [-1]
+            if await self._orderly(masters.get(qd.broker_name), request.group.name):
+                ids = list(range(qd.read_queue_nums))
+            broker = pb.Broker(name=qd.broker_name, id=0, endpoints=endpoints)
+            assignments += [pb.Assignment(message_queue=pb.MessageQueue(topic=request.topic, id=i, permission=pb.READ,
+                                                                        broker=broker)) for i in ids]  # fmt: skip
         return svc.QueryAssignmentResponse(status=status(pb.OK), assignments=assignments)
+
+    async def _orderly(self, addr: str | None, group: str) -> bool:
+        """Whether the group is FIFO at the broker (False when the broker cannot say: one assignment for it)."""
+        if not addr:
+            return False
+        try:
+            return (await self.groups.get(addr, group)).orderly
+        except (RemotingError, SieveError, OSError) as e:
+            log.info("settings of group %s at %s: %s", group, addr, e)
+            return False

@@ -1,4 +1,4 @@
-"""The proxy's ACL check in front of every call (docs/proxy.md §8; the decision is ``access.py``'s).
+"""The proxy's ACL check in front of every call (docs/proxy.md §9; the decision is ``access.py``'s).
 
 A grpc.aio server interceptor wraps each method's handler: a unary call that may not be made is answered with its
 response type carrying UNAUTHORIZED (40100: no, unknown or wrong credentials) or FORBIDDEN (40300: a permission

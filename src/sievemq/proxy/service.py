@@ -27,6 +27,7 @@ from sievemq.proxy.clients import ClientRegistry
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.consume import ConsumeService, client_id_of
 from sievemq.proxy.convert import ProxyError, outgoing_of, route_queues
+from sievemq.proxy.groups import GroupView
 from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
@@ -137,7 +138,8 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
         return svc.NotifyClientTerminationResponse(status=_status(pb.OK))
 
     # ------------------------------------------------------------------------------------------ telemetry
-    def _settings(self, theirs: pb.Settings) -> pb.Settings:
+    def _settings(self, theirs: pb.Settings, group: GroupView | None = None) -> pb.Settings:
+        """The server's answer to a client's settings (``group``: a consumer's group, as its brokers hold it)."""
         ours = pb.Settings()
         ours.CopyFrom(theirs)
         ours.backoff_policy.CopyFrom(pb.RetryPolicy(
@@ -150,11 +152,12 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
             ours.publishing.max_body_size = self.config.max_body_size
             ours.publishing.validate_message_type = False
         elif theirs.WhichOneof("pub_sub") == "subscription":
+            fifo = group is not None and group.orderly
             ours.backoff_policy.CopyFrom(pb.RetryPolicy(
-                max_attempts=self.config.max_delivery_attempts,
+                max_attempts=group.max_attempts if fifo and group else self.config.max_delivery_attempts,
                 customized_backoff=pb.CustomizedBackoff(next=[Duration(seconds=s) for s in CONSUMER_BACKOFF_S]),
             ))  # fmt: skip
-            ours.subscription.fifo = False
+            ours.subscription.fifo = fifo  # a FIFO client retries a failed message itself, then dead-letters it
             if not theirs.subscription.HasField("receive_batch_size"):
                 ours.subscription.receive_batch_size = 32
             if not theirs.subscription.HasField("long_polling_timeout"):
@@ -180,10 +183,16 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
                     except RuntimeError as e:
                         await out.put(svc.TelemetryCommand(status=_status(pb.TOO_MANY_REQUESTS, str(e))))
                         continue
+                    group = None
                     if cmd.settings.WhichOneof("pub_sub") == "publishing" and client_id:
                         topics = [t.name for t in cmd.settings.publishing.topics]
                         self.transactions.attach(client_id, topics, out)  # it may be asked to check transactions
-                    await out.put(svc.TelemetryCommand(status=_status(pb.OK), settings=self._settings(cmd.settings)))
+                    elif cmd.settings.WhichOneof("pub_sub") == "subscription":
+                        sub = cmd.settings.subscription
+                        topics = [e.topic.name for e in sub.subscriptions][:16]
+                        group = await self.consume.group_view(sub.group.name, topics)
+                    answer = self._settings(cmd.settings, group)
+                    await out.put(svc.TelemetryCommand(status=_status(pb.OK), settings=answer))
             finally:
                 while out.full():  # the writer has stopped: make room for the end marker
                     out.get_nowait()

@@ -4,15 +4,17 @@
 Run with the interpreter of ``.interop/venv-rmq5``::
 
     rmq5_driver.py produce --endpoints H:P --topic T --count N [--tag TagA] [--key-prefix k] [--prop k=v ...]
-                           [--group G (FIFO: the message group)] [--delay-s S (DELAY: delivered S s later)]
+                           [--group G (FIFO: the message group)] [--groups G1,G2,... (FIFO: message i in group
+                           G[i % n], body "<group>-<i // n>")] [--delay-s S (DELAY: delivered S s later)]
                            [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)]
 
     rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
-                           --count N [--invisible S] [--await S] [--timeout S] [--hold-first K] [--change S]
+                           --count N [--batch N] [--invisible S] [--await S] [--timeout S] [--hold-first K]
+                           [--change S]
     rmq5_driver.py tx-produce --endpoints H:P --topic T --count N [--end commit|rollback|none]
                            [--check-answer commit|rollback] [--linger S]
     rmq5_driver.py push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
-                           [--fail-first K] [--timeout S]
+                           [--fail-first K] [--fail-body B [--fail-times N]] [--sleep S] [--timeout S]
 
 With ``RMQ5_ACCESS_KEY`` and ``RMQ5_SECRET_KEY`` in the environment the client signs its calls with that account.
 
@@ -21,8 +23,11 @@ keys, properties, attempt, group, topic), ``acked``, ``error`` (i, error), ``don
 ``ready`` after its first (empty) receive, stops after ``count`` acked messages or ``timeout`` seconds; with
 ``--hold-first K`` it does not ack the first K deliveries (they come back after the invisible time), with
 ``--change S`` it first sets each held message's invisible time to S seconds. A push consumer fails the first K
-deliveries and sleeps ``--sleep`` seconds in each. Exit 0 when a producer sent everything / a consumer acked
-``count``, 1 otherwise.
+deliveries (and the first ``--fail-times`` deliveries, all by default, of the message whose body is
+``--fail-body``; each failure prints ``failed``) and
+sleeps ``--sleep`` seconds in each; it prints ``overlap`` (group, body) when its listener is handed a message while
+another of the same message group is still being consumed. Exit 0 when a producer sent everything / a consumer
+acked ``count``, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -61,11 +66,15 @@ def produce(args: argparse.Namespace) -> int:
     producer.startup()
     emit("started", role="producer", topic=args.topic)
     failed = 0
+    groups = [g for g in args.groups.split(",") if g]
     try:
         for i in range(args.count):
             msg = Message()
             msg.topic = args.topic
             msg.body = f"body-{i}".encode()
+            if groups:  # FIFO messages of several message groups, interleaved
+                msg.message_group = groups[i % len(groups)]
+                msg.body = f"{msg.message_group}-{i // len(groups)}".encode()
             if args.tag:
                 msg.tag = args.tag
             if args.key_prefix:
@@ -122,7 +131,7 @@ def simple_consume(args: argparse.Namespace) -> int:
     try:
         while acked < args.count and time.monotonic() < deadline:
             try:
-                msgs = consumer.receive(32, args.invisible)
+                msgs = consumer.receive(args.batch, args.invisible)
             except Exception as e:
                 emit("error", error=f"{type(e).__name__}: {e}")
                 time.sleep(0.5)
@@ -140,7 +149,7 @@ def simple_consume(args: argparse.Namespace) -> int:
                     continue
                 consumer.ack(m)
                 acked += 1
-                emit("acked", message_id=m.message_id)
+                emit("acked", message_id=m.message_id, body=m.body.decode(errors="replace"), group=m.message_group)
     finally:
         consumer.shutdown()
     emit("done", acked=acked)
@@ -154,19 +163,36 @@ def push_consume(args: argparse.Namespace) -> int:
     from rocketmq import ClientConfiguration, ConsumeResult, MessageListener, PushConsumer
 
     lock = threading.Lock()
-    state = {"acked": 0, "failed": 0}
+    state = {"acked": 0, "failed": 0, "body_failed": 0}
+    busy: dict[str, int] = {}  # message group -> messages of it in the listener now
 
     class Listener(MessageListener):  # type: ignore[misc]
         def consume(self, message: Any) -> Any:
+            body = message.body.decode(errors="replace")
+            group = message.message_group or ""
+            with lock:
+                if group and busy.get(group, 0):
+                    emit("overlap", group=group, body=body)
+                busy[group] = busy.get(group, 0) + 1
+            try:
+                return self._consume(message, body)
+            finally:
+                with lock:
+                    busy[group] -= 1
+
+        def _consume(self, message: Any, body: str) -> Any:
             emit("received", **_received(message))
             if args.sleep:
                 time.sleep(args.sleep)  # a slow listener: the proxy renews the message's invisible time meanwhile
             with lock:
-                if state["failed"] < args.fail_first:
+                by_body = body == args.fail_body and state["body_failed"] < args.fail_times
+                if state["failed"] < args.fail_first or by_body:
                     state["failed"] += 1
+                    state["body_failed"] += by_body
+                    emit("failed", message_id=message.message_id, body=body)
                     return ConsumeResult.FAILURE
                 state["acked"] += 1
-                emit("acked", message_id=message.message_id)
+                emit("acked", message_id=message.message_id, body=body, group=message.message_group)
                 return ConsumeResult.SUCCESS
 
     config = ClientConfiguration(args.endpoints, _credentials())
@@ -243,6 +269,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--key-prefix", default="")
     pp.add_argument("--prop", action="append", default=[])
     pp.add_argument("--group", default="")
+    pp.add_argument("--groups", default="")
     pp.add_argument("--tls", action="store_true")
     pp.add_argument("--delay-s", type=float, default=0.0)
     tp = sub.add_parser("tx-produce")
@@ -266,6 +293,9 @@ def main(argv: list[str]) -> int:
         cp.add_argument("--hold-first", type=int, default=0)
         cp.add_argument("--change", type=int, default=0)
         cp.add_argument("--fail-first", type=int, default=0)
+        cp.add_argument("--fail-body", default=None)
+        cp.add_argument("--fail-times", type=int, default=1 << 30)
+        cp.add_argument("--batch", type=int, default=32)
         cp.add_argument("--sleep", type=float, default=0.0)
         cp.add_argument("--tls", action="store_true")
     args = p.parse_args(argv)

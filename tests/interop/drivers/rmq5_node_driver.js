@@ -9,7 +9,8 @@
  *                                    --count N [--invisible S] [--await S|default] [--batch N] [--timeout S] [--linger S]
  *                                    [--hold-first K] [--change S]
  *   node rmq5_node_driver.js push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
- *                                    [--fail-first K] [--timeout S] [--linger S]
+ *                                    [--fail-first K] [--fail-body B [--fail-times N]] [--sleep S] [--timeout S]
+ *                                    [--linger S]
  *
  * With RMQ5_ACCESS_KEY and RMQ5_SECRET_KEY in the environment the client signs its calls with that account.
  *
@@ -21,7 +22,11 @@
  * A consumer stops after `count` acked messages, then keeps receiving for `--linger` seconds: what comes in then is
  * printed with "late": true (and acked), so a test can assert that nothing came back. With --hold-first K a
  * simple consumer does not ack its first K deliveries (they come back after the invisible time); with --change S it
- * first sets each held message's invisible time to S seconds. A push consumer fails its first K deliveries.
+ * first sets each held message's invisible time to S seconds. A push consumer fails its first K deliveries and every
+ * delivery (the first --fail-times ones) of the message whose body is --fail-body (each printed as "failed"), takes
+ * --sleep seconds over each, and
+ * prints "overlap" (group, body) when it is handed a message while another of the same message group is in its
+ * listener.
  *
  * Exit codes: 0 ok, 1 send/start failure, 2 usage error, 3 consume timeout (fewer than `count` acked), 4 watchdog.
  *
@@ -152,11 +157,14 @@ const SPECS = {
     'hold-first': { type: 'string', default: '0' },
     change: { type: 'string', default: '0' },
     'fail-first': { type: 'string', default: '0' },
+    'fail-body': { type: 'string', default: '' },
+    'fail-times': { type: 'string', default: '1000000000' },
+    sleep: { type: 'string', default: '0' },
   },
 };
 const REQUIRED = { produce: [ 'endpoints', 'topic' ], consume: [ 'endpoints', 'topic', 'group' ] };
 const NUMBERS = [ 'timeout', 'request-timeout', 'count', 'invisible', 'await', 'batch', 'linger', 'hold-first',
-  'change', 'fail-first' ];
+  'change', 'fail-first', 'fail-times', 'sleep' ];
 
 function parse(argv) {
   const cmd = argv[0];
@@ -357,6 +365,8 @@ async function pushConsume(client, args) {
   let acked = 0;
   let failed = 0;
   let lingering = false;
+  let bodyFailed = 0;
+  const busy = new Map(); // message group -> messages of it in the listener now
   // "ready" once the client has asked for messages (after its QueryAssignment): the client logs each
   // ReceiveMessage it sends (src/consumer/Consumer.ts in the package, "Receiving messages from broker").
   let readyTimer = null;
@@ -371,14 +381,26 @@ async function pushConsume(client, args) {
     subscriptions: new Map([ [ args.topic, filterExpression(client, args) ] ]),
     messageListener: {
       async consume(m) {
-        emit('received', view(m, lingering));
-        if (!lingering && failed < args['fail-first']) {
-          failed++;
-          return ConsumeResult.FAILURE;
+        const group = m.messageGroup || '';
+        const body = m.body.toString('utf8');
+        if (group && busy.get(group)) emit('overlap', { group, body });
+        busy.set(group, (busy.get(group) || 0) + 1);
+        try {
+          emit('received', view(m, lingering));
+          if (args.sleep) await sleep(args.sleep * 1000);
+          const byBody = args['fail-body'] && body === args['fail-body'] && bodyFailed < args['fail-times'];
+          if (!lingering && (failed < args['fail-first'] || byBody)) {
+            failed++;
+            if (byBody) bodyFailed++;
+            emit('failed', { message_id: m.messageId, body });
+            return ConsumeResult.FAILURE;
+          }
+          emit('acked', { message_id: m.messageId, body, group: m.messageGroup || null, late: lingering });
+          if (!lingering) acked++;
+          return ConsumeResult.SUCCESS;
+        } finally {
+          busy.set(group, busy.get(group) - 1);
         }
-        emit('acked', { message_id: m.messageId, late: lingering });
-        if (!lingering) acked++;
-        return ConsumeResult.SUCCESS;
       },
     },
   });

@@ -14,16 +14,21 @@ from sievemq.protocol.receipt_handle import HandleError, ReceiptHandle
 HOST = ("127.0.0.1", 10911)
 
 
-def _model(book: PopBook) -> dict[tuple[str, str, int], tuple[int, dict[int, tuple[int, int, int]]]]:
+def _model(book: PopBook) -> dict[tuple[str, str, int], tuple[int, dict[int, tuple[int, int, int]], str]]:
     return {
-        k: (qs.cursor, {o: (ls.token, ls.deadline, ls.attempt) for o, ls in qs.leases.items()})
+        k: (qs.cursor, {o: (ls.token, ls.deadline, ls.attempt) for o, ls in qs.leases.items()}, qs.attempt_id)
         for k, qs in book.queues.items()
     }
 
 
+_ATTEMPT_IDS = st.sampled_from(["", "", "a1", "b2"])
+"""Most leases come from POPs without an attempt id; orderly ones name theirs."""
+
+
 @st.composite
 def _histories(draw: st.DrawFn) -> list[PopRecord]:
-    """What a service writes: leases of new offsets and of due ones, acks, changes, dead letters, resets."""
+    """What a service writes: leases of new offsets and of due ones (some by orderly POPs with an attempt id),
+    acks, changes, dead letters, resets."""
     book = PopBook()
     recs: list[PopRecord] = [PopRecord(Kind.INIT, "g", "t", cursors={0: 0, 1: 5})]
     book.apply(recs[0])
@@ -40,14 +45,15 @@ def _histories(draw: st.DrawFn) -> list[PopRecord]:
             skip = draw(st.integers(0, 2))
             entries = tuple((qs.cursor + skip + i, book.new_token(0), 1) for i in range(n))
             rec = PopRecord(Kind.LEASE, "g", "t", qid, cursor=qs.cursor + skip + n, deadline=draw(st.integers(0, 99)),
-                            entries=entries)  # fmt: skip
+                            entries=entries, attempt_id=draw(_ATTEMPT_IDS))  # fmt: skip
         else:
             offset = draw(st.sampled_from(leased))
             lease = qs.leases[offset]
             token = lease.token if draw(st.booleans()) else lease.token + 1000  # a stale handle sometimes
             if action == "redeliver":
                 rec = PopRecord(Kind.LEASE, "g", "t", qid, cursor=qs.cursor, deadline=7,
-                                entries=((offset, book.new_token(0), lease.attempt + 1),))  # fmt: skip
+                                entries=((offset, book.new_token(0), lease.attempt + 1),),
+                                attempt_id=draw(_ATTEMPT_IDS))  # fmt: skip
             elif action == "change":
                 rec = PopRecord(Kind.CHANGE, "g", "t", qid, offset=offset, token=token, new_token=book.new_token(0),
                                 deadline=50)  # fmt: skip

@@ -42,6 +42,9 @@ class QueueState:
 
     cursor: int
     leases: dict[int, Lease] = field(default_factory=dict)
+    attempt_id: str = ""
+    """The attempt id of the orderly POP that leased the latest messages ("" for none): a retry of that POP is
+    handed the same messages again (``orderly.py``)."""
     _offsets: list[int] = field(default_factory=list)
     """Heap of leased offsets (lazily cleaned): the floor in O(log n)."""
     _deadlines: list[tuple[int, int, int]] = field(default_factory=list)
@@ -158,6 +161,8 @@ class PopBook:
             if qs is None:
                 qs = self.queues[key] = QueueState(rec.cursor)
             qs.cursor = max(qs.cursor, rec.cursor)
+            if rec.entries:
+                qs.attempt_id = rec.attempt_id
             for offset, token, attempt in rec.entries:
                 qs.put(offset, Lease(token, rec.deadline, attempt))
                 self.last_token = max(self.last_token, token)
@@ -189,14 +194,14 @@ class PopBook:
     # ------------------------------------------------------------------------------------------ snapshots
     def snapshot(self) -> dict[str, Any]:
         """The book as a JSON-ready document (``from_snapshot`` reads it back)."""
-        return {
-            "lastToken": self.last_token,
-            "queues": [
-                {"g": g, "t": t, "q": q, "c": qs.cursor,
-                 "l": [[o, ls.token, ls.deadline, ls.attempt] for o, ls in sorted(qs.leases.items())]}
-                for (g, t, q), qs in self.queues.items()
-            ],
-        }  # fmt: skip
+        queues = []
+        for (g, t, q), qs in self.queues.items():
+            item = {"g": g, "t": t, "q": q, "c": qs.cursor,
+                    "l": [[o, ls.token, ls.deadline, ls.attempt] for o, ls in sorted(qs.leases.items())]}  # fmt: skip
+            if qs.attempt_id:
+                item["a"] = qs.attempt_id
+            queues.append(item)
+        return {"lastToken": self.last_token, "queues": queues}
 
     @classmethod
     def from_snapshot(cls, doc: dict[str, Any]) -> PopBook:
@@ -204,7 +209,7 @@ class PopBook:
         book = cls()
         book.last_token = int(doc.get("lastToken", 0))
         for item in doc.get("queues", []):
-            qs = QueueState(int(item["c"]))
+            qs = QueueState(int(item["c"]), attempt_id=str(item.get("a", "")))
             for o, token, deadline, attempt in item["l"]:
                 qs.put(int(o), Lease(int(token), int(deadline), int(attempt)))
             book.queues[(str(item["g"]), str(item["t"]), int(item["q"]))] = qs

@@ -5,8 +5,9 @@ flushed) before the change is answered: replaying the records in log order onto 
 state exactly. The tag says the kind, the body is a small JSON document:
 
 - ``init``  ``{"g", "t", "c": {queueId: cursor}}``: a group's first POP of a topic here; where each queue starts.
-- ``lease`` ``{"g", "t", "q", "c", "d", "e": [[offset, token, attempt], ...]}``: messages handed out, invisible
-  until ``d`` (epoch ms); ``c`` the queue's cursor after them (filtered-out messages skipped on the way).
+- ``lease`` ``{"g", "t", "q", "c", "d", "e": [[offset, token, attempt], ...], "a"}``: messages handed out,
+  invisible until ``d`` (epoch ms); ``c`` the queue's cursor after them (filtered-out messages skipped on the way);
+  ``a`` (only when not empty) the attempt id of the orderly POP that handed them out (docs/pop.md §5).
 - ``ack``   ``{"g", "t", "q", "o", "n"}``: the lease ``n`` of offset ``o`` is done.
 - ``change`` ``{"g", "t", "q", "o", "n", "m", "d"}``: lease ``n`` becomes lease ``m``, invisible until ``d``.
 - ``dead``  ``{"g", "t", "q", "o", "n"}``: moved to the group's dead-letter topic after its last attempt.
@@ -27,9 +28,9 @@ from typing import Any
 import orjson
 
 from sievemq.protocol.message import MessageExt, PropertyKey
-from sievemq.protocol.names import POP_LOG_TOPIC
+from sievemq.protocol.names import POP_LOG_TOPIC, dlq_topic
 
-__all__ = ["POP_LOG_TOPIC", "Kind", "PopRecord", "parse_record", "record_message"]
+__all__ = ["POP_LOG_TOPIC", "Kind", "PopRecord", "dead_letter_message", "parse_record", "record_message"]
 
 
 class Kind(StrEnum):
@@ -60,6 +61,8 @@ class PopRecord:
     new_token: int = 0
     cursors: dict[int, int] = field(default_factory=dict)
     """``init``: queue id -> cursor."""
+    attempt_id: str = ""
+    """``lease``: the attempt id of the orderly POP that handed the messages out ("" for none)."""
 
     def document(self) -> dict[str, Any]:
         """The record's body as a JSON-ready dict."""
@@ -70,6 +73,8 @@ class PopRecord:
             d.update(q=self.queue_id, c=self.cursor)
         elif self.kind is Kind.LEASE:
             d.update(q=self.queue_id, c=self.cursor, d=self.deadline, e=[list(e) for e in self.entries])
+            if self.attempt_id:
+                d["a"] = self.attempt_id
         else:
             d.update(q=self.queue_id, o=self.offset, n=self.token)
             if self.kind is Kind.CHANGE:
@@ -103,10 +108,24 @@ def parse_record(msg: MessageExt) -> PopRecord | None:
             return PopRecord(kind, g, t, q, cursor=int(d["c"]))
         if kind is Kind.LEASE:
             entries = tuple((int(o), int(n), int(a)) for o, n, a in d["e"])
-            return PopRecord(kind, g, t, q, cursor=int(d["c"]), deadline=int(d["d"]), entries=entries)
+            return PopRecord(kind, g, t, q, cursor=int(d["c"]), deadline=int(d["d"]), entries=entries,
+                             attempt_id=str(d.get("a", "")))  # fmt: skip
         if kind is Kind.CHANGE:
             return PopRecord(kind, g, t, q, offset=int(d["o"]), token=int(d["n"]), new_token=int(d["m"]),
                              deadline=int(d["d"]))  # fmt: skip
         return PopRecord(kind, g, t, q, offset=int(d["o"]), token=int(d["n"]))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def dead_letter_message(group: str, old: MessageExt, attempts: int, store_host: tuple[str, int]) -> MessageExt:
+    """``old`` as the message ``%DLQ%<group>`` queue 0 keeps after its last attempt: its topic in ``RETRY_TOPIC``,
+    its id in ``ORIGIN_MESSAGE_ID``, its deliveries in ``reconsume_times`` (written just before its ``dead``
+    record, in one step)."""
+    props = dict(old.properties)
+    props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
+    props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, old.uniq_key or old.offset_msg_id)
+    props.pop(PropertyKey.DELAY, None)
+    return MessageExt(topic=dlq_topic(group), body=old.body, flag=old.flag, properties=props, queue_id=0,
+                      sys_flag=old.sys_flag, born_timestamp=old.born_timestamp, born_host=old.born_host,
+                      store_host=store_host, reconsume_times=attempts)  # fmt: skip

@@ -3,12 +3,14 @@
 - ``pop`` hands out up to N messages of one queue to a group: due leases first (delivered again, attempt + 1),
   then new messages from the cursor through the filter; each under a new lease invisible for the asked time. The
   lease record is in the POP log before the answer leaves. With nothing to hand out, a pop waits (long polling)
-  for a matching message or the next lease deadline.
+  for a matching message or the next lease deadline (``waiters.py``).
+- With ``order`` (a FIFO group's POP) a queue hands out nothing while a batch of it is leased and not due, then
+  that batch again first (``orderly.py``); a long-polling orderly POP waits for the ack that frees the queue.
 - ``ack`` ends a lease, ``change`` moves its deadline (a new token, so a new receipt handle).
 - A lease whose last attempt (the group's ``retryMaxTimes`` + 1) expired goes to ``%DLQ%<group>`` with its
   ``dead`` record, in one step (``MessageStore.put_in_order``); a background round does this every second.
 - Every few seconds (and at stop) the book is saved to ``config/pop.json`` with the POP log offset it covers; at
-  start the book is that snapshot plus the records after it.
+  start the book is that snapshot plus the records after it (``journal.py``).
 
 Changes of one queue are serialized by that queue's lock (a pop, an ack and a change of the same queue never
 interleave between their record's write and its apply).
@@ -31,19 +33,21 @@ from sievemq.broker.filters import MessageFilter
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.pop import orderly
 from sievemq.broker.pop.book import PopBook, QueueKey, QueueState
-from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, parse_record, record_message
+from sievemq.broker.pop.journal import load_book
+from sievemq.broker.pop.records import POP_LOG_TOPIC, Kind, PopRecord, dead_letter_message, record_message
+from sievemq.broker.pop.waiters import LeaseWaiters, wait_for_pop
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
-from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
+from sievemq.protocol.message import MessageExt, decode_record
 from sievemq.protocol.names import dlq_topic
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.receipt_handle import ReceiptHandle
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import GetStatus, MessageStore, PutResult, PutStatus
-from sievemq.store.jsonfile import read_json
 
 __all__ = ["PopAnswer", "PopRequest", "PopService", "PopSettings", "Popped"]
 
@@ -81,6 +85,10 @@ class PopRequest:
     poll_ms: int = 0
     init_latest: bool = True
     """A group's first POP of a topic starts at the queues' ends (else at their oldest messages)."""
+    order: bool = False
+    """Orderly POP (a FIFO group): one batch of a queue at a time, in queue order (``orderly.py``)."""
+    attempt_id: str = ""
+    """An orderly POP's attempt id: its retry (the same id) is handed the same batch again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +136,7 @@ class PopService:
         self.gate = gate
         self.book = PopBook()
         self._locks: weakref.WeakValueDictionary[QueueKey, asyncio.Lock] = weakref.WeakValueDictionary()
+        self.waiters = LeaseWaiters()
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self.dead_lettered = 0
@@ -136,30 +145,7 @@ class PopService:
     # ------------------------------------------------------------------------------------------ lifecycle
     def rebuild(self) -> None:
         """The book from ``config/pop.json`` and the POP log records after it (at start)."""
-        start = self.store.get_min_offset(POP_LOG_TOPIC, 0)
-        book = PopBook()
-        doc = read_json(self.path)
-        if isinstance(doc, dict):
-            try:
-                book = PopBook.from_snapshot(doc)
-                start = max(start, int(doc.get("log", 0)))
-            except (ValueError, KeyError, TypeError):
-                log.warning("pop: %s is not a POP snapshot; rebuilding from the POP log alone", self.path)
-                book = PopBook()
-        replayed = 0
-        offset = start
-        while entries := self.store.read_cq_entries(POP_LOG_TOPIC, 0, offset, _READ_CHUNK):
-            for phy, _size, _tags in entries:
-                raw = self.store.look_message_by_offset(phy) if phy >= 0 else None
-                if raw is not None:
-                    with contextlib.suppress(ValueError):
-                        rec = parse_record(decode_record(raw)[0])
-                        if rec is not None:
-                            book.apply(rec)
-                            replayed += 1
-                offset += 1
-        self.book = book
-        log.info("pop: %d leases in %d queues (%d records replayed)", book.leased(), len(book.queues), replayed)
+        self.book = load_book(self.store, self.path)
 
     async def start(self, rounds: bool = True) -> None:
         """Rebuild, and start the background rounds (``rounds``: False on a slave)."""
@@ -216,8 +202,17 @@ class PopService:
         if bad is not None or len(results) < len(batches):
             raise _refusal(bad, what)
         for r in recs:
+            key = (r.group, r.topic, r.queue_id)
+            watched = r.kind in (Kind.ACK, Kind.CHANGE, Kind.DEAD) and self.waiters.watched(key)
+            end = self._lock_end(key, now) if watched else None
             self.book.apply(r)
+            if watched and self._lock_end(key, now) != end:  # free now, or its lock ends at another time
+                self.waiters.changed(key)
         self._dirty = True
+
+    def _lock_end(self, key: QueueKey, now: int) -> int | None:
+        qs = self.book.queue(*key)
+        return orderly.locked_until(qs, now) if qs is not None else None
 
     def _commit_floor(self, key: QueueKey, qs: QueueState) -> None:
         group, topic, qid = key
@@ -266,31 +261,20 @@ class PopService:
     # ------------------------------------------------------------------------------------------ pop
     async def pop(self, req: PopRequest, flt: MessageFilter | None) -> PopAnswer:
         """Hand out up to ``req.max_nums`` messages of the queue, or of any queue of the topic for queue id -1
-        (waiting up to ``req.poll_ms`` when there are none)."""
+        (waiting up to ``req.poll_ms`` when there are none; an orderly POP waits out locked queues too)."""
         qids = self._queues(req)
         answer = await self._pop_queues(req, qids, flt)
         if answer.messages or req.poll_ms <= 0:
             return answer
-        wait_ms = min(req.poll_ms, _MAX_HOLD_MS)
+        end = _now_ms() + min(req.poll_ms, _MAX_HOLD_MS)
+        keys = [(req.group, req.topic, q) for q in qids]
         match = flt.match_code if flt is not None else None
-        futures: list[tuple[int, asyncio.Future[None]]] = []
-        for qid in qids:
-            qs = self.book.queue(req.group, req.topic, qid)
-            if qs is None:
-                continue
-            deadline = qs.next_deadline()
-            if deadline is not None:
-                wait_ms = max(0, min(wait_ms, deadline - _now_ms() + 5))
-            futures.append((qid, self.hold.hold(req.topic, qid, qs.cursor, match)))
-        try:
-            if futures:
-                await asyncio.wait(
-                    [f for _, f in futures], timeout=wait_ms / 1000.0, return_when=asyncio.FIRST_COMPLETED
-                )
-        finally:
-            for qid, fut in futures:
-                self.hold.release(req.topic, qid, fut)
-        return await self._pop_queues(req, qids, flt)
+        while True:
+            await wait_for_pop(self.book, self.hold, self.waiters, keys, match=match, order=req.order,
+                               attempt_id=req.attempt_id, now=_now_ms(), end=end)  # fmt: skip
+            answer = await self._pop_queues(req, qids, flt)
+            if answer.messages or not req.order or _now_ms() >= end:
+                return answer
 
     def _queues(self, req: PopRequest) -> list[int]:
         """The queue, or for -1 every readable queue of the topic, starting at a rotating one (fairness)."""
@@ -321,25 +305,32 @@ class PopService:
         now = _now_ms()
         deadline = now + req.invisible_ms
         limit = self.max_attempts(req.group)
-        due = qs.due(now, req.max_nums)
-        dead = [o for o in due if qs.leases[o].attempt >= limit]
-        if dead:
-            await self._bury(key, dead)
+        if req.order:
+            plan = orderly.plan(qs, now, req.max_nums, limit, req.attempt_id)
+            if plan.locked_until is not None:
+                return PopAnswer([], deadline, self._rest(req, qs))
+            bury, again, complete = list(plan.bury), list(plan.again), plan.complete
+        else:
+            due = qs.due(now, req.max_nums)
+            bury = [o for o in due if qs.leases[o].attempt >= limit]
+            again = [(o, qs.leases[o].attempt + 1) for o in due if o not in bury]
+            complete = True
+        if bury:
+            await self._bury(key, bury)
         out: list[Popped] = []
         entries: list[tuple[int, int, int]] = []
-        for offset in due:
+        for offset, attempt in again:
             lease = qs.leases.get(offset)
-            if lease is None or offset in dead:
+            if lease is None:
                 continue
             raw = self._stored(req.topic, req.queue_id, offset)
             if raw is None:  # the message is gone (retention): nothing to deliver again
                 await self._write([PopRecord(Kind.ACK, *key, offset=offset, token=lease.token)], "POP ack")
                 continue
             token = self.book.new_token(now * 1000)
-            entries.append((offset, token, lease.attempt + 1))
-            out.append(Popped(raw, ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token),
-                              lease.attempt + 1))  # fmt: skip
-        room = min(req.max_nums - len(out), self.settings.inflight_max - len(qs.leases))
+            entries.append((offset, token, attempt))
+            out.append(Popped(raw, ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token), attempt))
+        room = min(req.max_nums - len(out), self.settings.inflight_max - len(qs.leases)) if complete else 0
         cursor = qs.cursor
         if room > 0:
             result = self.store.get_message(req.topic, req.queue_id, cursor, room, flt)
@@ -351,7 +342,8 @@ class PopService:
                 entries.append((offset, token, 1))
                 out.append(Popped(bytes(raw), ReceiptHandle(self.broker_name, req.topic, req.queue_id, offset, token),
                                   1))  # fmt: skip
-        rec = PopRecord(Kind.LEASE, *key, cursor=cursor, deadline=deadline, entries=tuple(entries))
+        rec = PopRecord(Kind.LEASE, *key, cursor=cursor, deadline=deadline, entries=tuple(entries),
+                        attempt_id=req.attempt_id if req.order else "")  # fmt: skip
         if entries:
             await self._write([rec], "POP lease")
             self._commit_floor(key, qs)
@@ -359,8 +351,10 @@ class PopService:
             self.book.apply(rec)  # only filtered-out messages passed: a lost cursor move is re-scanned, harmless
             self._dirty = True
             self._commit_floor(key, qs)
-        rest = max(0, self.store.get_max_offset(req.topic, req.queue_id) - qs.cursor)
-        return PopAnswer(out, deadline, rest)
+        return PopAnswer(out, deadline, self._rest(req, qs))
+
+    def _rest(self, req: PopRequest, qs: QueueState) -> int:
+        return max(0, self.store.get_max_offset(req.topic, req.queue_id) - qs.cursor)
 
     # ------------------------------------------------------------------------------------------ ack, change
     def _current(self, group: str, handle: ReceiptHandle) -> tuple[QueueKey, int]:
@@ -438,16 +432,9 @@ class PopService:
         return n
 
     def dead_letter(self, group: str, old: MessageExt, attempts: int) -> MessageExt:
-        """``old`` as the message ``%DLQ%<group>`` queue 0 keeps (its topic and id in properties)."""
-        topic = dlq_topic(group)
-        self.topics.create_system_topic(topic, 1, PERM_READ | PERM_WRITE)
-        props = dict(old.properties)
-        props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
-        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, old.uniq_key or old.offset_msg_id)
-        props.pop(PropertyKey.DELAY, None)
-        return MessageExt(topic=topic, body=old.body, flag=old.flag, properties=props, queue_id=0,
-                          sys_flag=old.sys_flag, born_timestamp=old.born_timestamp, born_host=old.born_host,
-                          store_host=self.store_host, reconsume_times=attempts)  # fmt: skip
+        """``old`` as the message ``%DLQ%<group>`` queue 0 keeps (the topic made when missing)."""
+        self.topics.create_system_topic(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
+        return dead_letter_message(group, old, attempts, self.store_host)
 
     # ------------------------------------------------------------------------------------------ administration
     async def reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:

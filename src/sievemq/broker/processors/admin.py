@@ -1,5 +1,5 @@
 """Administration: topics (UPDATE_AND_CREATE_TOPIC 17, GET_ALL_TOPIC_CONFIG 21, GET_TOPIC_NAME_LIST 23,
-DELETE_TOPIC_IN_BROKER 215), groups (200, 201; 207 is ``group_admin.py``'s) and GET_BROKER_RUNTIME_INFO (28)."""
+DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 352; 207 is ``group_admin.py``'s) and GET_BROKER_RUNTIME_INFO (28)."""
 
 from __future__ import annotations
 
@@ -79,6 +79,7 @@ class AdminProcessor:
         table.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_group)
         table.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
+        table.register(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.get_group)
         table.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info)
 
     async def create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -153,6 +154,16 @@ class AdminProcessor:
         """201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
         body = {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.groups.table.items())}}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def get_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """352 GET_SUBSCRIPTIONGROUP_CONFIG (header ``group``): its SubscriptionGroupConfig JSON (created with the
+        defaults when auto-creation is on, as RocketMQ does); SUBSCRIPTION_GROUP_NOT_EXIST otherwise."""
+        group = require_str(cmd.ext_fields, "group")
+        gc = self.groups.find(group)
+        if gc is None:
+            raise RemotingError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not "
+                                "exist on this broker: create it (sievemq group update)")  # fmt: skip
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(asdict(gc)))
 
     async def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """28 GET_BROKER_RUNTIME_INFO: a KVTable of counters."""

@@ -5,9 +5,11 @@ POP_MESSAGE header: ``consumerGroup``, ``topic``, ``queueId`` (-1: any queue of 
 ``maxMsgNums`` (1-64), ``invisibleTime`` (ms, 1 s to 12 h), ``pollTime`` (ms the broker may wait when there is
 nothing; at most 25 s), ``initMode`` (0: a group's first POP starts at the oldest messages, 1 (default): at the
 end), ``expType`` (TAG or SQL92) and ``exp`` (the filter; none or ``*``: everything), ``clientId`` (for the
-subscription-consistency check). The answer: the records in the body (as a pull's), and in the header ``handles``
-(the receipt handles, ``;``-separated, in the records' order), ``attempts`` (each one's delivery attempt,
-``,``-separated), ``popTime``, ``invisibleTime``, ``restNum``. Nothing to hand out: PULL_NOT_FOUND.
+subscription-consistency check), ``order`` (true: orderly POP for a FIFO group, docs/pop.md §5) and ``attemptId``
+(an orderly POP's id; its retry with the same id gets the same batch). The answer: the records in the body (as a
+pull's), and in the header ``handles`` (the receipt handles, ``;``-separated, in the records' order), ``attempts``
+(each one's delivery attempt, ``,``-separated), ``popTime``, ``invisibleTime``, ``restNum``. Nothing to hand out:
+PULL_NOT_FOUND.
 
 ACK_MESSAGE header: ``consumerGroup``, ``extraInfo`` (the receipt handle), ``deadLetter`` (true: to the group's
 dead-letter topic now, as ForwardMessageToDeadLetterQueue asks). CHANGE_MESSAGE_INVISIBLETIME: the same and
@@ -35,7 +37,7 @@ from sievemq.protocol.route import PERM_READ
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_str, int_or, require_int, require_str
+from sievemq.remoting.headers import get_bool, get_str, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 
 __all__ = ["MAX_INVISIBLE_MS", "MAX_POP_NUMS", "MIN_INVISIBLE_MS", "PopProcessor"]
@@ -44,6 +46,8 @@ MIN_INVISIBLE_MS = 1_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MAX_POP_NUMS = 64
 MAX_POLL_MS = 25_000
+MAX_ATTEMPT_ID = 64
+_ATTEMPT_ID_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:"
 
 
 def _bad(what: str) -> RemotingError:
@@ -114,7 +118,12 @@ class PopProcessor:
         if not 1 <= nums <= MAX_POP_NUMS:
             raise _bad(f"maxMsgNums must be 1 to {MAX_POP_NUMS}, got {nums}")
         poll = min(int_or(fields, "pollTime", 0), MAX_POLL_MS)
-        return PopRequest(group, topic, qid, nums, invisible_ms(fields), poll, int_or(fields, "initMode", 1) != 0)
+        attempt = get_str(fields, "attemptId") or ""
+        if len(attempt) > MAX_ATTEMPT_ID or not attempt.isascii() or attempt.strip(_ATTEMPT_ID_CHARS):
+            raise _bad(f"attemptId must be at most {MAX_ATTEMPT_ID} characters of letters, digits and '-_.:', got "
+                       f"{attempt[:80]!r}")  # fmt: skip
+        return PopRequest(group, topic, qid, nums, invisible_ms(fields), poll, int_or(fields, "initMode", 1) != 0,
+                          get_bool(fields, "order"), attempt)  # fmt: skip
 
     def _check_consistency(self, client_id: str | None, group: str, topic: str) -> None:
         info = self.consumers.get(group)

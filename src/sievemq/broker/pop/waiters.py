@@ -1,0 +1,93 @@
+"""How a long-polling POP that found nothing waits (docs/pop.md §1, §5): for a matching message on its queues (the
+broker's ``PullHoldService``), the next lease deadline, and, for an orderly POP, on each locked queue until its lock
+ends or an ack, change or dead letter frees it or moves that end (``LeaseWaiters``): the next batch of a FIFO queue
+goes out as soon as the previous one is done, not when the poll times out."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sievemq.broker.long_polling import CqMatch, PullHoldService
+from sievemq.broker.pop import orderly
+from sievemq.broker.pop.book import PopBook, QueueKey
+
+__all__ = ["LeaseWaiters", "wait_for_pop"]
+
+
+class LeaseWaiters:
+    """Futures per (group, topic, queue), woken by ``changed``."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[QueueKey, list[asyncio.Future[None]]] = {}
+
+    def watch(self, key: QueueKey) -> asyncio.Future[None]:
+        """A future done at the queue's next lease change."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(key, []).append(fut)
+        return fut
+
+    def release(self, key: QueueKey, fut: asyncio.Future[None]) -> None:
+        """Forget ``fut`` (after it woke or the wait timed out)."""
+        futs = self._waiting.get(key)
+        if futs is None:
+            return
+        futs[:] = [f for f in futs if f is not fut]
+        if not futs:
+            del self._waiting[key]
+
+    def watched(self, key: QueueKey) -> bool:
+        """True when a POP waits on the queue."""
+        return key in self._waiting
+
+    def changed(self, key: QueueKey) -> None:
+        """A lease of the queue ended or changed: wake its waiters."""
+        for fut in self._waiting.get(key, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def waiting(self) -> int:
+        """How many POPs wait."""
+        return sum(len(f) for f in self._waiting.values())
+
+
+async def wait_for_pop(
+    book: PopBook,
+    hold: PullHoldService,
+    waiters: LeaseWaiters,
+    keys: list[QueueKey],
+    *,
+    match: CqMatch | None,
+    order: bool,
+    attempt_id: str,
+    now: int,
+    end: int,
+) -> None:
+    """Wait until a message ``match`` accepts arrives on one of the queues, a lease of them falls due, a locked
+    queue (``order``) is freed or its lock moves, or ``end`` (epoch ms)."""
+    wait_ms = end - now
+    held: list[tuple[QueueKey, asyncio.Future[None]]] = []
+    watched: list[tuple[QueueKey, asyncio.Future[None]]] = []
+    for key in keys:
+        qs = book.queue(*key)
+        if qs is None:
+            continue
+        until = orderly.locked_until(qs, now, attempt_id) if order else None
+        if until is not None:  # new messages cannot go out before the lock ends
+            wait_ms = min(wait_ms, until - now + 5)
+            watched.append((key, waiters.watch(key)))
+            continue
+        deadline = qs.next_deadline()
+        if deadline is not None:
+            wait_ms = min(wait_ms, deadline - now + 5)
+        held.append((key, hold.hold(key[1], key[2], qs.cursor, match)))
+    futures = [f for _, f in held] + [f for _, f in watched]
+    try:
+        if futures:
+            await asyncio.wait(futures, timeout=max(0, wait_ms) / 1000.0, return_when=asyncio.FIRST_COMPLETED)
+        elif order:  # no queue state to wait on (none readable): do not spin until ``end``
+            await asyncio.sleep(max(0, wait_ms) / 1000.0)
+    finally:
+        for key, fut in held:
+            hold.release(key[1], key[2], fut)
+        for key, fut in watched:
+            waiters.release(key, fut)
