@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 import click
 
-from sievemq import __version__
+from sievemq import __version__, cli_logging
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig
@@ -26,14 +25,6 @@ REFERENCE_SECTIONS: tuple[tuple[str, type[Any]], ...] = (
 )
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def _overrides(kwargs: dict[str, Any], cls: type[Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in kwargs.items() if k in names and v is not None}
@@ -41,14 +32,15 @@ def _overrides(kwargs: dict[str, Any], cls: type[Any]) -> dict[str, Any]:
 
 @click.group()
 @click.version_option(__version__, prog_name="sievemq")
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR")
-def main(log_level: str) -> None:
+@cli_logging.log_level_option
+def main(log_level: str | None) -> None:
     """sievemq: a RocketMQ-compatible message queue built around server-side filtering.
 
     Settings come from a TOML file (--config), then SIEVEMQ_<NAME> environment variables, then flags;
-    later ones win. `sievemq config-reference` lists every setting.
+    later ones win. `sievemq config-reference` lists every setting. Servers log INFO on stderr; client and admin
+    commands only warnings and errors (-v: INFO).
     """
-    _setup_logging(log_level)
+    cli_logging.setup(log_level)
 
 
 @main.command()
@@ -295,6 +287,10 @@ from sievemq.client.cli import consume, produce  # noqa: E402  (defined apart; m
 
 main.add_command(produce)
 main.add_command(consume)
+
+# Client and admin commands (whatever is not a server role) log warnings only; -v shows INFO (cli_logging.py).
+SERVER_COMMANDS = frozenset({"dev", "namesrv", "broker", "proxy"})
+cli_logging.add_verbose(cmd for name, cmd in main.commands.items() if name not in SERVER_COMMANDS)
 
 
 if __name__ == "__main__":
