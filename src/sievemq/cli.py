@@ -51,12 +51,14 @@ def main(log_level: str | None) -> None:
 @click.option("--grpc-port", default=8081, show_default=True, type=int,
               help="port of the gRPC proxy for RocketMQ 5.x clients (0: none)")  # fmt: skip
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
-@click.option("--flush", type=click.Choice(["async", "sync"]), default=None, help="flush mode (default async)")
+@click.option("--flush", type=click.Choice(["async", "sync"], case_sensitive=False), default=None,
+              help="flush mode (default async)")  # fmt: skip
 @click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
 @click.option("--tls", "use_tls", is_flag=True, help="TLS on both ports, with a self-signed certificate in DATA/tls")
 @click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False), help="your certificate instead")
 @click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False), help="the key of --tls-cert")
-@click.option("--tls-mode", type=click.Choice(["enforcing", "permissive"]), default="enforcing", show_default=True,
+@click.option("--tls-mode", type=click.Choice(["enforcing", "permissive"], case_sensitive=False), default="enforcing",
+              show_default=True,
               help="with TLS: TLS only, or TLS and plain TCP on the same ports")  # fmt: skip
 def dev(
     data: str,

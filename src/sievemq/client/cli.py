@@ -211,7 +211,8 @@ def _message_line(m: Any) -> str:
 @click.option("--expr", "-e", default=None, help="tag expression, e.g. 'TagA || TagB' [default: *]")
 @click.option("--sql", default=None, help="SQL92 selector on properties, instead of --expr")
 @click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
-@click.option("--from", "from_", type=click.Choice(["first", "last"]), default="last", show_default=True,
+@click.option("--from", "from_", type=click.Choice(["first", "last"], case_sensitive=False), default="last",
+              show_default=True,
               help="where a new group starts once the queue's head was deleted (brokers answer offset 0 "
                    "for a new group while a queue still holds its first message)")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
