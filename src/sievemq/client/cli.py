@@ -213,8 +213,8 @@ def _message_line(m: Any) -> str:
 @click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
 @click.option("--from", "from_", type=click.Choice(["first", "last"], case_sensitive=False), default="last",
               show_default=True,
-              help="where a new group starts once the queue's head was deleted (brokers answer offset 0 "
-                   "for a new group while a queue still holds its first message)")  # fmt: skip
+              help="where a group without committed offsets starts: last (the messages sent from now on) or "
+                   "first (every stored message); a group with offsets resumes from them")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
 @click.option("--count", "-c", default=0, type=click.IntRange(min=0), help="stop after N messages (0: run on)")
 @click.option("--timeout", default=0.0, type=click.FloatRange(min=0), help="stop after this many idle seconds")
