@@ -13,7 +13,7 @@ import click
 from sievemq import __version__, cli_logging
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
-from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
 from sievemq.proxy.config import ProxyConfig
 from sievemq.runner import config_options, run_until_signalled
 
@@ -53,7 +53,12 @@ def main(log_level: str | None) -> None:
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"], case_sensitive=False), default=None,
               help="flush mode (default async)")  # fmt: skip
-@click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
+@click.option("--filtersrv", "filtersrv_nums", default=None, type=int,
+              help="filter servers the broker starts (0; 1 with --filter-modules)")  # fmt: skip
+@click.option("--filter-modules", default=None, metavar="MODULES",
+              help="modules whose functions consumers may name (shop.filters,other.mod) on those filter servers")
+@click.option("--filter-paths", default=None, metavar="FOLDERS",
+              help="folders the filter servers import --filter-modules from (comma-separated)")
 @click.option("--tls", "use_tls", is_flag=True, help="TLS on both ports, with a self-signed certificate in DATA/tls")
 @click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False), help="your certificate instead")
 @click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False), help="the key of --tls-cert")
@@ -69,6 +74,8 @@ def dev(
     config_path: str | None,
     flush: str | None,
     filtersrv_nums: int | None,
+    filter_modules: str | None,
+    filter_paths: str | None,
     use_tls: bool,
     tls_cert: str | None,
     tls_key: str | None,
@@ -79,6 +86,9 @@ def dev(
     Topics are created on first send (auto-create on). Ctrl-C stops cleanly: the store is flushed and
     marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
     (docs/protocol/tls.md); the banner says how to connect.
+
+    Filter functions: sievemq dev --filtersrv 1 --filter-modules shop.filters --filter-paths /opt/filters
+    (other filter server settings: a TOML file named by the broker's filterServerConfig).
     """
     from sievemq.broker.controller import BrokerController
     from sievemq.namesrv.controller import NamesrvController
@@ -101,6 +111,9 @@ def dev(
         }
         if flush:
             overrides["flush_disk_type"] = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
+        filtersrv_args = _dev_filter_args(filter_modules, filter_paths)
+        if filtersrv_nums is None and filter_modules:
+            filtersrv_nums = 1
         if filtersrv_nums is not None:
             overrides["filter_server_nums"] = filtersrv_nums
         if tls is not None:
@@ -113,6 +126,7 @@ def dev(
         ns = NamesrvController(ns_cfg)
         await ns.start()
         broker = BrokerController(br_cfg)
+        broker.filter_servers.extra_args += filtersrv_args
         try:
             await broker.start()
         except Exception:
@@ -140,6 +154,14 @@ def dev(
         click.echo("stopped cleanly")
 
     run_until_signalled(run)
+
+
+def _dev_filter_args(modules: str | None, paths: str | None) -> list[str]:
+    """The flags of the filter servers ``dev`` starts, checked here (a bad value stops ``dev`` with its reason)."""
+    overrides = {"filter_modules": modules, "filter_paths": paths}
+    load_filtersrv_config(None, overrides=overrides)
+    args = ["--filter-modules", modules] if modules else []
+    return args + (["--filter-paths", paths] if paths else [])
 
 
 async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int) -> Any:
