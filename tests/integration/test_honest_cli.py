@@ -118,3 +118,14 @@ async def test_a_refused_subscription_is_printed_once(cluster: Cluster) -> None:
     finally:
         first.terminate()
         await first.wait()
+
+
+async def test_dev_refuses_a_bad_filter_module_before_starting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data"
+    rc, out, err = await run_cli("dev", "--data", str(data), "--namesrv-port", str(free_port()), "--broker-port",
+                                 str(free_port()), "--grpc-port", "0", "--filter-modules", "not a module")  # fmt: skip
+    assert rc == 1 and not out and not data.exists(), (rc, out, err)
+    assert err.strip() == (
+        "Error: invalid filterModules 'not a module' (from the command line): expected dotted module names "
+        "separated by commas (shop.filters), or empty"
+    ), err

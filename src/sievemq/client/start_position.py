@@ -174,6 +174,8 @@ async def _pin(
     position.known.update(routed)
     queues = [mq for mq in routed if only is None or mq in only]
 
+    failed: dict[str, tuple[list[int], str]] = {}  # "topic on broker" -> (queue ids, the first error)
+
     async def one(mq: MessageQueue) -> None:
         try:
             addr = inst.broker_addr(mq.broker_name)
@@ -190,6 +192,9 @@ async def _pin(
                 store.update(mq, end)
                 await store.persist(mq)
         except Exception as e:
-            logger.warning("the start of %s was not fixed (%s): it starts at its end when taken", mq, e)
+            failed.setdefault(f"{mq.topic} on broker {mq.broker_name}", ([], str(e)))[0].append(mq.queue_id)
 
     await asyncio.gather(*(one(mq) for mq in queues))
+    for where, (qids, error) in sorted(failed.items()):  # one line per broker, not one per queue
+        logger.warning("the start of queues %s of %s was not fixed (%s): each starts at its end when taken",
+                       sorted(qids), where, error)  # fmt: skip
