@@ -35,7 +35,7 @@ def test_expiry_and_unregistration_say_how_the_broker_left() -> None:
     rt2 = RouteTable()
     reg(rt2, "a", "127.0.0.1:1", ["T"])
     rt2.unregister_broker("C", "127.0.0.1:1", "a", 0, now=5.0)
-    assert rt2.departures.of_topic("T")[0].why == "it unregistered"
+    assert rt2.departures.of_topic("T")[0].why == "it stopped (it unregistered)"
 
 
 def test_a_broker_that_registers_again_is_no_longer_missing() -> None:

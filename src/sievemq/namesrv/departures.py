@@ -27,7 +27,8 @@ class Departure:
     cluster: str
     addrs: tuple[str, ...]
     why: str
-    """How it left, as a clause: "its connection closed", "it unregistered", "it was silent for 120 s"."""
+    """How it left, as a clause: "its connection closed (...)", "it stopped (it unregistered)", "it had not registered
+    for 120 s"."""
     at: float
     """When (the clock the route table is given)."""
     topics: set[str] = field(default_factory=set)

@@ -111,7 +111,7 @@ class RouteTable:
         broker_name: str,
         broker_id: int,
         *,
-        why: str = "it unregistered",
+        why: str = "it stopped (it unregistered)",
         now: float = 0.0,
     ) -> None:
         """Forget one broker address; a broker name with no address left loses its queues too, and is remembered as
