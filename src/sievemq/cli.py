@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -11,10 +10,10 @@ from typing import Any
 
 import click
 
-from sievemq import __version__
+from sievemq import __version__, cli_logging
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
 from sievemq.errors import SieveError
-from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
 from sievemq.http.settings import DEV_PORT, derived_problem, http_port
 from sievemq.proxy.config import ProxyConfig
 from sievemq.runner import config_options, run_until_signalled
@@ -27,14 +26,6 @@ REFERENCE_SECTIONS: tuple[tuple[str, type[Any]], ...] = (
 )
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 def _overrides(kwargs: dict[str, Any], cls: type[Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in kwargs.items() if k in names and v is not None}
@@ -42,14 +33,15 @@ def _overrides(kwargs: dict[str, Any], cls: type[Any]) -> dict[str, Any]:
 
 @click.group()
 @click.version_option(__version__, prog_name="sievemq")
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING or ERROR")
-def main(log_level: str) -> None:
+@cli_logging.log_level_option
+def main(log_level: str | None) -> None:
     """sievemq: a RocketMQ-compatible message queue built around server-side filtering.
 
     Settings come from a TOML file (--config), then SIEVEMQ_<NAME> environment variables, then flags;
-    later ones win. `sievemq config-reference` lists every setting.
+    later ones win. `sievemq config-reference` lists every setting. Servers log INFO on stderr; client and admin
+    commands only warnings and errors (-v: INFO).
     """
-    _setup_logging(log_level)
+    cli_logging.setup(log_level)
 
 
 @main.command()
@@ -62,12 +54,19 @@ def main(log_level: str) -> None:
 @click.option("--http-port", default=DEV_PORT, show_default=True, type=click.IntRange(0, 65535),
               help="HTTP port of /metrics (Prometheus) and /healthz for all three roles (0: none)")  # fmt: skip
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
-@click.option("--flush", type=click.Choice(["async", "sync"]), default=None, help="flush mode (default async)")
-@click.option("--filtersrv", "filtersrv_nums", default=None, type=int, help="filter servers the broker starts (0)")
+@click.option("--flush", type=click.Choice(["async", "sync"], case_sensitive=False), default=None,
+              help="flush mode (default async)")  # fmt: skip
+@click.option("--filtersrv", "filtersrv_nums", default=None, type=int,
+              help="filter servers the broker starts (0; 1 with --filter-modules)")  # fmt: skip
+@click.option("--filter-modules", default=None, metavar="MODULES",
+              help="modules whose functions consumers may name (shop.filters,other.mod) on those filter servers")
+@click.option("--filter-paths", default=None, metavar="FOLDERS",
+              help="folders the filter servers import --filter-modules from (comma-separated)")
 @click.option("--tls", "use_tls", is_flag=True, help="TLS on both ports, with a self-signed certificate in DATA/tls")
 @click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False), help="your certificate instead")
 @click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False), help="the key of --tls-cert")
-@click.option("--tls-mode", type=click.Choice(["enforcing", "permissive"]), default="enforcing", show_default=True,
+@click.option("--tls-mode", type=click.Choice(["enforcing", "permissive"], case_sensitive=False), default="enforcing",
+              show_default=True,
               help="with TLS: TLS only, or TLS and plain TCP on the same ports")  # fmt: skip
 def dev(
     data: str,
@@ -79,6 +78,8 @@ def dev(
     config_path: str | None,
     flush: str | None,
     filtersrv_nums: int | None,
+    filter_modules: str | None,
+    filter_paths: str | None,
     use_tls: bool,
     tls_cert: str | None,
     tls_key: str | None,
@@ -90,6 +91,9 @@ def dev(
     marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
     (docs/protocol/tls.md); the banner says how to connect. Prometheus metrics of all three roles are on
     http://HOST:8080/metrics (--http-port; docs/metrics.md).
+
+    Filter functions: sievemq dev --filtersrv 1 --filter-modules shop.filters --filter-paths /opt/filters
+    (other filter server settings: a TOML file named by the broker's filterServerConfig).
     """
     from sievemq.broker.controller import BrokerController
     from sievemq.namesrv.controller import NamesrvController
@@ -114,6 +118,9 @@ def dev(
         }
         if flush:
             overrides["flush_disk_type"] = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
+        filtersrv_args = _dev_filter_args(filter_modules, filter_paths)
+        if filtersrv_nums is None and filter_modules:
+            filtersrv_nums = 1
         if filtersrv_nums is not None:
             overrides["filter_server_nums"] = filtersrv_nums
         if tls is not None:
@@ -126,6 +133,7 @@ def dev(
         ns = NamesrvController(ns_cfg)
         await ns.start()
         broker = BrokerController(br_cfg)
+        broker.filter_servers.extra_args += filtersrv_args
         try:
             await broker.start()
         except Exception:
@@ -158,6 +166,14 @@ def dev(
         click.echo("stopped cleanly")
 
     run_until_signalled(run)
+
+
+def _dev_filter_args(modules: str | None, paths: str | None) -> list[str]:
+    """The flags of the filter servers ``dev`` starts, checked here (a bad value stops ``dev`` with its reason)."""
+    overrides = {"filter_modules": modules, "filter_paths": paths}
+    load_filtersrv_config(None, overrides=overrides)
+    args = ["--filter-modules", modules] if modules else []
+    return args + (["--filter-paths", paths] if paths else [])
 
 
 async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int) -> Any:
@@ -364,6 +380,10 @@ from sievemq.client.cli import consume, produce  # noqa: E402  (defined apart; m
 
 main.add_command(produce)
 main.add_command(consume)
+
+# Client and admin commands (whatever is not a server role) log warnings only; -v shows INFO (cli_logging.py).
+SERVER_COMMANDS = frozenset({"dev", "namesrv", "broker", "proxy"})
+cli_logging.add_verbose(cmd for name, cmd in main.commands.items() if name not in SERVER_COMMANDS)
 
 
 if __name__ == "__main__":

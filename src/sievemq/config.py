@@ -198,6 +198,14 @@ class BrokerConfig:
         hi=INT32_MAX,
     )
     max_reconsume_times: int = setting("default retries before a message goes to %DLQ%group", 16, lo=0)
+    new_group_starts_at_end: bool = setting(
+        "a consumer group that has committed no offset of a topic here is told it has none (QUERY_NOT_FOUND), so "
+        "RocketMQ's clients that consume from the last offset start at each queue's end; false: RocketMQ's rule "
+        "(offset 0 while a queue still holds its first message in memory, so such a new group reads what the queue "
+        "holds). Clients that consume from the first offset or a timestamp are not affected; sievemq's client "
+        "starts at the end either way",
+        False,
+    )
     transaction_timeout: int = setting(
         "ms after its store time before an open transaction's half message is checked (a message's own "
         "CHECK_IMMUNITY_TIME_IN_SECONDS replaces it)",
@@ -333,8 +341,9 @@ class BrokerConfig:
         False,
     )
     access_message_in_memory_max_ratio: int = setting(
-        "with slaveReadEnable: percent of this machine's memory a pull may lag behind the commit log's end and still "
-        "read from the master",
+        "percent of this machine's memory behind the commit log's end that counts as in memory: with "
+        "slaveReadEnable, how far a pull may lag and still read from the master; and how far a queue's first "
+        "message may be for a new group to be told offset 0 (see newGroupStartsAtEnd)",
         40,
         lo=0,
         hi=100,

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from sievemq import cli_logging
 from sievemq.config import specs
 from sievemq.errors import SieveError
 
@@ -51,7 +52,9 @@ def config_options(
 
 
 def run_until_signalled(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    """Run ``main(stop)``; SIGINT/SIGTERM set ``stop``. Start-up failures become a clean CLI error."""
+    """Run ``main(stop)`` (a server role: it logs INFO unless ``--log-level`` says otherwise); SIGINT/SIGTERM set
+    ``stop``. Start-up failures become a clean CLI error."""
+    cli_logging.role_level()
 
     async def runner() -> None:
         stop = asyncio.Event()

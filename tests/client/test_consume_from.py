@@ -1,8 +1,8 @@
-"""Where a new group starts: CONSUME_FROM_FIRST / LAST / TIMESTAMP apply when the broker has no offset for it.
+"""Where a new group starts on a queue whose head retention deleted: CONSUME_FROM_FIRST starts at the oldest stored
+message, LAST at the end, TIMESTAMP at that time; a committed offset wins over all three (young queues, which a
+broker would answer offset 0 for: test_consume_from_last.py).
 
-A broker answers QUERY_CONSUMER_OFFSET with offset 0 for a new group while a queue still starts at offset 0
-(RocketMQ's rule for "hot" queues), so consume-from only shows once retention has deleted the head of the queue.
-This module's broker keeps commit-log segments of 64 KiB for a fraction of a second, so that happens within one
+This module's broker keeps commit-log segments of 64 KiB for a fraction of a second, so the head goes within one
 retention run (every 10 s).
 """
 

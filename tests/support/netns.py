@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Host", "NoNamespaces", "hosts", "netem_available"]
+__all__ = ["Host", "NoNamespaces", "hosts", "loopback_only", "netem_available"]
 
 
 class NoNamespaces(RuntimeError):
@@ -119,3 +119,21 @@ def hosts(n: int, net: int | None = None) -> Iterator[list[Host]]:
                 _ip("netns", "del", name, check=False)
             else:
                 _ip("link", "del", name, check=False)
+
+
+@contextlib.contextmanager
+def loopback_only(label: str) -> Iterator[list[str]]:
+    """A namespace with only its loopback (up): the command prefix that runs a program in it. Programs there can
+    listen on any port of 127.0.0.1 (sievemq's defaults) without meeting anything else on the machine."""
+    why = _why_not()
+    if why is not None:
+        raise NoNamespaces(why)
+    ns = f"smq{label}{os.getpid() % 100000}"
+    r = _ip("netns", "add", ns, check=False)
+    if r.returncode != 0:
+        raise NoNamespaces(f"cannot make a network namespace: {r.stderr.strip()}")
+    try:
+        _ip("-n", ns, "link", "set", "lo", "up")
+        yield ["ip", "netns", "exec", ns]
+    finally:
+        _ip("netns", "del", ns, check=False)

@@ -28,7 +28,7 @@ from sievemq.broker.processors.groups import GroupStatusProcessor
 from sievemq.broker.processors.ha import HaProcessor
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.broker.processors.pop import PopProcessor
-from sievemq.broker.processors.pull import PullProcessor, PullSettings, slave_read_limit
+from sievemq.broker.processors.pull import PullProcessor, PullSettings, memory_share, slave_read_limit
 from sievemq.broker.processors.query import QueryProcessor
 from sievemq.broker.processors.reply import ReplyProcessor
 from sievemq.broker.processors.send import SendProcessor, SendSettings
@@ -198,7 +198,14 @@ class BrokerController:
                 c.enable_property_filter,
                 self.pop.prepare,
             ),
-            OffsetProcessor(self.offsets, self.store, self.writer, self.sync_flush),
+            OffsetProcessor(
+                self.offsets,
+                self.store,
+                self.writer,
+                self.sync_flush,
+                c.new_group_starts_at_end,
+                memory_share(c.access_message_in_memory_max_ratio),
+            ),
             QueryProcessor(self.store),
             AdminProcessor(
                 self.topics,

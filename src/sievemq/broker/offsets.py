@@ -119,6 +119,10 @@ class ConsumerOffsetManager:
         """The committed offset, or -1."""
         return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)
 
+    def knows(self, group: str, topic: str) -> bool:
+        """The group has committed an offset of some queue of ``topic``."""
+        return bool(self.table.get(f"{topic}@{group}"))
+
     def groups_of_topic(self, topic: str) -> list[str]:
         """Groups with committed offsets on ``topic``."""
         return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)

@@ -188,14 +188,16 @@ async def consumer_ids(conn: Connection, group: str, timeout: float = 3.0, topic
     return list(orjson.loads(_check(resp).body).get("consumerIdList") or [])
 
 
-async def query_offset(conn: Connection, group: str, topic: str, queue_id: int, timeout: float = 3.0) -> int:
-    """QUERY_CONSUMER_OFFSET (-1 when the broker has none)."""
-    resp = await conn.request(
-        RemotingCommand.request(
-            RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": queue_id}
-        ),
-        timeout,
-    )
+async def query_offset(
+    conn: Connection, group: str, topic: str, queue_id: int, timeout: float = 3.0, *, zero_if_not_found: bool = True
+) -> int:
+    """QUERY_CONSUMER_OFFSET (-1 when the broker has none). ``zero_if_not_found=False`` sends RocketMQ 5's
+    ``setZeroIfNotFound=false``: a broker that knows the field then never answers 0 for a group without an offset
+    (docs/consume-from.md)."""
+    fields: dict[str, object] = {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+    if not zero_if_not_found:
+        fields["setZeroIfNotFound"] = "false"
+    resp = await conn.request(RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, fields), timeout)
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return -1
     return int(_check(resp).ext_fields.get("offset", "-1"))

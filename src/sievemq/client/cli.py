@@ -151,6 +151,29 @@ def produce(
     _run(go())
 
 
+async def check_topic(namesrv: str, topic: str, **settings: Any) -> None:
+    """Before consuming: a name server answers and knows ``topic`` (else a ClickException saying which is missing and
+    what to do), so that ``consume`` never waits in silence for a topic that is not there."""
+    from sievemq.client.errors import NameServerUnreachableError, NoRouteError
+    from sievemq.client.instance import ClientConfig, ClientInstance
+
+    inst = ClientInstance(ClientConfig.create(namesrv, f"sievemq-cli-check-{os.getpid()}", **settings))
+    try:
+        await inst.fetch_route(topic, missing_ok=False)
+    except NameServerUnreachableError as e:
+        raise click.ClickException(f"{e} (--namesrv or $SIEVEMQ_NAMESRV; `sievemq dev` runs one)") from None
+    except NoRouteError as e:
+        if e.reason:  # the name server knows why (BROKER_GONE: the brokers that served it left)
+            raise click.ClickException(e.detail) from None
+        raise click.ClickException(
+            f"topic {topic!r} does not exist: the name servers at {namesrv} know no route for it. Create it "
+            f"(sievemq topic create {topic}), or send to it first where brokers create topics on first send "
+            "(sievemq dev does)"
+        ) from None
+    finally:
+        await inst.close()
+
+
 def _message_json(m: Any) -> dict[str, Any]:
     try:
         body: str = m.body.decode()
@@ -185,12 +208,13 @@ def _message_line(m: Any) -> str:
 @click.command()
 @click.argument("topic")
 @_namesrv_option
-@click.option("--expr", "-e", default="*", show_default=True, help="tag expression, e.g. 'TagA || TagB'")
-@click.option("--sql", default=None, help="SQL92 selector on properties instead of --expr")
+@click.option("--expr", "-e", default=None, help="tag expression, e.g. 'TagA || TagB' [default: *]")
+@click.option("--sql", default=None, help="SQL92 selector on properties, instead of --expr")
 @click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
-@click.option("--from", "from_", type=click.Choice(["first", "last"]), default="last", show_default=True,
-              help="where a new group starts once the queue's head was deleted (brokers answer offset 0 "
-                   "for a new group while a queue still holds its first message)")  # fmt: skip
+@click.option("--from", "from_", type=click.Choice(["first", "last"], case_sensitive=False), default="last",
+              show_default=True,
+              help="where a group without committed offsets starts: last (the messages sent from now on) or "
+                   "first (every stored message); a group with offsets resumes from them")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
 @click.option("--count", "-c", default=0, type=click.IntRange(min=0), help="stop after N messages (0: run on)")
 @click.option("--timeout", default=0.0, type=click.FloatRange(min=0), help="stop after this many idle seconds")
@@ -200,7 +224,7 @@ def _message_line(m: Any) -> str:
 def consume(
     topic: str,
     namesrv: str,
-    expr: str,
+    expr: str | None,
     sql: str | None,
     group: str | None,
     from_: str,
@@ -216,12 +240,15 @@ def consume(
     from sievemq.client.push_consumer import PushConsumer
     from sievemq.protocol.message import MessageExt
 
-    selector = Selector.sql(sql) if sql else Selector.tag(expr)
+    if expr is not None and sql is not None:
+        raise click.UsageError("--expr (a tag expression) and --sql (a SQL92 selector) exclude each other: give one")
+    selector = Selector.sql(sql) if sql is not None else Selector.tag(expr if expr is not None else "*")
     group = group or f"sievemq-cli-{os.getpid()}"
 
     ak, sk = keys_of(credentials)
 
     async def go() -> None:
+        await check_topic(namesrv, topic, access_key=ak, secret_key=sk, **client_kwargs(tls))
         done = asyncio.Event()
         printed = 0
         last = time.monotonic()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sievemq.errors import RemotingError, SieveError
+from sievemq.errors import ConnectionClosedError, RemotingError, SieveError
 from sievemq.remoting.codes import ResponseCode
 
 
@@ -19,12 +19,18 @@ class ClientStateError(ClientError, RuntimeError):
 
 
 class NoRouteError(RemotingError):
-    """No name server knows a route for the topic (and auto-creation through TBW102 was not possible)."""
+    """No name server knows a route for the topic (and auto-creation through TBW102 was not possible); ``reason``
+    is the name server's (``BROKER_GONE``: the brokers that served it left, and the message names them)."""
 
-    def __init__(self, topic: str, detail: str = "") -> None:
+    def __init__(self, topic: str, detail: str = "", reason: str | None = None) -> None:
         text = f"no route info of topic {topic!r}"
-        super().__init__(ResponseCode.TOPIC_NOT_EXIST, f"{text}: {detail}" if detail else text)
+        super().__init__(ResponseCode.TOPIC_NOT_EXIST, f"{text}: {detail}" if detail else text, reason)
         self.topic = topic
+        self.detail = detail
+
+
+class NameServerUnreachableError(ConnectionClosedError):
+    """No name server of the client's list answered (the message says what each one did)."""
 
 
 class SubscriptionError(RemotingError):

@@ -17,7 +17,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, TypedDict
 
@@ -25,6 +25,7 @@ import orjson
 
 from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
+from sievemq.client.errors import NameServerUnreachableError, NoRouteError
 from sievemq.client.message import MessageQueue
 from sievemq.client.request_reply import ReplyWaiters, pushed_reply
 from sievemq.client.route_cache import RouteCache
@@ -397,28 +398,34 @@ class ClientInstance(RouteCache):
 
     # ------------------------------------------------------------------------------------------ routes
     async def _namesrv_request(self, cmd_factory: Any) -> RemotingCommand:
-        last: Exception | None = None
+        """One request to the first name server that answers; NameServerUnreachableError when none does."""
+        failures: list[str] = []
         n = len(self.config.namesrv)
         for i in range(n):
             addr = self.config.namesrv[(self._ns_index + i) % n]
             try:
                 conn = await self.conn(addr)
                 resp: RemotingCommand = await conn.request(cmd_factory(), self.config.request_timeout)
-            except Exception as e:
-                last = e
+            except Exception as e:  # the next name server; all of them failing is the error
+                failures.append(str(e) if addr in str(e) else f"{addr}: {e}")
                 continue
             self._ns_index = (self._ns_index + i) % n
             return resp
-        assert last is not None
-        raise last
+        raise NameServerUnreachableError(
+            f"no name server answers ({'; '.join(failures) or 'none configured'}): is one running at "
+            f"{';'.join(self.config.namesrv) or '(none)'}? Check the name server address"
+        )
 
-    async def fetch_route(self, topic: str) -> TopicRouteData | None:
-        """GET_ROUTEINFO_BY_TOPIC from a name server (None when it answers TOPIC_NOT_EXIST)."""
+    async def fetch_route(self, topic: str, *, missing_ok: bool = True) -> TopicRouteData | None:
+        """GET_ROUTEINFO_BY_TOPIC from a name server: None when it answers TOPIC_NOT_EXIST, or (``missing_ok``
+        False) NoRouteError with the name server's remark and reason (``BROKER_GONE`` names the brokers that left)."""
         resp = await self._namesrv_request(
             lambda: RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         )
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-            return None
+            if missing_ok:
+                return None
+            raise NoRouteError(topic, resp.remark or "no name server knows it", resp.ext_fields.get("reason"))
         if resp.code != ResponseCode.SUCCESS:
             raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
         return TopicRouteData.from_json(orjson.loads(resp.body))
@@ -483,7 +490,7 @@ class ClientInstance(RouteCache):
         except Exception as e:
             log.warning("heartbeat to broker %s failed: %s", addr, e)
             return []
-        if answer.remark:
+        if answer.remark and not answer.refused:  # refusals are told by their consumer (start) or the tick, once
             log.warning("broker %s: %s", addr, answer.remark)
         return list(answer.refused)
 
@@ -500,12 +507,16 @@ class ClientInstance(RouteCache):
 
     async def _heartbeat_tick(self) -> None:
         refused = await self.heartbeat_all()
-        if refused != self._last_refused:  # say it once per change, not once per heartbeat
-            for r in refused:
+        for r in refused:  # say each once, not once per heartbeat
+            if r not in self._last_refused:
                 log.error("broker refuses a subscription of this client: %s", r.remark)
-            if self._last_refused and not refused:
-                log.info("every subscription of this client is consistent with its group again")
-            self._last_refused = refused
+        if self._last_refused and not refused:
+            log.info("every subscription of this client is consistent with its group again")
+        self._last_refused = refused
+
+    def told_refusals(self, refused: Iterable[RefusedSubscription]) -> None:
+        """Refusals a consumer's ``start()`` raised or logged already: the heartbeat tick does not repeat them."""
+        self._last_refused = list(dict.fromkeys([*self._last_refused, *refused]))
 
     # ------------------------------------------------------------------------------------------ consumers
     def rebalance_now(self) -> None:

@@ -131,7 +131,8 @@ class ConsumeResult(enum.Enum):
 
 
 class ConsumeFrom(enum.Enum):
-    """Where a group without a committed offset starts (only when the broker has no offset for it)."""
+    """Where a group without a committed offset starts: LAST the messages sent after the group started, FIRST the
+    oldest stored one, TIMESTAMP the one stored at ``consume_timestamp`` (docs/consume-from.md)."""
 
     LAST = "CONSUME_FROM_LAST_OFFSET"
     FIRST = "CONSUME_FROM_FIRST_OFFSET"

@@ -90,9 +90,12 @@ class RemoteOffsetStore(_MemoryTable):
         return addr
 
     async def read_store(self, mq: MessageQueue) -> int:
-        """QUERY_CONSUMER_OFFSET: -1 when the broker has none (code 22)."""
+        """QUERY_CONSUMER_OFFSET: -1 when the broker has none (code 22); asked with ``setZeroIfNotFound=false``,
+        so that the consumer's ``consume_from`` decides where a group without an offset starts."""
         conn = await self.instance.conn(await self._addr(mq))
-        offset = await api.query_offset(conn, self.group, mq.topic, mq.queue_id, self.instance.config.request_timeout)
+        offset = await api.query_offset(
+            conn, self.group, mq.topic, mq.queue_id, self.instance.config.request_timeout, zero_if_not_found=False
+        )
         if offset >= 0:
             self.update(mq, offset)
         return offset

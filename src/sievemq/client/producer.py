@@ -30,7 +30,7 @@ from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutE
 from sievemq.filter.tags import java_string_hash
 from sievemq.protocol.message import MessageExt
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, reply_topic
-from sievemq.protocol.route import TopicRouteData
+from sievemq.protocol.route import PERM_WRITE, TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 
@@ -51,6 +51,22 @@ RETRY_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
+
+
+def unwritable(route: TopicRouteData) -> str:
+    """Why a route that lists queues has none to send to: brokers without a master, or queues not writable."""
+    masters = {bd.broker_name for bd in route.broker_datas if 0 in bd.broker_addrs}
+    why = []
+    for bd in route.broker_datas:
+        if bd.broker_name not in masters:
+            slaves = ", ".join(addr for _, addr in sorted(bd.broker_addrs.items())) or "none"
+            why.append(f"broker {bd.broker_name} has no master in the routes (is it running?); its slaves ({slaves}) "
+                       "take no sends")  # fmt: skip
+    for qd in route.queue_datas:
+        if qd.broker_name in masters and not (qd.perm & PERM_WRITE and qd.write_queue_nums):
+            why.append(f"broker {qd.broker_name} holds it read-only (perm {qd.perm}, "
+                       f"{qd.write_queue_nums} write queues)")  # fmt: skip
+    return "; ".join(why) or "its route lists no writable queue"
 
 
 def shard_selector(key: object) -> QueueSelector:
@@ -208,7 +224,18 @@ class Producer(ClientLifecycle):
                 info = PublishInfo(queues, True)
                 self._infos[topic] = info
                 return info
-        raise NoRouteError(topic, "no name server knows it and auto-creation (TBW102) is not available")
+        raise await self._no_route(topic, route)
+
+    async def _no_route(self, topic: str, route: TopicRouteData | None) -> NoRouteError:
+        """Why ``topic`` has no queue to send to, naming what is missing (a master, a departed broker)."""
+        if route is not None and route.queue_datas:
+            return NoRouteError(topic, unwritable(route))
+        try:
+            await self._running().fetch_route(topic, missing_ok=False)
+        except NoRouteError as e:
+            if e.reason:  # the name server knows more (BROKER_GONE: the brokers that left)
+                return NoRouteError(topic, e.detail, e.reason)
+        return NoRouteError(topic, "no name server knows it and auto-creation (TBW102) is not available")
 
     # ------------------------------------------------------------------------------------------ preparing
     def prepare(self, msg: Message) -> Outgoing:
@@ -235,16 +262,21 @@ class Producer(ClientLifecycle):
 
     async def _send_once(self, out: Outgoing, mq: MessageQueue, timeout: float) -> SendResult:
         inst = self._running()
-        conn = await inst.conn(await self._addr(mq))
+        addr = await self._addr(mq)
         code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
         if is_reply(out):
             code = RequestCode.SEND_REPLY_MESSAGE_V2
         try:
+            conn = await inst.conn(addr)
             r = await api.send_request(conn, self._header(out, mq), out.body, code=code, timeout=timeout)
         except RemotingError as e:
             if e.remark:
                 raise
             raise RemotingError(e.code, f"send to {mq} failed", e.reason) from None
+        except ConnectionClosedError as e:  # name the broker, not only its address
+            raise ConnectionClosedError(f"broker {mq.broker_name} is unreachable: {e}") from None
+        except RequestTimeoutError as e:
+            raise RequestTimeoutError(f"broker {mq.broker_name} did not answer: {e}") from None
         return SendResult(
             status=SendStatus(r.code),
             msg_id=",".join(out.uniq_ids),

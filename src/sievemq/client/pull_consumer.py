@@ -25,7 +25,8 @@ from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.queue_puller import PULL_RETRY_DELAY, QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.subscription import SubscriptionEntry, first_offset, to_millis
+from sievemq.client.start_position import StartPosition, first_offset, pin
+from sievemq.client.subscription import SubscriptionEntry, to_millis
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
@@ -148,6 +149,9 @@ class PullConsumer(ClientLifecycle):
         )
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
+        self._start = StartPosition(self.consume_from, self.consume_timestamp)
+        """Where queues without a committed offset start (``client/start_position.py``; committed at start only
+        with ``auto_commit``)."""
         self.pull_batch_size = max(1, pull_batch_size)
         self.max_cached_messages = max_cached_messages
         self.max_poll_records = max(1, max_poll_records)
@@ -194,9 +198,15 @@ class PullConsumer(ClientLifecycle):
             raise MessageValidationError(f"bad subscription expression {expression!r}: {e}") from None
         if self._state == "running" and self._instance is not None and self._loop is not None:
             inst = self._instance
+            self._start.hold([topic])
 
             async def changed() -> None:
-                await inst.update_route(topic)
+                try:
+                    await inst.update_route(topic)
+                    if self._offsets is not None:  # a topic subscribed now starts now
+                        await pin(inst, self._offsets, self._start, [topic], log, commit=self.auto_commit)
+                finally:
+                    self._start.release([topic])
                 await inst.heartbeat_all()
                 inst.rebalance_now()
 
@@ -218,6 +228,7 @@ class PullConsumer(ClientLifecycle):
         if not self._startable():
             return
         self._loop = asyncio.get_running_loop()
+        self._start.hold(self._subs)  # until pin() below: a rebalance may come as soon as we heartbeat
         inst = await join(self.config, lambda i: i.register_consumer(self.group, self))
         self._instance = inst
         self._offsets = RemoteOffsetStore(inst, self.group)
@@ -227,6 +238,8 @@ class PullConsumer(ClientLifecycle):
             refused = await go_live(inst, self.group, self.topics())
             if refused:
                 raise refused_error(refused)
+            if self._subs:
+                await pin(inst, self._offsets, self._start, list(self._subs), log, commit=self.auto_commit)
             if self._assigned is not None:
                 await self._apply_assignment()
         if self._subs:
@@ -237,6 +250,7 @@ class PullConsumer(ClientLifecycle):
         if not self._closable():
             return
         self._state = "closing"
+        self._start.release()
         inst = self._instance
         assert inst is not None
         if self.auto_commit:
@@ -303,9 +317,7 @@ class PullConsumer(ClientLifecycle):
         """Start fetching ``mq`` from its committed offset (or per ``consume_from``)."""
         inst = self._running()
         assert self._offsets is not None
-        offset = await first_offset(
-            inst, self._offsets, mq, self.consume_from, self.consume_timestamp, log, refresh_route=True
-        )
+        offset = await first_offset(inst, self._offsets, mq, self._start, log, refresh_route=True)
         if offset is None:
             return False
         if self._state != "running" or mq in self._queues:
@@ -325,6 +337,10 @@ class PullConsumer(ClientLifecycle):
         for topic in {mq.topic for mq in wanted}:
             if inst.route(topic) is None:
                 await inst.update_route(topic)
+        fresh = {mq for mq in wanted if mq not in self._queues and mq not in self._start.known}
+        if fresh and self._offsets is not None:  # a queue assigned now starts now
+            topics = sorted({mq.topic for mq in fresh})
+            await pin(inst, self._offsets, self._start, topics, log, commit=self.auto_commit, only=fresh)
         for mq in sorted(wanted - set(self._queues)):
             if not await self.take_queue(mq):
                 log.warning("assigned queue %s could not be started; retrying in %.0fs", mq, PULL_RETRY_DELAY)

@@ -30,13 +30,8 @@ from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
 from sievemq.client.queue_puller import QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.subscription import (
-    SubscriptionEntry,
-    check_client_config,
-    first_offset,
-    retry_subscription,
-    to_millis,
-)
+from sievemq.client.start_position import StartPosition, first_offset, pin
+from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
@@ -114,6 +109,8 @@ class PushConsumer(ClientLifecycle):
         self.broadcasting = broadcasting
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
+        self._start = StartPosition(self.consume_from, self.consume_timestamp)
+        """Where queues without a committed offset start (``client/start_position.py``)."""
         self.max_reconsume_times = max_reconsume_times
         self.retry_delay_level = retry_delay_level
         self.consume_batch_size = max(1, consume_batch_size)
@@ -166,6 +163,7 @@ class PushConsumer(ClientLifecycle):
             raise MessageValidationError(f"bad subscription expression {expression!r}: {e}") from None
         self._subs[topic] = entry
         if self._state == "running" and self._loop is not None:
+            self._start.hold([topic])
             spawn(self._after_subscription_change([entry]), self._background, "subscribe")
 
     def unsubscribe(self, topic: str) -> None:
@@ -204,6 +202,7 @@ class PushConsumer(ClientLifecycle):
         if not self._subs:
             raise ClientStateError("subscribe to at least one topic before start()")
         self._loop = asyncio.get_running_loop()
+        self._start.hold(self._subs)  # until pin() below: a rebalance may come as soon as we heartbeat
         inst = await join(self.config, lambda i: i.register_consumer(self.group, self))
         self._instance = inst
         if self.broadcasting:
@@ -232,6 +231,7 @@ class PushConsumer(ClientLifecycle):
             for remark in refused:
                 log.error("standing by: %s", remark)
             await self._start_functions(inst)
+            await pin(inst, self._offsets, self._start, list(self._subs), log, commit=True)
         inst.rebalance_now()
 
     async def close(self) -> None:
@@ -239,6 +239,7 @@ class PushConsumer(ClientLifecycle):
         if not self._closable():
             return
         self._state = "closing"
+        self._start.release()
         inst, consumer = self._instance, self._consuming
         assert inst is not None and self._offsets is not None and consumer is not None
         await cancel_and_wait(*self._pull_tasks.values(), *consumer.retry_tasks, *self._background)
@@ -267,12 +268,16 @@ class PushConsumer(ClientLifecycle):
         try:
             for entry in added:
                 await inst.update_route(entry.topic)
+            if self._offsets is not None:  # a topic subscribed now starts now
+                await pin(inst, self._offsets, self._start, [e.topic for e in added], log, commit=True)
             await check_client_config(inst, self.group, added)
             await inst.heartbeat_all()
             if self._functions is not None:
                 await self._functions.register_all(added)  # refusals are logged
         except Exception as e:
             log.warning("subscription change of group %s: %s", self.group, e)
+        finally:
+            self._start.release([e.topic for e in added])
         inst.rebalance_now()
 
     async def _start_functions(self, inst: ClientInstance) -> None:
@@ -365,7 +370,7 @@ class PushConsumer(ClientLifecycle):
         orderly = self._consuming if isinstance(self._consuming, OrderlyConsumeService) else None
         if orderly is not None and mq not in await orderly.lock([mq]):
             return False  # another client still holds it: the next round tries again
-        offset = await first_offset(inst, self._offsets, mq, self.consume_from, self.consume_timestamp, log)
+        offset = await first_offset(inst, self._offsets, mq, self._start, log)
         if offset is None:
             return False
         if self._state != "running" or mq in self._pqs:

@@ -1,4 +1,5 @@
-"""A consumer's subscription of one topic, and what consumers do with pulled messages and start offsets.
+"""A consumer's subscription of one topic, and what consumers do with pulled messages (start offsets:
+``start_position.py``).
 
 After the broker's filter (tag hash codes or SQL92), a TAG subscription re-checks each message's tag by exact
 string: hash codes collide ("Aa" and "BB" share one), so the broker may send a message the expression does not
@@ -8,7 +9,6 @@ were selected by the filter server's run of the function and are all kept.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING
 
 from sievemq.client import api
 from sievemq.client.errors import SubscriptionError
-from sievemq.client.message import ConsumeFrom, MessageQueue, Selector, decompress_body
-from sievemq.client.offset_store import OffsetStore
+from sievemq.client.message import MessageQueue, Selector, decompress_body
 from sievemq.errors import RemotingError
 from sievemq.filter.tags import TagExpression
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.message import MessageExt, PropertyKey
-from sievemq.protocol.names import is_retry_topic, retry_topic
+from sievemq.protocol.names import retry_topic
 from sievemq.protocol.reasons import RefusedSubscription
-from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.connection import Connection
 
 if TYPE_CHECKING:
@@ -138,34 +136,6 @@ async def check_client_config(inst: ClientInstance, group: str, entries: Iterabl
                 ) from None
 
 
-async def first_offset(
-    inst: ClientInstance,
-    store: OffsetStore,
-    mq: MessageQueue,
-    consume_from: ConsumeFrom,
-    timestamp_ms: int,
-    logger: logging.Logger,
-    *,
-    refresh_route: bool = False,
-) -> int | None:
-    """Where a consumer that just took ``mq`` starts: its in-memory offset forgotten, ``start_offset`` asked of the
-    queue's broker. None when no address of the broker is known (``refresh_route``: after fetching the route once)
-    or the broker cannot answer now (logged on ``logger``); the rebalance tries again."""
-    addr = inst.broker_addr(mq.broker_name)
-    if addr is None and refresh_route:
-        await inst.update_route(mq.topic)
-        addr = inst.broker_addr(mq.broker_name)
-    if addr is None:
-        return None
-    try:
-        store.remove(mq)
-        conn = await inst.conn(addr)
-        return await start_offset(conn, store, mq, consume_from, timestamp_ms, inst.config.request_timeout)
-    except Exception as e:
-        logger.warning("cannot compute the start offset of %s: %s", mq, e)
-        return None
-
-
 def to_millis(value: int | float | datetime | None, default_ago: float = 1800.0) -> int:
     """A timestamp in ms from ms, a datetime, or None (``default_ago`` seconds ago, Java's half hour)."""
     if value is None:
@@ -178,32 +148,3 @@ def to_millis(value: int | float | datetime | None, default_ago: float = 1800.0)
 def retry_subscription(group: str) -> SubscriptionEntry:
     """The ``%RETRY%<group>`` subscription of every clustering push consumer (``*``)."""
     return SubscriptionEntry.create(retry_topic(group), "*")
-
-
-async def start_offset(
-    conn_for: Connection,
-    store: OffsetStore,
-    mq: MessageQueue,
-    consume_from: ConsumeFrom,
-    timestamp_ms: int,
-    timeout: float = 3.0,
-) -> int:
-    """Where to start on a newly owned queue (Java ``RebalancePushImpl.computePullFromWhere``).
-
-    The stored offset if there is one; else (broker answered QUERY_NOT_FOUND) LAST -> the queue's max offset
-    (retry topics: 0), FIRST -> 0, TIMESTAMP -> the offset stored nearest the timestamp (retry topics: max).
-    Transport errors propagate: the queue is left for the next rebalance round.
-    """
-    offset = await store.read_store(mq)
-    if offset >= 0:
-        return offset
-    is_retry = is_retry_topic(mq.topic)
-    if consume_from is ConsumeFrom.FIRST:
-        return 0
-    if consume_from is ConsumeFrom.LAST:
-        if is_retry:
-            return 0
-        return await api.queue_offset(conn_for, RequestCode.GET_MAX_OFFSET, mq.topic, mq.queue_id, timeout)
-    if is_retry:
-        return await api.queue_offset(conn_for, RequestCode.GET_MAX_OFFSET, mq.topic, mq.queue_id, timeout)
-    return await api.search_offset(conn_for, mq.topic, mq.queue_id, timestamp_ms, timeout)

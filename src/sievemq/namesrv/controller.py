@@ -41,7 +41,7 @@ class NamesrvController:
         return f"{self.config.listen_host}:{self.server.port}"
 
     def _on_close(self, conn: Connection) -> None:
-        for addr in self.routes.connection_closed(id(conn)):
+        for addr in self.routes.connection_closed(id(conn), time.monotonic()):
             log.info("broker %s dropped: its connection closed", addr)
 
     async def _scan_loop(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from sievemq.namesrv.departures import describe
 from sievemq.namesrv.routes import RouteTable
 from sievemq.protocol.names import IllegalName
 from sievemq.protocol.reasons import REASON_FIELD, Reason
@@ -105,15 +106,21 @@ class NamesrvProcessors:
             require_str(f, "brokerAddr"),
             require_str(f, "brokerName"),
             int_or(f, "brokerId", 0),
+            now=time.monotonic(),
         )
         return cmd.response(ResponseCode.SUCCESS)
 
     async def get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """105 GET_ROUTEINFO_BY_TOPIC: TopicRouteData JSON, or TOPIC_NOT_EXIST."""
+        """105 GET_ROUTEINFO_BY_TOPIC: TopicRouteData JSON, or TOPIC_NOT_EXIST (reason ``BROKER_GONE`` and the
+        departed brokers named when the topic's brokers all left)."""
         topic = require_str(cmd.ext_fields, "topic")
         route = self.routes.route(topic)
         if route is None:
             self.routes_missing += 1
+            gone = self.routes.departures.of_topic(topic)
+            if gone:
+                remark = describe(topic, gone, time.monotonic())
+                return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark, {REASON_FIELD: Reason.BROKER_GONE})
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
             )

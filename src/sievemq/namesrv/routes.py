@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sievemq.namesrv.departures import Departures
 from sievemq.protocol.route import BrokerData, QueueData, TopicConfig, TopicRouteData
 
 
@@ -33,13 +34,15 @@ class RegisterResult:
 
 @dataclass
 class RouteTable:
-    """Topic -> queues per broker, broker name -> addresses, cluster -> broker names, liveness, filter servers."""
+    """Topic -> queues per broker, broker name -> addresses, cluster -> broker names, liveness, filter servers, and
+    the brokers that left (``departures``: what a route query of their topics is told)."""
 
     topic_queues: dict[str, dict[str, QueueData]] = field(default_factory=dict)
     brokers: dict[str, BrokerData] = field(default_factory=dict)
     clusters: dict[str, set[str]] = field(default_factory=dict)
     live: dict[str, BrokerLive] = field(default_factory=dict)
     filter_servers: dict[str, list[str]] = field(default_factory=dict)
+    departures: Departures = field(default_factory=Departures)
 
     def register_broker(
         self,
@@ -56,6 +59,7 @@ class RouteTable:
     ) -> RegisterResult:
         """Record a broker registration; returns the master/HA addresses for a slave."""
         self.clusters.setdefault(cluster, set()).add(broker_name)
+        self.departures.returned(broker_name)
         bd = self.brokers.get(broker_name)
         first = bd is None
         if bd is None:
@@ -100,8 +104,18 @@ class RouteTable:
         if not queues:
             del self.topic_queues[topic]
 
-    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
-        """Forget one broker address; a broker name with no address left loses its queues too."""
+    def unregister_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        *,
+        why: str = "it stopped (it unregistered)",
+        now: float = 0.0,
+    ) -> None:
+        """Forget one broker address; a broker name with no address left loses its queues too, and is remembered as
+        departed (``why`` it left, at ``now``) for the topics it served."""
         self.live.pop(broker_addr, None)
         self.filter_servers.pop(broker_addr, None)
         bd = self.brokers.get(broker_name)
@@ -113,6 +127,9 @@ class RouteTable:
                     if addr == broker_addr:
                         del bd.broker_addrs[bid]
             if not bd.broker_addrs:
+                served = [t for t, queues in self.topic_queues.items() if broker_name in queues]
+                if served:
+                    self.departures.record(broker_name, cluster or bd.cluster, [broker_addr], served, why, now)
                 del self.brokers[broker_name]
                 names = self.clusters.get(cluster or bd.cluster)
                 if names is not None:
@@ -122,11 +139,11 @@ class RouteTable:
                 for topic in list(self.topic_queues):
                     self._remove_topic_of_broker(topic, broker_name)
 
-    def _forget_addr(self, broker_addr: str) -> None:
+    def _forget_addr(self, broker_addr: str, why: str, now: float) -> None:
         for name, bd in list(self.brokers.items()):
             for bid, addr in list(bd.broker_addrs.items()):
                 if addr == broker_addr:
-                    self.unregister_broker(bd.cluster, broker_addr, name, bid)
+                    self.unregister_broker(bd.cluster, broker_addr, name, bid, why=why, now=now)
                     return
         self.live.pop(broker_addr, None)
         self.filter_servers.pop(broker_addr, None)
@@ -135,14 +152,14 @@ class RouteTable:
         """Drop brokers not heard from for ``max_silence`` seconds; returns their addresses."""
         dead = [addr for addr, lv in self.live.items() if now - lv.last_update > max_silence]
         for addr in dead:
-            self._forget_addr(addr)
+            self._forget_addr(addr, f"it had not registered for {max_silence:.0f} s", now)
         return dead
 
-    def connection_closed(self, conn_id: int) -> list[str]:
+    def connection_closed(self, conn_id: int, now: float = 0.0) -> list[str]:
         """Drop brokers whose registration came over the connection that closed."""
         dead = [addr for addr, lv in self.live.items() if lv.conn_id == conn_id]
         for addr in dead:
-            self._forget_addr(addr)
+            self._forget_addr(addr, "its connection closed (stopped, crashed or cut off)", now)
         return dead
 
     def route(self, topic: str) -> TopicRouteData | None:
@@ -170,6 +187,7 @@ class RouteTable:
     def delete_topic(self, topic: str) -> None:
         """Remove a topic from every broker's routes."""
         self.topic_queues.pop(topic, None)
+        self.departures.forget_topic(topic)
 
     def topic_list(self) -> list[str]:
         """Every topic some broker holds."""

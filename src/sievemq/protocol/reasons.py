@@ -89,6 +89,9 @@ class Reason(StrEnum):
     TOO_MANY_TIMERS = "TOO_MANY_TIMERS"
     """The broker holds ``timerMaxPending`` timer messages waiting (code 2 SYSTEM_BUSY): the message was not
     stored. Retry later, or send it nearer its time."""
+    BROKER_GONE = "BROKER_GONE"
+    """A name server knows no route for the topic because every broker that served it left (stopped, crashed, or
+    went silent) (code 17 TOPIC_NOT_EXIST); the remark names them and when they left. Start the broker again."""
     RECEIPT_HANDLE_INVALID = "RECEIPT_HANDLE_INVALID"
     """A POP receipt handle is not one this broker made (malformed, or of another broker); nothing was done."""
     GROUP_NOT_FOUND = "GROUP_NOT_FOUND"

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sievemq.broker.config_files import ConfigWriter
+from sievemq.broker.offset_rules import UnknownOffset, answers_zero
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import require_int, require_str
+from sievemq.remoting.headers import get_bool, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
 
@@ -20,12 +21,16 @@ class OffsetProcessor:
     """Consumer offsets and queue offset queries.
 
     ``sync_flush``: a commit that waits for its answer is on disk when answered (``writer`` writes it).
+    ``new_group_starts_at_end`` and ``memory_limit``: what a group without a committed offset is told
+    (``broker/offset_rules.py``).
     """
 
     offsets: ConsumerOffsetManager
     store: MessageStore
     writer: ConfigWriter
     sync_flush: bool = False
+    new_group_starts_at_end: bool = False
+    memory_limit: int = 1 << 62
 
     def register(self, table: ProcessorTable) -> None:
         """Put the offset codes into ``table``."""
@@ -37,13 +42,20 @@ class OffsetProcessor:
         table.register(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_store_time)
 
     async def query_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """14: the committed offset; 0 for a new group while the queue still starts at 0; else QUERY_NOT_FOUND."""
+        """14: the committed offset; without one, 0 or QUERY_NOT_FOUND (``broker/offset_rules.py``)."""
         f = cmd.ext_fields
         group, topic, qid = require_str(f, "consumerGroup"), require_str(f, "topic"), require_int(f, "queueId")
         offset = self.offsets.query(group, topic, qid)
         if offset >= 0:
             return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
-        if self.store.get_min_offset(topic, qid) <= 0:
+        head = self.store.read_cq_entries(topic, qid, 0, 1)
+        facts = UnknownOffset(
+            zero_if_not_found=get_bool(f, "setZeroIfNotFound", True),
+            group_knows_topic=self.offsets.knows(group, topic),
+            min_offset=self.store.get_min_offset(topic, qid),
+            head_lag=self.store.max_phy_offset - head[0][0] if head and head[0][0] >= 0 else None,
+        )
+        if answers_zero(facts, new_group_starts_at_end=self.new_group_starts_at_end, memory_limit=self.memory_limit):
             return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
         return cmd.response(
             ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"

@@ -71,14 +71,17 @@ class PullSettings:
     group to its ``whichBrokerWhenConsumeSlowly``; None: every answer suggests the master."""
 
 
-def slave_read_limit(enabled: bool, ratio_percent: int, memory: int | None = None) -> int | None:
-    """``PullSettings.slave_read_bytes``: ``ratio_percent`` of ``memory`` (this machine's, by default) when
-    ``slaveReadEnable``, else None (RocketMQ's ``accessMessageInMemoryMaxRatio``)."""
-    if not enabled:
-        return None
+def memory_share(ratio_percent: int, memory: int | None = None) -> int:
+    """``ratio_percent`` of ``memory`` (this machine's, by default): the bytes behind the commit log's end that count
+    as "in memory" (RocketMQ's ``accessMessageInMemoryMaxRatio``)."""
     if memory is None:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return memory * ratio_percent // 100
+
+
+def slave_read_limit(enabled: bool, ratio_percent: int, memory: int | None = None) -> int | None:
+    """``PullSettings.slave_read_bytes``: ``memory_share`` when ``slaveReadEnable``, else None."""
+    return memory_share(ratio_percent, memory) if enabled else None
 
 
 @dataclass

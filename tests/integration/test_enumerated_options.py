@@ -1,0 +1,101 @@
+"""Every option with a fixed set of values refuses anything else, before the command does anything (real processes).
+
+Two kinds: settings of a role whose type lists its words (``Literal``: ``flushDiskType``, ``brokerRole``,
+``tlsMode`` ...), or whose format is a list of known words (``sandboxSkip``), checked by the config loader with one
+line naming the key and what is allowed; and click options of a fixed choice (``--log-level``, ``dev --flush``,
+``consume --from`` ...), found by walking every command, so a new one is covered as soon as it is added.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from sievemq.cli import main
+from sievemq.config import BrokerConfig, NamesrvConfig, specs
+from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.proxy.config import ProxyConfig
+
+ROLES: list[tuple[str, type[Any]]] = [
+    ("namesrv", NamesrvConfig),
+    ("broker", BrokerConfig),
+    ("filtersrv", FiltersrvConfig),
+    ("proxy", ProxyConfig),
+]
+WORD_LISTS = [("filtersrv", "sandbox_skip")]
+"""Settings whose format is a list of known words (no ``Literal`` type to find them by)."""
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIEVEMQ_")}
+    return subprocess.run([sys.executable, "-m", "sievemq.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def _enumerated_settings() -> list[tuple[str, str, str]]:
+    out = []
+    for role, cls in ROLES:
+        for spec in specs(cls):
+            if spec.choices or (role, spec.name) in WORD_LISTS:
+                out.append((role, "--" + spec.name.replace("_", "-"), spec.key))
+    return out
+
+
+def _choice_options() -> list[tuple[list[str], str, list[str]]]:
+    """(command path with placeholder arguments, option, its choices) for every click.Choice option of every
+    command, ``sievemq``'s own included."""
+    out: list[tuple[list[str], str, list[str]]] = []
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        needed: list[str] = []
+        for p in cmd.params:  # placeholders for required arguments and options: the choice is checked first
+            if isinstance(p, click.Argument):
+                needed.append("X")
+            elif p.required and isinstance(p, click.Option):
+                needed += [p.opts[0], "X"]
+        for p in cmd.params:
+            if isinstance(p, click.Option) and isinstance(p.type, click.Choice):
+                out.append(([*path, *needed], p.opts[-1], [str(c) for c in p.type.choices]))
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+
+    walk(main, [])
+    return out
+
+
+def test_the_lists_are_not_empty() -> None:
+    settings = {(role, key) for role, _, key in _enumerated_settings()}
+    assert {("broker", "flushDiskType"), ("broker", "brokerRole"), ("namesrv", "tlsMode"),
+            ("proxy", "tlsMode"), ("filtersrv", "sandboxRequire")} <= settings, settings  # fmt: skip
+    options = {opt for _, opt, _ in _choice_options()}
+    assert {"--log-level", "--flush", "--tls-mode", "--from"} <= options, options
+
+
+@pytest.mark.parametrize(("role", "flag", "key"), _enumerated_settings())
+def test_a_setting_refuses_an_unknown_word(tmp_path: Path, role: str, flag: str, key: str) -> None:
+    res = run_cli(tmp_path, role, flag, "BOGUS")
+    assert res.returncode == 1 and not res.stdout, (res.returncode, res.stdout, res.stderr)
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"Error: invalid {key} 'BOGUS' (from the command line): expected "), line
+    assert list(tmp_path.iterdir()) == [], "a refused role creates nothing"
+
+
+@pytest.mark.parametrize(("path", "option", "choices"), _choice_options(), ids=lambda v: str(v))
+def test_a_choice_option_refuses_an_unknown_value(
+    tmp_path: Path, path: list[str], option: str, choices: list[str]
+) -> None:
+    # an option of `sievemq` itself goes before a command (one that needs nothing)
+    args = [*path, option, "BOGUS"] if path else [option, "BOGUS", "config-reference"]
+    res = run_cli(tmp_path, *args)
+    assert res.returncode == 2 and not res.stdout, (args, res.returncode, res.stdout, res.stderr)
+    assert f"Invalid value for '{option}'" in res.stderr and "BOGUS" in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []
+    ok = run_cli(tmp_path, *[a if a != "BOGUS" else choices[0].upper() for a in args], "--help")
+    assert ok.returncode == 0, f"{choices[0].upper()} (any letter case) is accepted: {ok.stderr}"

@@ -1,0 +1,236 @@
+"""Every ```python block of the README runs as printed, against a real ``sievemq dev`` (issue 16.6).
+
+The blocks are found anew on every run, so a section someone adds is checked too. They run in README order, one
+process each, with their addresses as printed (``127.0.0.1:9876``, ``10911``, ``8081``): ``sievemq dev`` runs on
+those default ports inside a network namespace of this test (only a loopback), so nothing else on the machine is
+touched. Where namespaces cannot be made (not root), the test runs on the machine's own loopback if those ports are
+free, else it is skipped with the reason.
+
+Blocks that import RocketMQ's clients run with that client's interpreter from the interop install
+(``rocketmq.client``: the C++ core, rocketmq-client-python; ``rocketmq``: the 5.x client). What else a block needs
+is declared by an HTML comment right before it, one of:
+
+- ``<!-- readme-test: file PATH -->``: the block is a module, written to PATH in the folder the filter servers
+  import from (``--filter-paths``) and checked to compile;
+- ``<!-- readme-test: run sievemq ARGS -->``: a command to run before the block;
+- ``<!-- readme-test: needs NAME -->``: a setting of the test's server, one of ``PROVIDED``;
+- ``<!-- readme-test: skip REASON -->``: not run (reported as skipped, with the reason).
+"""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.interop.clients import ensure_clients_installed, interop_dir
+from tests.support.netns import NoNamespaces, loopback_only
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+DEFAULT_PORTS = (9876, 10911, 8081)
+BLOCK_TIMEOUT = 120.0
+UPLOAD_ACCOUNT, UPLOAD_SECRET = "shop-team", "readme-upload-secret"
+PROVIDED = {
+    "uploads": f"filter servers that take uploaded functions from account {UPLOAD_ACCOUNT} "
+    "(secret in $SHOP_FILTER_SECRET)",
+}
+"""What the test's ``sievemq dev`` is set up with, for ``needs`` markers."""
+INTERPRETERS = {"rmqcp": "venv-rmqcp", "rmq5": "venv-rmq5"}
+_MARKER = re.compile(r"^<!--\s*readme-test:\s*(file|run|needs|skip)\s+(.*?)\s*-->$")
+
+
+@dataclass
+class Block:
+    """One ```python block: where it starts (1-based line of the fence), its code, the markers before it."""
+
+    line: int
+    code: str
+    markers: list[tuple[str, str]] = field(default_factory=list)
+
+    def marked(self, kind: str) -> list[str]:
+        return [v for k, v in self.markers if k == kind]
+
+    @property
+    def client(self) -> str | None:
+        """The third-party client whose interpreter runs the block (None: sievemq's)."""
+        if re.search(r"^\s*(from|import)\s+rocketmq\.client\b", self.code, re.M):
+            return "rmqcp"
+        if re.search(r"^\s*(from|import)\s+rocketmq\b", self.code, re.M):
+            return "rmq5"
+        return None
+
+
+def readme_blocks(text: str) -> list[Block]:
+    """The ```python blocks of ``text`` with the ``readme-test`` markers on the lines right before each."""
+    lines = text.splitlines()
+    out: list[Block] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            markers: list[tuple[str, str]] = []
+            j = i - 1
+            while j >= 0 and (m := _MARKER.match(lines[j].strip())):
+                markers.insert(0, (m.group(1), m.group(2)))
+                j -= 1
+            end = next(k for k in range(i + 1, len(lines)) if lines[k].strip() == "```")
+            out.append(Block(i + 1, "\n".join(lines[i + 1 : end]) + "\n", markers))
+            i = end
+        i += 1
+    return out
+
+
+def _unknown_markers(text: str) -> list[str]:
+    return [
+        line for line in text.splitlines() if "readme-test" in line and not _MARKER.match(line.strip())
+    ]
+
+
+BLOCKS = readme_blocks(README.read_text())
+
+
+# ------------------------------------------------------------------------------------------------ the server
+@dataclass
+class Env:
+    prefix: list[str]
+    """Runs a command inside the test's network namespace ([] on the machine's loopback)."""
+    work: Path
+    """The blocks' working folder; also the filter servers' --filter-paths."""
+    env: dict[str, str]
+
+
+def _ports_free() -> bool:
+    for port in DEFAULT_PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def namespace() -> Iterator[list[str]]:
+    """A command prefix running inside a fresh network namespace with only its loopback, removed at the end."""
+    try:
+        with loopback_only("rd") as prefix:
+            yield prefix
+    except NoNamespaces as e:
+        if not _ports_free():
+            pytest.skip(f"no network namespace ({e}) and ports {DEFAULT_PORTS} are taken here")
+        yield []
+
+
+def _wait_log(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text.encode() not in log.read_bytes():
+        assert proc.poll() is None, f"sievemq dev exited with {proc.returncode}:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"sievemq dev did not log {text!r} within {timeout} s:\n{log.read_text()}"
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def server(namespace: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """``sievemq dev`` on its default ports, with a filter server allowed ``shop.filters`` (from the blocks' folder)
+    and uploads from ``UPLOAD_ACCOUNT``."""
+    tmp = tmp_path_factory.mktemp("readme")
+    work, home = tmp / "work", tmp / "home"
+    work.mkdir()
+    home.mkdir()
+    for block in BLOCKS:
+        for path in block.marked("file"):
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(block.code)
+    (tmp / "filtersrv.toml").write_text(
+        f'clientUploadFilterEnable = true\nuploadAccounts = "{UPLOAD_ACCOUNT}"\nuploadSecret = "{UPLOAD_SECRET}"\n'
+        'sandboxRequire = "basic"\n'
+    )
+    (tmp / "broker.toml").write_text(f'filterServerConfig = "{tmp / "filtersrv.toml"}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIEVEMQ_")}
+    env.update(HOME=str(home), PYTHONUNBUFFERED="1", SHOP_FILTER_SECRET=UPLOAD_SECRET)
+    log = tmp / "dev.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*namespace, sys.executable, "-m", "sievemq.cli", "dev", "--data", str(tmp / "data"), "--config",
+             str(tmp / "broker.toml"), "--filter-modules", "shop.filters", "--filter-paths", str(work)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_log(log, "Press Ctrl-C to stop.", proc)
+        _wait_log(log, "filter server 127.0.0.1:", proc)  # registered with the broker: in the routes from now on
+        yield Env(namespace, work, env)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_block(srv: Env, block: Block) -> subprocess.CompletedProcess[str]:
+    """Run ``block`` as a program in the server's namespace with the interpreter its imports ask for."""
+    python = sys.executable
+    if block.client is not None:
+        python = str(interop_dir() / INTERPRETERS[block.client] / "bin" / "python")
+    script = srv.work / f"readme_line_{block.line}.py"
+    script.write_text(block.code)
+    try:
+        return subprocess.run([*srv.prefix, python, script.name], cwd=srv.work, env=srv.env, capture_output=True,
+                              text=True, timeout=BLOCK_TIMEOUT)  # fmt: skip
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(e.cmd, -9, str(e.stdout or ""), f"{e.stderr or ''}\n[timed out]")
+
+
+# ------------------------------------------------------------------------------------------------ the tests
+def test_the_readme_has_python_blocks_and_only_known_markers() -> None:
+    assert len(BLOCKS) >= 10, [b.line for b in BLOCKS]
+    assert not _unknown_markers(README.read_text()), "a readme-test marker this test does not understand"
+
+
+def _param(block: Block) -> object:
+    marks = [pytest.mark.interop] if block.client else []
+    return pytest.param(block, id=f"line{block.line}", marks=marks)
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
+def test_readme_python_block_runs_as_printed(server: Env, block: Block) -> None:
+    if block.marked("skip"):
+        pytest.skip(f"README line {block.line}: {block.marked('skip')[0]}")
+    for need in block.marked("needs"):
+        assert need in PROVIDED, (
+            f"README line {block.line} needs {need!r}, which this test does not provide ({sorted(PROVIDED)}): "
+            "provide it here, or mark the block with readme-test: skip and the reason"
+        )
+    if block.marked("file"):
+        py_compile.compile(str(server.work / block.marked("file")[0]), doraise=True)
+        return
+    if block.client is not None:
+        ensure_clients_installed()
+    for command in block.marked("run"):
+        words = command.split()
+        assert words[0] == "sievemq", f"README line {block.line}: only sievemq commands can be run first"
+        res = subprocess.run([*server.prefix, sys.executable, "-m", "sievemq.cli", *words[1:]], cwd=server.work,
+                             env=server.env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert res.returncode == 0, f"README line {block.line}: `{command}` failed:\n{res.stdout}{res.stderr}"
+    res = run_block(server, block)
+    assert res.returncode == 0, (
+        f"README line {block.line} ({block.client or 'sievemq'}) exited with {res.returncode}\n"
+        f"--- stdout\n{res.stdout[-5000:]}\n--- stderr\n{res.stderr[-5000:]}"
+    )
+
+
+def test_a_broken_block_fails(server: Env) -> None:
+    """The harness reports a block that raises (so the test above can fail)."""
+    res = run_block(server, Block(0, "import sievemq\nraise SystemExit('broken on purpose')\n"))
+    assert res.returncode == 1 and "broken on purpose" in res.stderr
