@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 
+import orjson
 import pytest
 
 from sievemq import Message, NoRouteError, Producer
@@ -129,3 +130,23 @@ async def test_dev_refuses_a_bad_filter_module_before_starting(tmp_path) -> None
         "Error: invalid filterModules 'not a module' (from the command line): expected dotted module names "
         "separated by commas (shop.filters), or empty"
     ), err
+
+
+async def test_consume_with_a_count_leaves_what_it_did_not_print_to_the_group(cluster: Cluster) -> None:
+    """``consume --count N`` of a group commits exactly the N messages it printed: the next run of the group goes on
+    from there (the messages pulled past the count were committed unseen before)."""
+    dev = cluster.dev()
+    ns = str(dev.extra["namesrv"])
+    rc, _, err = await run_cli("topic", "create", "CountT", "-n", ns, "-q", "1")
+    assert rc == 0, err
+    rc, _, err = await run_cli("produce", "CountT", "-n", ns, "-c", "20", "-b", "m", "-q")
+    assert rc == 0, err
+    seen: list[int] = []
+    for count in (5, 15):
+        rc, out, err = await run_cli("consume", "CountT", "-n", ns, "-g", "CountG", "--from", "first", "--count",
+                                     str(count), "--json", timeout=60)  # fmt: skip
+        assert rc == 0, err
+        lines = [line for line in out.splitlines() if line.strip()]
+        assert len(lines) == count, out
+        seen += [int(orjson.loads(line)["queueOffset"]) for line in lines]
+    assert seen == list(range(20)), f"the two runs of the group saw {seen}"

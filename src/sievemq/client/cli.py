@@ -258,6 +258,7 @@ def consume(
             consume_from=from_,
             broadcasting=broadcast,
             concurrency=1,
+            consume_batch_size=1,  # the listener below decides message by message
             rebalance_interval=5.0,
             access_key=ak,
             secret_key=sk,
@@ -268,10 +269,13 @@ def consume(
         @consumer.listener
         async def show(msgs: list[MessageExt]) -> ConsumeResult:
             nonlocal printed, last
+            if count and printed >= count:
+                # Past the count (one message per call): leave it unconsumed. Neither an ack (the group would never
+                # see it) nor a failure (it would be sent back): the abandoned call keeps the message out of the
+                # offset the consumer commits when it closes, so the group's next run starts at it.
+                done.set()
+                raise asyncio.CancelledError
             for m in msgs:
-                if count and printed >= count:
-                    done.set()
-                    return ConsumeResult.SUCCESS
                 click.echo(orjson.dumps(_message_json(m)).decode() if as_json else _message_line(m))
                 printed += 1
                 last = time.monotonic()
