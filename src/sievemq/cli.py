@@ -139,15 +139,14 @@ def dev(
         except Exception:
             await ns.stop()
             raise
-        proxy = await _dev_proxy(ns.addr, host, br_cfg.broker_ip, grpc_port) if grpc_port and tls is None else None
+        proxy_tls = tls.proxy() if tls is not None else {}
+        proxy = await _dev_proxy(ns.addr, host, br_cfg.broker_ip, grpc_port, proxy_tls) if grpc_port else None
         http = await _dev_http(ns, broker, proxy, host, http_port)
         click.echo(f"sievemq {__version__} dev")
         click.echo(f"  name server  {ns.addr}")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
         if proxy is not None:
-            click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients)")
-        elif grpc_port and tls is not None:
-            click.echo("  gRPC proxy   off with --tls (the proxy has no TLS yet)")
+            click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients{', TLS only' if tls else ''})")
         if http is not None:
             click.echo(f"  metrics      {http.url}/metrics  (Prometheus; {http.url}/healthz)")
         click.echo(f"  data         {br_cfg.store_path_root_dir}")
@@ -176,12 +175,14 @@ def _dev_filter_args(modules: str | None, paths: str | None) -> list[str]:
     return args + (["--filter-paths", paths] if paths else [])
 
 
-async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int) -> Any:
-    """The dev command's gRPC proxy, or None (with a warning) when its port is taken."""
+async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int, tls: dict[str, Any]) -> Any:
+    """The dev command's gRPC proxy (with ``tls``, the TLS settings of ``dev --tls``), or None (with a warning) when
+    its port is taken."""
     from sievemq.proxy.server import ProxyServer
 
     cfg = load_config(ProxyConfig, None, overrides={"namesrv_addr": namesrv, "listen_host": host,
-                                                    "listen_port": port, "advertised_ip": advertised_ip})  # fmt: skip
+                                                    "listen_port": port, "advertised_ip": advertised_ip,
+                                                    **tls})  # fmt: skip
     proxy = ProxyServer(cfg)
     try:
         await proxy.start()

@@ -152,6 +152,17 @@ class DevTls:
             "tls_client_auth_server": self.generated,
         }
 
+    def proxy(self) -> dict[str, Any]:
+        """The gRPC proxy's: TLS only on its port (gRPC has no permissive mode), with the same certificate, and TLS
+        to the name server and broker of the same process."""
+        return {
+            **self.namesrv(),
+            "tls_mode": "enforcing",
+            "tls_client_enable": True,
+            "tls_client_trust_cert_path": str(self.cert),
+            "tls_client_auth_server": self.generated,
+        }
+
     def connect_lines(self, namesrv_addr: str) -> list[str]:
         """How to connect, for the banner."""
         ca = f" --tls-ca {self.cert}" if self.generated else ""

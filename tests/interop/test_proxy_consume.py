@@ -6,6 +6,7 @@ back; subscription consistency holds for 5.x groups; messages of 4.x producers r
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -282,3 +283,27 @@ def test_a_push_consumers_slow_listener_keeps_its_message_invisible(cluster: tup
         assert [e["attempt"] for e in c.of("received")] == [1], f"renewed, not delivered again: {c.describe()}"
     finally:
         assert short.stop() == 0, short.log()
+
+
+def test_sievemq_dev_with_tls_serves_5x_clients_over_tls(tmp_path: Path, interop_clients: Path) -> None:
+    """``sievemq dev --tls``: its gRPC proxy serves TLS with dev's certificate and reaches the broker over TLS (the
+    broker refuses plain TCP), so a 5.x client trusting that certificate produces and consumes."""
+    dev = dev_proc(tmp_path, "--tls").start()
+    try:
+        banner = re.search(r"--tls-ca (\S+)", dev.log())
+        assert banner is not None and "TLS only" in dev.log(), dev.log()
+        env = {"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": banner.group(1)}
+        grpc_addr = str(dev.extra["grpc"])
+        topic = unique_name("DevTls5")
+        create = ["topic", "create", topic, "-n", ns(dev), "-q", "1", "--tls", "--tls-ca", banner.group(1)]
+        out = subprocess.run([sys.executable, "-m", "sievemq.cli", *create], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        c = start_driver("rmq5", ["simple-consume", "--endpoints", grpc_addr, "--topic", topic, "--group",
+                                  unique_name("G5"), "--count", "2", "--timeout", "40", "--tls"], env=env)  # fmt: skip
+        c.wait_for("ready", timeout=90)
+        res = run_driver("rmq5", ["produce", "--endpoints", grpc_addr, "--topic", topic, "--count", "2", "--tls"],
+                         timeout=120, env=env)  # fmt: skip
+        assert res.returncode == 0, f"{res.describe()}\n{dev.log()[-3000:]}"
+        assert c.wait(timeout=60) == 0, c.describe()
+    finally:
+        assert dev.stop() == 0, dev.log()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sievemq.config import check_fields, setting
 from sievemq.config_rules import ADVERTISED_IP, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, split_addrs
@@ -95,6 +95,23 @@ class ProxyConfig:
     tls_server_trust_cert_path: str = setting(
         "PEM certificates trusted to sign client certificates (needed with tlsServerAuthClient)", "", fmt=EXISTING_FILE
     )
+    tls_client_enable: bool = setting(
+        "TLS for the proxy's own connections to name servers and brokers (theirs must have tlsMode permissive or "
+        "enforcing)",
+        False,
+    )
+    tls_client_trust_cert_path: str = setting(
+        "PEM certificates trusted to sign the name servers' and brokers' certificates (empty: the system's)", "",
+        fmt=EXISTING_FILE,
+    )  # fmt: skip
+    tls_client_auth_server: bool = setting(
+        "verify the name servers' and brokers' certificates and host names (false: any, for development only)", True
+    )
+    tls_client_cert_path: str = setting(
+        "PEM certificate the proxy presents to name servers and brokers that require one (empty: none)", "",
+        fmt=EXISTING_FILE,
+    )  # fmt: skip
+    tls_client_key_path: str = setting("PEM private key of tlsClientCertPath, unencrypted", "", fmt=EXISTING_FILE)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -109,6 +126,14 @@ class ProxyConfig:
         if self.tls_server_auth_client and not self.tls_server_trust_cert_path:
             raise ConfigError("tlsServerAuthClient needs tlsServerTrustCertPath", key="tlsServerAuthClient",
                               value="true")  # fmt: skip
+
+    def client_tls(self) -> dict[str, Any]:
+        """The TLS keyword arguments of the proxy's 4.x clients (empty: plain TCP)."""
+        if not self.tls_client_enable:
+            return {}
+        return {"tls": True, "tls_ca_file": self.tls_client_trust_cert_path or None,
+                "tls_cert_file": self.tls_client_cert_path or None, "tls_key_file": self.tls_client_key_path or None,
+                "tls_verify": self.tls_client_auth_server}  # fmt: skip
 
     def namesrv_list(self) -> list[str]:
         """Name server addresses."""

@@ -27,9 +27,10 @@ class ProxyServer:
         self.config = config
         timeout = config.request_timeout_seconds
         ak, sk = config.acl_access_key, config.acl_secret_key
+        tls = config.client_tls()
         self.producer = Producer(config.namesrv_list(), PROXY_PRODUCER_GROUP, send_timeout=timeout,
-                                 request_timeout=timeout, access_key=ak, secret_key=sk)  # fmt: skip
-        self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout, ak, sk)
+                                 request_timeout=timeout, access_key=ak, secret_key=sk, **tls)  # fmt: skip
+        self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout, ak, sk, tls)
         self.transactions = ProxyTransactions(self.tx_producer, timeout)
         self.acl = AclInterceptor(AclFile(config.acl_file), config.acl_max_clock_skew_seconds) if config.acl_enable \
             else None  # fmt: skip

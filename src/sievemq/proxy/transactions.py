@@ -19,6 +19,7 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from sievemq.client import api
 from sievemq.client.message import SendStatus
@@ -82,16 +83,21 @@ class ProxyTransactions:
 
     @staticmethod
     def make_producer(
-        namesrv: list[str], timeout: float, access_key: str = "", secret_key: str = ""
+        namesrv: list[str],
+        timeout: float,
+        access_key: str = "",
+        secret_key: str = "",
+        tls: dict[str, Any] | None = None,
     ) -> TransactionProducer:
         """The proxy's 4.x transaction producer (its check listener is bound by ``ProxyTransactions``), signing
-        with the proxy's account when given."""
+        with the proxy's account when given, over TLS with ``tls`` (``ProxyConfig.client_tls``)."""
 
         async def unset(msg: MessageExt) -> TransactionState:
             return TransactionState.UNKNOWN
 
         return TransactionProducer(namesrv, PROXY_TX_GROUP, check_listener=unset, send_timeout=timeout,
-                                   request_timeout=timeout, access_key=access_key, secret_key=secret_key)  # fmt: skip
+                                   request_timeout=timeout, access_key=access_key, secret_key=secret_key,
+                                   **(tls or {}))  # fmt: skip
 
     def bind(self) -> None:
         """Route the broker's check-backs to the 5.x producers."""
