@@ -29,7 +29,8 @@ function h(tag, props, ...children) {
   return el;
 }
 
-function append(el, children) {
+// Append children (nodes, strings, numbers, arrays of them; null and false are skipped) as nodes and text.
+function append(el, ...children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));

@@ -213,6 +213,13 @@ function toMs(value, fallback) {
   return isNaN(t) ? value : String(t);
 }
 
+// A time parameter (epoch ms or a local date and time) as a Date, else ``fallback``.
+function fromMs(value, fallback) {
+  if (!value) return fallback;
+  const d = /^[0-9]+$/.test(value) ? new Date(Number(value)) : new Date(value);
+  return isNaN(d.getTime()) ? fallback : d;
+}
+
 function messageTable(messages) {
   return ui.table(["Stored", "Topic", "Broker", "Queue", "Offset", "Message id", "Tags", "Keys", "Body"],
     messages.map((m) => [fmt.time(m.storeTimestamp), m.topic, m.brokerName, m.queueId, m.queueOffset,
@@ -232,8 +239,10 @@ views.messages = async (p) => {
     searchForm("key", p, "By key", [field("Topic", input("topic", mode === "key" ? p : new URLSearchParams(), "topic", {required: true})),
       field("Key", input("key", p, "order-42", {required: true}))]),
     searchForm("time", p, "By time range", [field("Topic", input("topic", mode === "time" || !mode ? p : new URLSearchParams(), "topic", {required: true})),
-      field("From", input("begin", p.get("begin") ? p : new URLSearchParams({begin: local(hourAgo)}), "", {type: "datetime-local", step: "1"})),
-      field("To", input("end", p.get("end") ? p : new URLSearchParams({end: local(now)}), "", {type: "datetime-local", step: "1"}))],
+      h("div", {class: "row"},
+        field("From", input("begin", new URLSearchParams({begin: local(fromMs(p.get("begin"), hourAgo))}), "", {type: "datetime-local", step: "1"})),
+        field("To", input("end", new URLSearchParams({end: local(fromMs(p.get("end"), now))}), "", {type: "datetime-local", step: "1"}))),
+      field("At most", input("limit", p.get("limit") ? p : new URLSearchParams({limit: "100"}), "", {type: "number", min: "1", max: "500"}))],
       "Reads the stored messages without a consumer group: nothing is consumed."));
   const node = h("div", {}, h("h1", {}, "Messages"), forms);
   if (!["id", "key", "time"].includes(mode) || (mode === "time" && !p.get("topic"))) return {node, refresh: false};
@@ -243,7 +252,8 @@ views.messages = async (p) => {
     let r;
     if (mode === "id") r = await api("messages/by-id", {id: p.get("id"), topic: p.get("topic")});
     else if (mode === "key") r = await api("messages/by-key", {topic: p.get("topic"), key: p.get("key")});
-    else r = await api("messages/by-time", {topic: p.get("topic"), begin: toMs(p.get("begin"), hourAgo), end: toMs(p.get("end"), now)});
+    else r = await api("messages/by-time", {topic: p.get("topic"), begin: toMs(p.get("begin"), hourAgo), end: toMs(p.get("end"), now),
+      limit: p.get("limit")});
     append(results, [h("p", {class: "muted"}, `${r.messages.length} message(s)`), (r.notes || []).map((n) => h("p", {class: "muted"}, n)),
       ui.errors(r.errors), messageTable(r.messages)]);
   } catch (e) {
