@@ -33,8 +33,8 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str, tuple[str, ...]]]:
     now = int(time.time() * 1000)
     by_time = urllib.parse.urlencode({"mode": "time", "topic": "orders", "begin": now - 3_600_000, "end": now + 60_000,
                                       "limit": 12})  # fmt: skip
-    explain = urllib.parse.urlencode({"topic": "orders", "type": "SQL92", "expression": "region = 'eu' AND amount > 100",
-                                      "group": "shipping"})  # fmt: skip
+    explain = urllib.parse.urlencode({"topic": "orders", "type": "SQL92", "group": "shipping",
+                                      "expression": "region = 'eu' AND amount > 100"})  # fmt: skip
     return [
         ("cluster", "#/cluster", ("broker-a", "ASYNC_MASTER")),
         ("topics", "#/topics", ("orders", "payments", "audit-log", "/s")),

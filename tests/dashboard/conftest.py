@@ -93,8 +93,12 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Board]:
 
 
 @pytest.fixture(autouse=True)
-def _logs_on_failure(request: pytest.FixtureRequest, board: Board) -> None:
-    """A failed test gets the tail of the module's ``sievemq dev`` log (tests/integration/conftest.py's hook)."""
+def _logs_on_failure(request: pytest.FixtureRequest) -> None:
+    """A failed test that uses ``board`` gets the tail of the module's ``sievemq dev`` log (tests/integration/
+    conftest.py's hook)."""
+    if "board" not in request.fixturenames:
+        return
+    board: Board = request.getfixturevalue("board")
     holder = Cluster(board.dev.log_path.parent)
     holder.procs.append(board.dev)
     request.node.stash[_CLUSTER_KEY] = holder

@@ -91,8 +91,9 @@ async def load(namesrv: str) -> Sample:
             r = await producer.send(order(i))
             sample.order_ids[f"order-{i}"] = r.msg_id
         for i in range(PAYMENTS):
-            await producer.send(Message("payments", f"payment {i}".encode(), tags="Card" if i % 3 else "Wire",
-                                        keys=[f"pay-{i}"], properties={"currency": "EUR" if i % 2 else "USD"}))  # fmt: skip
+            payment = Message("payments", f"payment {i}".encode(), tags="Card" if i % 3 else "Wire", keys=[f"pay-{i}"],
+                              properties={"currency": "EUR" if i % 2 else "USD"})  # fmt: skip
+            await producer.send(payment)
         for i in range(AUDITS):
             await producer.send(Message("audit-log", bytes([0, 159, 146, 150, i]), tags="Audit"))
         await _consumer(namesrv, "shipping", "region = 'eu'", True, eu_orders(ORDERS), stop=True)

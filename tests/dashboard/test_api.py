@@ -80,7 +80,8 @@ def test_topics(board: Board) -> None:
     t = ok(board.api("topics"))
     rows = {r["topic"]: r for r in t["topics"]}
     assert set(rows) == {"orders", "payments", "audit-log"}, "system topics (retry, reply, TBW102) are left out"
-    for topic, n, queues in (("orders", ALL_ORDERS, 4), ("payments", sample.PAYMENTS, 2), ("audit-log", sample.AUDITS, 1)):
+    expected = (("orders", ALL_ORDERS, 4), ("payments", sample.PAYMENTS, 2), ("audit-log", sample.AUDITS, 1))
+    for topic, n, queues in expected:
         r = rows[topic]
         assert (r["messages"], r["putTotal"], r["queues"]) == (n, n, queues), r
         assert [(s["brokerName"], s["readQueueNums"], s["writeQueueNums"], s["messages"]) for s in r["brokers"]] == [

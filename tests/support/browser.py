@@ -56,7 +56,8 @@ def wait_text(driver: webdriver.Chrome, *texts: str, timeout: float = 30.0) -> s
                 return str(shown)
         time.sleep(0.1)
     missing = [t for t in texts if t not in shown]
-    raise AssertionError(f"{driver.current_url}: {missing} not shown within {timeout}s; the page shows:\n{shown[:3000]}")
+    raise AssertionError(f"{driver.current_url}: {missing} not shown within {timeout}s; the page shows:\n"
+                         f"{shown[:3000]}")  # fmt: skip
 
 
 def screenshot(driver: webdriver.Chrome, path: Path, min_height: int = 700) -> Path:
