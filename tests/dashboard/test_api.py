@@ -311,3 +311,18 @@ def test_standalone_dashboard_without_a_name_server_answers_502(tmp_path: Path, 
             assert "connection refused" in err["message"]
     finally:
         proc.stop()
+
+
+async def test_topic_stats_request_of_a_missing_topic(board: Board) -> None:
+    """GET_TOPIC_STATS_INFO (202) itself: a topic the broker does not have is TOPIC_NOT_EXIST."""
+    from sievemq.admin.api import AdminClient
+    from sievemq.protocol.admin_bodies import decode_topic_stats
+    from sievemq.remoting.codes import RequestCode, ResponseCode
+
+    async with AdminClient(board.namesrv) as admin:
+        missing = await admin.request(board.dev.addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": "no-such-topic"})
+        assert missing.code == ResponseCode.TOPIC_NOT_EXIST, missing.remark
+        found = await admin.request(board.dev.addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": "payments"})
+        table = decode_topic_stats(found.body)
+        assert [(k.topic, k.broker_name, k.queue_id) for k in table] == [("payments", "broker-a", q) for q in (0, 1)]
+        assert sum(v.max_offset - v.min_offset for v in table.values()) == sample.PAYMENTS
