@@ -147,7 +147,7 @@ views.group = async (p) => {
     ui.cards(
       ui.card("Lag", fmt.num(g.totals.lag), `${fmt.num(g.totals.queues)} queue(s) of ${fmt.num(g.totals.topics)} topic(s)`),
       ui.card("In flight", fmt.num(g.totals.inflight), "POP: handed out, not acked"),
-      ui.card("Members", fmt.num(g.members.length), `${fmt.type(g.consumeType)} · ${g.messageModel || "offline"}`),
+      ui.card("Members", fmt.num(g.members.length), g.members.length ? `${fmt.type(g.consumeType)} · ${g.messageModel}` : "offline"),
       ui.card("Last consumed", fmt.ago(g.totals.lastTimestamp), fmt.time(g.totals.lastTimestamp))),
     c.state === "inconsistent" ? h("div", {class: "alert error"}, h("strong", {}, "Inconsistent subscriptions: "),
       "these clients subscribe differently from the group and get no queues of those topics: ",
@@ -178,7 +178,7 @@ views.group = async (p) => {
 
 function filterCounts(counts) {
   return ui.table(["Broker", "Topic", "Expression", "Matched", "By tag hash", "By bitmap", "By evaluation", "Errors"],
-    counts.map(([broker, f]) => [broker, f.topic, h("code", {}, `${f.expressionType || "?"} ${f.expression || ""}`),
+    counts.map(([broker, f]) => [broker, f.topic, f.expression ? h("code", {}, `${f.expressionType || ""} ${f.expression}`) : "–",
       fmt.num(f.counts.matched), fmt.num(f.counts.filtered_by_tag), fmt.num(f.counts.filtered_by_bitmap),
       fmt.num(f.counts.filtered_by_evaluation), f.error ? ui.badge(f.error, "bad") : fmt.num(f.counts.evaluation_errors)]),
     {numeric: ["Matched", "By tag hash", "By bitmap", "By evaluation", "Errors"], empty: "no filter counts"});
@@ -239,9 +239,8 @@ views.messages = async (p) => {
     searchForm("key", p, "By key", [field("Topic", input("topic", mode === "key" ? p : new URLSearchParams(), "topic", {required: true})),
       field("Key", input("key", p, "order-42", {required: true}))]),
     searchForm("time", p, "By time range", [field("Topic", input("topic", mode === "time" || !mode ? p : new URLSearchParams(), "topic", {required: true})),
-      h("div", {class: "row"},
-        field("From", input("begin", new URLSearchParams({begin: local(fromMs(p.get("begin"), hourAgo))}), "", {type: "datetime-local", step: "1"})),
-        field("To", input("end", new URLSearchParams({end: local(fromMs(p.get("end"), now))}), "", {type: "datetime-local", step: "1"}))),
+      field("From", input("begin", new URLSearchParams({begin: local(fromMs(p.get("begin"), hourAgo))}), "", {type: "datetime-local", step: "1"})),
+      field("To", input("end", new URLSearchParams({end: local(fromMs(p.get("end"), now))}), "", {type: "datetime-local", step: "1"})),
       field("At most", input("limit", p.get("limit") ? p : new URLSearchParams({limit: "100"}), "", {type: "number", min: "1", max: "500"}))],
       "Reads the stored messages without a consumer group: nothing is consumed."));
   const node = h("div", {}, h("h1", {}, "Messages"), forms);
