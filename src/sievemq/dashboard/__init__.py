@@ -1,10 +1,7 @@
 """The dashboard: a read-only JSON API under ``/api/`` and a static page over it at ``/`` (docs/dashboard.md).
 
-``dashboard_routes(admin, settings)`` gives the routes to mount on a process's HTTP port (``sievemq dev``) or on
-the standalone ``sievemq dashboard`` process. Every request the API makes goes through the operator's admin API
-(``sievemq.admin``); the page is static HTML, JavaScript and CSS shipped in ``static/``.
+``app.dashboard_routes(data, listen_host)`` gives the routes to mount on a process's HTTP port; ``serve.Dashboard``
+builds them over an ``AdminClient`` (``sievemq dev`` and the standalone ``sievemq dashboard`` of ``cli.py``). Every
+request the API makes goes through the operator's admin API (``sievemq.admin``); the page is static HTML,
+JavaScript and CSS shipped in ``static/``. Nothing is imported here, so the CLI loads the settings alone.
 """
-
-from sievemq.dashboard.app import dashboard_routes
-
-__all__ = ["dashboard_routes"]

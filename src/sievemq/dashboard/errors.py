@@ -16,7 +16,7 @@ from sievemq.admin.errors import GroupNotFound, MessageNotFound, TopicNotFound
 from sievemq.errors import RemotingError, SieveError
 from sievemq.remoting.codes import ResponseCode
 
-__all__ = ["ApiError", "ApiReason", "error_of"]
+__all__ = ["ApiError", "ApiReason", "bad_parameter", "error_of"]
 
 
 class ApiReason(StrEnum):
