@@ -9,6 +9,12 @@ PY=${PYTHON:-python3}
 if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -q && apt-get install -y -q libseccomp2
 fi
+# The dashboard's browser tests (tests/dashboard/test_browser.py) drive Debian's chromium through its chromedriver;
+# without them those tests fail (they never skip).
+if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null; then
+  apt-get update -q && apt-get install -y -q chromium chromium-driver
+fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 # The compiled codec (setup.py builds it when a C compiler is there) must be in place here: the suite runs with it,
 # and tests/unit/test_accel.py compares it with the pure-Python reference.

@@ -12,6 +12,7 @@ import click
 
 from sievemq import __version__, cli_logging
 from sievemq.config import BrokerConfig, NamesrvConfig, describe, load_config
+from sievemq.dashboard.config import DashboardConfig
 from sievemq.errors import SieveError
 from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
 from sievemq.http.settings import DEV_PORT, derived_problem, http_port
@@ -23,6 +24,7 @@ REFERENCE_SECTIONS: tuple[tuple[str, type[Any]], ...] = (
     ("broker (`sievemq broker`, `sievemq dev`)", BrokerConfig),
     ("filter server (`sievemq filtersrv`; env prefix `SIEVEMQ_FILTERSRV_`)", FiltersrvConfig),
     ("proxy (`sievemq proxy`, gRPC for 5.x clients)", ProxyConfig),
+    ("dashboard (`sievemq dashboard`; env prefix `SIEVEMQ_DASHBOARD_`)", DashboardConfig),
 )
 
 
@@ -52,7 +54,8 @@ def main(log_level: str | None) -> None:
 @click.option("--grpc-port", default=8081, show_default=True, type=int,
               help="port of the gRPC proxy for RocketMQ 5.x clients (0: none)")  # fmt: skip
 @click.option("--http-port", default=DEV_PORT, show_default=True, type=click.IntRange(0, 65535),
-              help="HTTP port of /metrics (Prometheus) and /healthz for all three roles (0: none)")  # fmt: skip
+              help="HTTP port of the dashboard, /metrics (Prometheus) and /healthz for all three roles "
+              "(0: none)")  # fmt: skip
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"], case_sensitive=False), default=None,
               help="flush mode (default async)")  # fmt: skip
@@ -90,7 +93,8 @@ def dev(
     Topics are created on first send (auto-create on). Ctrl-C stops cleanly: the store is flushed and
     marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
     (docs/protocol/tls.md); the banner says how to connect. Prometheus metrics of all three roles are on
-    http://HOST:8080/metrics (--http-port; docs/metrics.md).
+    http://HOST:8080/metrics (--http-port; docs/metrics.md), and the dashboard on http://HOST:8080/
+    (docs/dashboard.md; its account with ACL on: SIEVEMQ_DASHBOARD_ACCESS_KEY, SIEVEMQ_DASHBOARD_SECRET_KEY).
 
     Filter functions: sievemq dev --filtersrv 1 --filter-modules shop.filters --filter-paths /opt/filters
     (other filter server settings: a TOML file named by the broker's filterServerConfig).
@@ -126,6 +130,9 @@ def dev(
         if tls is not None:
             overrides.update(tls.broker())
         br_cfg = load_config(BrokerConfig, config_path, overrides=overrides)
+        from sievemq.dashboard.serve import load_dashboard_config
+
+        board_cfg = load_dashboard_config(overrides={"namesrv_addr": overrides["namesrv_addr"]})
     except SieveError as e:
         raise click.ClickException(str(e)) from None
 
@@ -141,13 +148,14 @@ def dev(
             raise
         proxy_tls = tls.proxy() if tls is not None else {}
         proxy = await _dev_proxy(ns.addr, host, br_cfg.broker_ip, grpc_port, proxy_tls) if grpc_port else None
-        http = await _dev_http(ns, broker, proxy, host, http_port)
+        board, http = await _dev_http(ns, broker, proxy, host, http_port, board_cfg)
         click.echo(f"sievemq {__version__} dev")
         click.echo(f"  name server  {ns.addr}")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
         if proxy is not None:
             click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients{', TLS only' if tls else ''})")
         if http is not None:
+            click.echo(f"  dashboard    {http.url}/")
             click.echo(f"  metrics      {http.url}/metrics  (Prometheus; {http.url}/healthz)")
         click.echo(f"  data         {br_cfg.store_path_root_dir}")
         for line in tls.connect_lines(ns.addr) if tls else ():
@@ -158,6 +166,8 @@ def dev(
         click.echo("stopping...")
         if http is not None:
             await http.stop()
+        if board is not None:
+            await board.close()
         if proxy is not None:
             await proxy.stop()
         await broker.stop()
@@ -194,21 +204,26 @@ async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int, tls
     return proxy
 
 
-async def _dev_http(ns: Any, broker: Any, proxy: Any, host: str, port: int) -> Any:
-    """The dev command's HTTP port for its roles (a ``ProcessHttp``), or None (with a warning) when its port is
-    taken."""
+async def _dev_http(ns: Any, broker: Any, proxy: Any, host: str, port: int, board_cfg: Any) -> tuple[Any, Any]:
+    """The dev command's HTTP port for its roles and the dashboard: (the ``Dashboard``, the ``ProcessHttp``), both
+    None when off, or (with a warning) when its port is taken."""
+    from sievemq.dashboard.serve import Dashboard
     from sievemq.http.serve import start_http
     from sievemq.http.server import HttpPortError
     from sievemq.metrics.roles import broker_metrics, namesrv_metrics, proxy_metrics
 
     if not port:
-        return None
+        return None, None
     roles = [namesrv_metrics(ns), broker_metrics(broker), *([proxy_metrics(proxy)] if proxy is not None else [])]
+    board = Dashboard(board_cfg, host)
     try:
-        return await start_http(roles, host, port, loop_lag=broker.loop_lag.stats, hint="--http-port")
+        http = await start_http(roles, host, port, loop_lag=broker.loop_lag.stats, hint="--http-port",
+                                routes=board.routes)  # fmt: skip
     except HttpPortError as e:
+        await board.close()
         click.echo(f"warning: {e}", err=True)
-        return None
+        return None, None
+    return board, http
 
 
 async def _role_http(role: Any, cfg: Any, stop_role: Any, loop_lag: Any = None) -> Any:
@@ -376,6 +391,11 @@ from sievemq.filtersrv.cli import filtersrv_group  # noqa: E402  (defined apart;
 main.add_command(filtersrv_group)
 
 
+# ------------------------------------------------------------------------------------------------ dashboard
+from sievemq.dashboard.cli import dashboard  # noqa: E402  (defined apart; must precede __main__ below)
+
+main.add_command(dashboard)
+
 # ------------------------------------------------------------------------------------------------ client
 from sievemq.client.cli import consume, produce  # noqa: E402  (defined apart; must precede __main__ below)
 
@@ -383,7 +403,7 @@ main.add_command(produce)
 main.add_command(consume)
 
 # Client and admin commands (whatever is not a server role) log warnings only; -v shows INFO (cli_logging.py).
-SERVER_COMMANDS = frozenset({"dev", "namesrv", "broker", "proxy"})
+SERVER_COMMANDS = frozenset({"dev", "namesrv", "broker", "proxy", "dashboard"})
 cli_logging.add_verbose(cmd for name, cmd in main.commands.items() if name not in SERVER_COMMANDS)
 
 

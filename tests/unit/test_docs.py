@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 
 from sievemq.config import BrokerConfig, NamesrvConfig, describe
+from sievemq.dashboard.config import DashboardConfig
 from sievemq.filtersrv.config import FiltersrvConfig
 from sievemq.proxy.config import ProxyConfig
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
-@pytest.mark.parametrize("cls", [NamesrvConfig, BrokerConfig, FiltersrvConfig, ProxyConfig])
+@pytest.mark.parametrize("cls", [NamesrvConfig, BrokerConfig, FiltersrvConfig, ProxyConfig, DashboardConfig])
 def test_every_setting_is_in_the_config_reference(cls: type) -> None:
     missing = [key for key, *_ in describe(cls) if f"| `{key}` |" not in README]
     assert not missing, f"README's configuration reference lacks {missing}"

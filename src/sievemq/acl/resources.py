@@ -196,6 +196,7 @@ BROKER = Policy(
         C.GET_MAX_OFFSET: _topic_and_group(Perm.ANY, None),
         C.GET_MIN_OFFSET: _topic_and_group(Perm.ANY, None),
         C.GET_EARLIEST_MSG_STORETIME: _topic_and_group(Perm.ANY, None),
+        C.GET_TOPIC_STATS_INFO: _topic_and_group(Perm.ANY, None),
         C.LOCK_BATCH_MQ: _locks,
         C.UNLOCK_BATCH_MQ: _locks,
         C.CHECK_CLIENT_CONFIG: _check_client,

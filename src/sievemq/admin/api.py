@@ -47,6 +47,21 @@ class BrokerInfo:
         return self.addrs.get(0) or (self.addrs[min(self.addrs)] if self.addrs else None)
 
 
+def _disk(info: dict[str, str]) -> dict[str, Any]:
+    """The store's disk as a broker's runtime info gives it (empty for a broker that does not say)."""
+    out: dict[str, Any] = {}
+    if "storeDiskState" in info:
+        out["state"] = info["storeDiskState"]
+    for key, name in (("storeDiskTotalBytes", "totalBytes"), ("storeDiskFreeBytes", "freeBytes")):
+        if info.get(key, "").isdigit():
+            out[name] = int(info[key])
+    try:
+        out["usedRatio"] = float(info["commitLogDiskRatio"])
+    except (KeyError, ValueError):
+        pass
+    return out
+
+
 class AdminClient:
     """Administration over name servers (``host:port;host:port``)."""
 
@@ -249,8 +264,10 @@ class AdminClient:
         return dict(orjson.loads(resp.body).get("table") or {})
 
     async def cluster_status(self) -> list[dict[str, Any]]:
-        """Every broker of every set: role, address, commit-log end, codec, and for a slave its lag behind the master
-        (bytes: the master's end minus its own when both answer; seconds: as the slave reports) and link state.
+        """Every broker of every set: role, address, commit-log end, codec, version, messages put and got (its
+        counters since start), its store's disk (``state``, ``totalBytes``, ``freeBytes``, ``usedRatio``; what it
+        reports), and for a slave its lag behind the master (bytes: the master's end minus its own when both answer;
+        seconds: as the slave reports) and link state.
 
         A broker that does not answer has ``"state": "unreachable"`` and ``"error"``."""
         rows: list[dict[str, Any]] = []
@@ -271,7 +288,9 @@ class AdminClient:
                     continue
                 end = int(info.get("commitLogMaxOffset", 0))
                 row.update(role=info.get("brokerRole", "ASYNC_MASTER"), commitLogMaxOffset=end,
-                           codec=info.get("codecImplementation", ""))  # fmt: skip
+                           codec=info.get("codecImplementation", ""), version=info.get("brokerVersionDesc", ""),
+                           putTotal=int(info.get("msgPutTotalTodayNow", 0)),
+                           getTotal=int(info.get("msgGetTotalTodayNow", 0)), disk=_disk(info))  # fmt: skip
                 if row["role"] == "SLAVE":
                     lag = master_end - end if master_end is not None else int(info.get("haLagBytes", 0))
                     row.update(lagBytes=max(0, lag), lagSeconds=float(info.get("haLagSeconds", 0.0)),

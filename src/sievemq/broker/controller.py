@@ -303,8 +303,9 @@ class BrokerController:
 
     def _extra_runtime_info(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO adds to the admin processor's counters: replication, event-loop lag, and
-        which codecs run (``codecImplementation``: compiled or pure-python)."""
+        which codecs run (``codecImplementation``: compiled or pure-python), the store's disk."""
         return {
+            **self.store.disk.runtime_info(),
             **self.replication.runtime_info(),
             **self.loop_lag.stats.table(),
             "codecImplementation": accel.implementation(),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from aiohttp import web
+
 from sievemq.http.server import HttpServer
 from sievemq.loop_lag import LagStats, LoopLagMonitor
 from sievemq.metrics.process import RoleMetrics, build_registry
@@ -40,12 +42,13 @@ async def start_http(
     *,
     loop_lag: LagStats | None = None,
     hint: str = "httpListenPort (--http-listen-port)",
+    routes: Sequence[web.AbstractRouteDef] = (),
 ) -> ProcessHttp | None:
     """Serve ``/metrics`` and ``/healthz`` for ``roles`` on ``host:port`` (None: off, returns None).
 
     ``loop_lag``: the process's event-loop lag as a role measures it already (the broker); without one a monitor is
     started here. ``HttpPortError`` (nothing left running) when the port cannot be had; ``hint`` names the setting
-    the error tells the user to change.
+    the error tells the user to change. ``routes``: more to serve on the port (the dashboard's).
     """
     if port is None:
         return None
@@ -62,6 +65,7 @@ async def start_http(
 
     server = HttpServer(host, port, build_registry(roles, loop_lag), roles=[r.role for r in roles], health=health,
                         setting_hint=hint)  # fmt: skip
+    server.add_routes(routes)
     await server.start()
     if monitor is not None:
         monitor.start()

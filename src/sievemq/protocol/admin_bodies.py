@@ -8,7 +8,9 @@
 - ConsumerConnection (GET_CONSUMER_CONNECTION_LIST 203): ``{"connectionSet": [{"clientId", "clientAddr",
   "language", "version"}], "subscriptionTable": {topic: SubscriptionData}, "consumeType", "messageModel",
   "consumeFromWhere"}``;
-- GroupList (QUERY_TOPIC_CONSUME_BY_WHO 300): ``{"groupList": [group, ...]}``.
+- GroupList (QUERY_TOPIC_CONSUME_BY_WHO 300): ``{"groupList": [group, ...]}``;
+- TopicStatsTable (GET_TOPIC_STATS_INFO 202): ``{"offsetTable": {queue: {"minOffset", "maxOffset",
+  "lastUpdateTimestamp"}}}`` with queue-object keys.
 
 Decoding checks shapes and types and raises ``ValueError`` for anything else: these bodies come from peers.
 """
@@ -27,15 +29,18 @@ __all__ = [
     "ConsumeStats",
     "ConsumerConnection",
     "OffsetWrapper",
+    "TopicOffset",
     "decode_consume_stats",
     "decode_consumer_connection",
     "decode_group_list",
     "decode_reset_body",
+    "decode_topic_stats",
     "encode_consume_stats",
     "encode_consumer_connection",
     "encode_group_list",
     "encode_reset_body",
     "encode_reset_body_for_c",
+    "encode_topic_stats",
 ]
 
 
@@ -220,3 +225,29 @@ def decode_group_list(body: bytes) -> list[str]:
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise ValueError("GroupList.groupList is not a list of names")
     return sorted(groups)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset:
+    """One queue of a topic on one broker (RocketMQ's TopicOffset)."""
+
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+    """Store time (epoch ms) of the queue's newest message; 0 when it holds none."""
+
+
+def encode_topic_stats(table: Mapping[QueueKey, TopicOffset]) -> bytes:
+    """TopicStatsTable as RocketMQ writes it."""
+    rows = {k: {"lastUpdateTimestamp": v.last_update_timestamp, "maxOffset": v.max_offset, "minOffset": v.min_offset}
+            for k, v in table.items()}  # fmt: skip
+    return dumps({"offsetTable": QueueMap(rows)})
+
+
+def decode_topic_stats(body: bytes) -> dict[QueueKey, TopicOffset]:
+    """Parse a TopicStatsTable body (ValueError when it is not one)."""
+    out = {}
+    for k, v in _queue_table(loads(body), "TopicStatsTable").items():
+        o = _object(v, "TopicOffset")
+        out[k] = TopicOffset(_int(o, "minOffset", 0), _int(o, "maxOffset", 0), _int(o, "lastUpdateTimestamp", 0))
+    return out

@@ -187,6 +187,22 @@ class DiskGuard:
                       "then the store finishes by itself, without a restart",
                       detail, self.root, self.free_bytes(), self.reserve)  # fmt: skip
 
+    def runtime_info(self) -> dict[str, str]:
+        """What GET_BROKER_RUNTIME_INFO says of the disk: ``storeDiskTotalBytes``, ``storeDiskFreeBytes``,
+        ``commitLogDiskRatio`` (the used share of the store's filesystem, RocketMQ's name) and ``storeDiskState``
+        (``writable``, ``full``, ``read-only``). One ``statvfs``; nothing of the sizes when it fails."""
+        state = "read-only" if self.read_only is not None else "full" if self.full is not None else "writable"
+        info = {"storeDiskState": state}
+        try:
+            st = os.statvfs(self.root)
+        except OSError:
+            return info
+        total = st.f_blocks * st.f_frsize
+        used = total - st.f_bfree * st.f_frsize
+        info.update(storeDiskTotalBytes=str(total), storeDiskFreeBytes=str(st.f_bavail * st.f_frsize),
+                    commitLogDiskRatio=f"{used / total:.4f}" if total else "0")  # fmt: skip
+        return info
+
     def leave_read_only(self) -> None:
         """Start-up's writes are done: puts are decided by space again."""
         if self.read_only is not None:

@@ -1,5 +1,6 @@
 """Administration: topics (UPDATE_AND_CREATE_TOPIC 17, GET_ALL_TOPIC_CONFIG 21, GET_TOPIC_NAME_LIST 23,
-DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 352; 207 is ``group_admin.py``'s) and GET_BROKER_RUNTIME_INFO (28)."""
+GET_TOPIC_STATS_INFO 202, DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 352; 207 is ``group_admin.py``'s) and
+GET_BROKER_RUNTIME_INFO (28)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
+from sievemq.protocol.admin_bodies import TopicOffset, encode_topic_stats
+from sievemq.protocol.mq_json import QueueKey
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, IllegalName
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicConfig
@@ -76,6 +79,7 @@ class AdminProcessor:
         table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
         table.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topic_config)
         table.register(RequestCode.GET_TOPIC_NAME_LIST, self.topic_names)
+        table.register(RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats)
         table.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_group)
         table.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
@@ -123,6 +127,22 @@ class AdminProcessor:
         """23 GET_TOPIC_NAME_LIST."""
         body = {"topicList": sorted(self.topics.table), "brokerAddr": self.settings.advertised_addr}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """202 GET_TOPIC_STATS_INFO: each write queue's min and max offsets and its newest message's store time
+        (TopicStatsTable); TOPIC_NOT_EXIST when the broker has no such topic."""
+        topic = require_str(cmd.ext_fields, "topic")
+        tc = self.topics.table.get(topic)
+        if tc is None:
+            raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+        table = {}
+        for q in range(tc.write_queue_nums):
+            hi = self.store.get_max_offset(topic, q)
+            last = self.store.get_store_time(topic, q, hi - 1) if hi > 0 else None
+            table[QueueKey(topic, self.settings.broker_name, q)] = TopicOffset(
+                self.store.get_min_offset(topic, q), hi, last or 0
+            )
+        return cmd.response(ResponseCode.SUCCESS, body=encode_topic_stats(table))
 
     async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """215 DELETE_TOPIC_IN_BROKER: drop the topic, its queues and its offsets."""

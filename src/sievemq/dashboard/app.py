@@ -1,0 +1,229 @@
+"""The dashboard's HTTP side: the ``/api/...`` handlers, the static page and the headers every answer carries
+(docs/dashboard.md §2, §5).
+
+Handlers check their parameters (``params.Query``), ask ``DashboardData`` and answer JSON; a refusal is JSON with
+a status and a stable ``reason`` (``errors.py``), never a stack trace. The page's files are served from a fixed
+list (no path from a request ever reaches the file system). Every answer carries a strict Content-Security-Policy
+(scripts and styles from this origin only, no inline code, no frames), ``X-Content-Type-Options: nosniff``,
+``Referrer-Policy: no-referrer`` and ``Cache-Control: no-store``; with a loopback listen address, a request whose
+``Host`` is not a loopback name is refused (a web page elsewhere cannot read the API by rebinding a DNS name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from sievemq.admin.messages import FIND_MAX
+from sievemq.admin.time_search import TIME_SEARCH_MAX
+from sievemq.dashboard.errors import ApiError, ApiReason, error_of
+from sievemq.dashboard.params import EXPRESSION_MAX, Query, check_expression
+from sievemq.dashboard.service import LIST_MAX, DashboardData
+
+__all__ = ["SECURITY_HEADERS", "STATIC_FILES", "dashboard_routes"]
+
+log = logging.getLogger(__name__)
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+"""Headers on every answer of the dashboard (page and API)."""
+
+STATIC_FILES = {
+    "index.html": "text/html",
+    "app.js": "text/javascript",
+    "views.js": "text/javascript",
+    "dom.js": "text/javascript",
+    "style.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
+"""The page's files (``sievemq/dashboard/static/``) and their types: nothing else is served."""
+
+REQUEST_TIMEOUT_S = 60.0
+"""Longest one API answer may take (every admin request has its own, shorter timeout)."""
+_EXPLAIN_LAST_MAX = 100_000
+_LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_of(header: str) -> str:
+    """The host part of a ``Host`` header (``[::1]:8080`` -> ``::1``)."""
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json",
+                        headers=SECURITY_HEADERS)  # fmt: skip
+
+
+def _error(err: ApiError) -> web.Response:
+    return _json(err.to_json(), err.status)
+
+
+class _Api:
+    """The handlers, over one ``DashboardData``."""
+
+    def __init__(self, data: DashboardData, listen_host: str) -> None:
+        self.data = data
+        self.local_only = _loopback(listen_host) if listen_host else False
+        self.gate = asyncio.Semaphore(4)
+        """API answers computed at once; more wait (a page refreshing in many tabs does not flood the brokers)."""
+
+    def guard(self, request: web.Request) -> ApiError | None:
+        """403 when a loopback-only dashboard is asked under a name that is not loopback."""
+        if self.local_only and not _loopback(_host_of(request.headers.get("Host", ""))):
+            return ApiError(403, "HOST_NOT_ALLOWED", "this dashboard listens on a loopback address: open it as "
+                            "http://127.0.0.1:PORT/ or http://localhost:PORT/")  # fmt: skip
+        return None
+
+    def endpoint(self, answer: Callable[[Query], Awaitable[Any]]) -> Handler:
+        """A GET handler: ``answer(query)`` gives the JSON; refusals and failures become error answers."""
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            refused = self.guard(request)
+            if refused is not None:
+                return _error(refused)
+            try:
+                async with self.gate, asyncio.timeout(REQUEST_TIMEOUT_S):
+                    return _json(await answer(Query(request.query.items())))
+            except TimeoutError:
+                return _error(ApiError(502, ApiReason.BROKER_ERROR, f"no answer within {REQUEST_TIMEOUT_S:.0f} s: "
+                                       "the cluster is slow or a broker does not answer"))  # fmt: skip
+            except Exception as e:
+                err = error_of(e)
+                if err is None:
+                    log.exception("dashboard %s failed", request.path)
+                    err = ApiError(500, "INTERNAL_ERROR", "the dashboard failed to answer (its log says why)")
+                return _error(err)
+
+        return handle
+
+    # ------------------------------------------------------------------------------------------ endpoints
+    async def info(self, q: Query) -> Any:
+        q.done()
+        return self.data.info()
+
+    async def cluster(self, q: Query) -> Any:
+        q.done()
+        return await self.data.cluster()
+
+    async def topics(self, q: Query) -> Any:
+        system, limit = q.take_bool("system"), q.take_int("limit", 500, 1, LIST_MAX)
+        q.done()
+        return await self.data.topics(system, limit)
+
+    async def topic(self, q: Query) -> Any:
+        topic = q.take_topic()
+        q.done()
+        return await self.data.topic(topic)
+
+    async def groups(self, q: Query) -> Any:
+        system, limit = q.take_bool("system"), q.take_int("limit", 500, 1, LIST_MAX)
+        q.done()
+        return await self.data.groups(system, limit)
+
+    async def group(self, q: Query) -> Any:
+        group = q.take_group()
+        q.done()
+        return await self.data.group(group)
+
+    async def by_id(self, q: Query) -> Any:
+        msg_id, topic = q.take_msg_id(), q.take_optional_topic()
+        q.done()
+        return await self.data.by_id(msg_id, topic)
+
+    async def by_key(self, q: Query) -> Any:
+        topic, key = q.take_topic(), q.take_key()
+        begin = q.take_time("begin", 0)
+        end = q.take_time("end", -1)
+        limit = q.take_int("limit", 64, 1, FIND_MAX)
+        q.done()
+        return await self.data.by_key(topic, key, begin, None if end < 0 else end, limit)
+
+    async def by_time(self, q: Query) -> Any:
+        topic, begin, end = q.take_topic(), q.take_time("begin"), q.take_time("end")
+        limit = q.take_int("limit", 100, 1, TIME_SEARCH_MAX)
+        q.done()
+        if end < begin:
+            raise ApiError(400, ApiReason.INVALID_PARAMETER, "parameter end: before begin", parameter="end")
+        return await self.data.by_time(topic, begin, end, limit)
+
+    async def message(self, q: Query) -> Any:
+        msg_id, topic = q.take_msg_id(), q.take_optional_topic()
+        q.done()
+        return await self.data.message(msg_id, topic)
+
+    async def explain(self, q: Query) -> Any:
+        topic = q.take_topic()
+        kind = q.take_choice("type", ("SQL92", "TAG"), "SQL92")
+        expression = q.take_text("expression", EXPRESSION_MAX)
+        last = q.take_int("last", 1000, 1, _EXPLAIN_LAST_MAX)
+        q.done()
+        check_expression(kind, expression)
+        return await self.data.explain(topic, kind, expression, last)
+
+    async def unknown(self, request: web.Request) -> web.StreamResponse:
+        return _error(ApiError(404, ApiReason.NOT_FOUND, f"no API endpoint {request.path[:200]} (docs/dashboard.md "
+                               "lists them)"))  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------ the page
+    async def static(self, request: web.Request) -> web.StreamResponse:
+        refused = self.guard(request)
+        if refused is not None:
+            return _error(refused)
+        name = request.match_info.get("name") or "index.html"
+        kind = STATIC_FILES.get(name)
+        if kind is None:
+            raise web.HTTPNotFound(headers=SECURITY_HEADERS)
+        body = resources.files("sievemq.dashboard").joinpath("static", name).read_bytes()
+        return web.Response(body=body, content_type=kind, charset="utf-8" if kind.startswith("text") else None,
+                            headers=SECURITY_HEADERS)  # fmt: skip
+
+
+def dashboard_routes(data: DashboardData, listen_host: str) -> list[web.RouteDef]:
+    """The dashboard's routes (mount them with ``HttpServer.add_routes`` before it starts): ``/`` and its files,
+    ``/api/...`` (read-only: GET only). ``listen_host``: where the HTTP port listens (loopback: loopback names
+    only)."""
+    api = _Api(data, listen_host)
+    endpoints: dict[str, Callable[[Query], Awaitable[Any]]] = {
+        "info": api.info,
+        "cluster": api.cluster,
+        "topics": api.topics,
+        "topic": api.topic,
+        "groups": api.groups,
+        "group": api.group,
+        "messages/by-id": api.by_id,
+        "messages/by-key": api.by_key,
+        "messages/by-time": api.by_time,
+        "message": api.message,
+        "explain": api.explain,
+    }
+    routes = [web.get(f"/api/{path}", api.endpoint(fn), allow_head=False) for path, fn in endpoints.items()]
+    routes.append(web.get("/api/{tail:.*}", api.unknown, allow_head=False))
+    routes.append(web.get("/", api.static))
+    routes.append(web.get("/{name:[a-z]+\\.(?:html|js|css|svg)}", api.static))
+    return routes

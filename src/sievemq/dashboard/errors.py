@@ -1,0 +1,86 @@
+"""The dashboard API's refusals: an HTTP status and a stable ``reason`` a program branches on (docs/dashboard.md
+§2), and how a failure of the admin API becomes one. Pure.
+
+Every error answer is ``{"error": {"status", "reason", "message"}}``; ``message`` is for people and may change,
+``reason`` never changes meaning. A broker's own refusal keeps the reason it carried (``NO_PERMISSION``,
+``SQL92_DISABLED``, ...: ``sievemq.protocol.reasons``) and adds its response ``code``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from sievemq.admin.api import NamesrvUnreachable, describe_failure
+from sievemq.admin.errors import GroupNotFound, MessageNotFound, TopicNotFound
+from sievemq.errors import RemotingError, SieveError
+from sievemq.remoting.codes import ResponseCode
+
+__all__ = ["ApiError", "ApiReason", "bad_parameter", "error_of"]
+
+
+class ApiReason(StrEnum):
+    """Why the dashboard API refused (the value is what the JSON carries)."""
+
+    INVALID_PARAMETER = "INVALID_PARAMETER"
+    """A query parameter is missing, malformed, or out of its range (400); the message names it."""
+    INVALID_NAME = "INVALID_NAME"
+    """A topic or group name breaks RocketMQ's name rules (400), checked before anything is asked."""
+    INVALID_EXPRESSION = "INVALID_EXPRESSION"
+    """A TAG or SQL92 expression does not parse (400); the message shows where."""
+    NOT_FOUND = "NOT_FOUND"
+    """No such API path (404)."""
+    TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"
+    """The name servers know no such topic (404)."""
+    GROUP_NOT_FOUND = "GROUP_NOT_FOUND"
+    """No broker knows the consumer group (404)."""
+    MESSAGE_NOT_FOUND = "MESSAGE_NOT_FOUND"
+    """No broker holds a message with that id (404)."""
+    NAMESRV_UNREACHABLE = "NAMESRV_UNREACHABLE"
+    """No name server answered (502): check namesrvAddr and that they run."""
+    BROKER_ERROR = "BROKER_ERROR"
+    """A broker or name server refused or failed (502); ``code`` is its response code when it answered."""
+
+
+class ApiError(Exception):
+    """A refusal to answer with ``status`` and ``reason``; ``extra`` goes into the error object too."""
+
+    def __init__(self, status: int, reason: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.extra = extra
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"error": {"status", "reason", "message", ...extra}}``."""
+        return {"error": {"status": self.status, "reason": self.reason, "message": self.message, **self.extra}}
+
+
+def bad_parameter(name: str, problem: str) -> ApiError:
+    """400 INVALID_PARAMETER naming the parameter."""
+    return ApiError(400, ApiReason.INVALID_PARAMETER, f"parameter {name}: {problem}", parameter=name)
+
+
+def error_of(e: BaseException) -> ApiError | None:
+    """The API error an admin API failure is answered with; None for anything unexpected (a bug: the caller logs
+    it and answers 500 without its details)."""
+    if isinstance(e, ApiError):
+        return e
+    if isinstance(e, TopicNotFound):
+        return ApiError(404, ApiReason.TOPIC_NOT_FOUND, str(e), topic=e.topic)
+    if isinstance(e, GroupNotFound):
+        return ApiError(404, ApiReason.GROUP_NOT_FOUND, str(e), group=e.group)
+    if isinstance(e, MessageNotFound):
+        return ApiError(404, ApiReason.MESSAGE_NOT_FOUND, str(e))
+    if isinstance(e, NamesrvUnreachable):
+        return ApiError(502, ApiReason.NAMESRV_UNREACHABLE, str(e))
+    if isinstance(e, RemotingError):
+        if e.code == ResponseCode.TOPIC_NOT_EXIST:
+            return ApiError(404, ApiReason.TOPIC_NOT_FOUND, e.remark, code=e.code)
+        if e.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+            return ApiError(400, ApiReason.INVALID_EXPRESSION, e.remark, code=e.code)
+        return ApiError(502, e.reason or ApiReason.BROKER_ERROR, str(e), code=e.code)
+    if isinstance(e, SieveError | OSError | ValueError):
+        return ApiError(502, ApiReason.BROKER_ERROR, describe_failure(e))
+    return None
