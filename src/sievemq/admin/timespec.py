@@ -8,7 +8,7 @@ zone it is local time). A reset takes all three forms; a search range only times
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 __all__ = ["EARLIEST", "LATEST", "ResetPoint", "format_ms", "parse_reset_point", "parse_time"]
 
@@ -18,6 +18,7 @@ LATEST = -1
 """The reset timestamp meaning "the queue's end"."""
 
 _MAX_MS = 253402300799999  # 9999-12-31T23:59:59.999Z
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,8 @@ def parse_time(text: str) -> int:
         raise ValueError(
             f"{text!r} is not a time: give epoch milliseconds or ISO-8601 such as 2024-05-01T12:00:00"
         ) from None
-    ms = int(when.timestamp() * 1000) if when.tzinfo is not None else int(when.astimezone().timestamp() * 1000)
+    aware = when if when.tzinfo is not None else when.astimezone()
+    ms = (aware - _EPOCH) // timedelta(milliseconds=1)  # exact: a float timestamp loses milliseconds in far years
     if ms < 0:
         raise ValueError(f"{text!r} is before 1970")
     return ms
