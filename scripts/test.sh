@@ -26,4 +26,11 @@ bash tests/interop/setup_clients.sh
 SIEVEMQ_PURE_PYTHON=1 .venv/bin/pytest -p no:cacheprovider -q tests/unit tests/integration/test_batch.py \
   tests/integration/test_pull.py tests/integration/test_protocol.py tests/integration/test_sql92.py \
   --ignore tests/unit/test_accel.py
-exec .venv/bin/pytest -p no:cacheprovider "$@"
+# The rest mostly waits on real processes (servers, real clients, a browser): three pytest workers run it side by
+# side, a file's tests together in one worker (tests/support/procs.py gives each worker its own ports, netns.py its
+# own subnets). PYTEST_WORKERS=0 runs it in this process instead.
+workers=${PYTEST_WORKERS:-3}
+if [ "$workers" = 0 ]; then
+  exec .venv/bin/pytest -p no:cacheprovider "$@"
+fi
+exec .venv/bin/pytest -p no:cacheprovider -n "$workers" --dist loadfile "$@"

@@ -52,13 +52,21 @@ def offset_id(board: Board, key: str) -> str:
     return str(board.loop.run(find()))
 
 
+_ROWS = """
+const table = document.querySelectorAll('#main table')[arguments[0]];
+if (!table) return [];
+return Array.from(table.querySelectorAll('tbody tr'),
+                  tr => Array.from(tr.querySelectorAll('td'), td => td.innerText.trim()));
+"""
+"""The cells' texts of a table, read in one step: the page re-renders on its refresh timer, so elements found one
+call earlier may be gone (stale) by the next."""
+
+
 def cells(driver: webdriver.Chrome, first: str, table: int = 0) -> list[str]:
     """The cells' texts of the row of the ``table``-th table of the view whose first cell is ``first``."""
-    tables = driver.find_elements(By.CSS_SELECTOR, "#main table")
-    for tr in tables[table].find_elements(By.CSS_SELECTOR, "tbody tr"):
-        texts = [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+    for texts in driver.execute_script(_ROWS, table):
         if texts and texts[0] == first:
-            return texts
+            return [str(t) for t in texts]
     raise AssertionError(f"no row {first!r} in table {table} of {driver.current_url}")
 
 

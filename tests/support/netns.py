@@ -77,13 +77,21 @@ def _why_not() -> str | None:
     return None
 
 
+def _subnet() -> int:
+    """The third byte of this process's 10.231.x.0/24: one stretch of 10.231.20-219 per pytest-xdist worker, so two
+    workers' bridges never share a subnet."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
+    index = int(worker) if worker.isdigit() else 0
+    return 20 + (index % 4) * 50 + os.getpid() % 50
+
+
 @contextlib.contextmanager
 def hosts(n: int, net: int | None = None) -> Iterator[list[Host]]:
     """``n`` hosts on a fresh bridge; everything made is removed on exit, whatever happened."""
     why = _why_not()
     if why is not None:
         raise NoNamespaces(why)
-    net = net if net is not None else os.getpid() % 200 + 20
+    net = net if net is not None else _subnet()
     tag = f"{os.getpid() % 100000}"
     bridge = f"smqbr{tag}"
     made: list[tuple[str, str]] = []  # ("ns"|"link", name), removed in reverse

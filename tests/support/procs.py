@@ -13,22 +13,44 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+PORTS_LOW, PORTS_HIGH = 10_000, 32_000
+"""Ports tests hand out: below the kernel's ephemeral range (32768 and up on Linux), so no outgoing connection's
+local port takes one between ``free_port`` and the server's bind."""
+_PORTS_PER_WORKER = 2_000
+_next_port: list[int] = []
+
+
+def worker_index() -> int:
+    """This pytest process's index among pytest-xdist workers (``gw3`` is 3), 0 without xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name[2:].isdigit() else 0
+
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now, with the port after it free too: a broker listens on port + 1 for
-    replication (its HA port) unless told otherwise. (Port - 2, RocketMQ's VIP channel, is left alone.)"""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-            if port >= 65535:
-                continue
-            with socket.socket() as nxt:
-                try:
-                    nxt.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
+    replication (its HA port) unless told otherwise. (Port - 2, RocketMQ's VIP channel, is left alone.)
+
+    Each pytest-xdist worker takes ports from its own stretch of ``PORTS_LOW``..``PORTS_HIGH``, in turn, so two
+    workers never hand out the same port and a port just handed out is not handed out again soon."""
+    if not _next_port:
+        base = PORTS_LOW + worker_index() * _PORTS_PER_WORKER % (PORTS_HIGH - PORTS_LOW)
+        _next_port.append(base + os.getpid() % 97 * 2)
+    base = PORTS_LOW + worker_index() * _PORTS_PER_WORKER % (PORTS_HIGH - PORTS_LOW)
+    for _ in range(_PORTS_PER_WORKER):
+        port = _next_port[0]
+        _next_port[0] = port + 3 if port + 3 < base + _PORTS_PER_WORKER - 1 else base
+        if _bindable(port) and _bindable(port + 1):
             return port
+    raise RuntimeError(f"no free port pair in {base}..{base + _PORTS_PER_WORKER}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def wait_port(

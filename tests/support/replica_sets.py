@@ -48,7 +48,7 @@ def _probe_mode() -> str:
     if _namespaces_off():
         return "127.0.0.1 (SIEVEMQ_TEST_NETNS=0)"
     try:
-        with hosts(1, net=199):
+        with hosts(1):
             return "network namespaces"
     except NoNamespaces as e:
         return f"127.0.0.1 (no network namespaces: {e})"
