@@ -69,8 +69,8 @@ def report(rounds: Rounds, args: argparse.Namespace, matched: int) -> None:
           f"5.x SimpleConsumer / POP direct: {_ratio(samples, 'cons5', 'consP'):.2f}x (what gRPC, the proxy hop and "
           f"the 5.x client add to POP)")
     if rounds.filter_counts:
-        print("the broker's filter counts of the last round's SQL92 groups (`sievemq group filters`; a window probed "
-              "past the end of a batch is probed again by the next receive, and its skips counted again):")
+        print("the broker's filter counts of the last round's SQL92 groups (`sievemq group filters`; each "
+              "non-matching message skipped by its bitmap once):")
     for line in rounds.filter_counts:
         print(f"  {line}")
     _startup(rounds, args.await_s)
