@@ -139,6 +139,21 @@ class BrokerConfig:
     register_broker_interval_seconds: float = setting("how often to register with every name server", 30.0, above=0)
     auto_create_topic_enable: bool = setting("create unknown topics on first send (from TBW102)", True)
     auto_create_subscription_group: bool = setting("create unknown consumer groups on first use", True)
+    max_topics: int = setting(
+        "topics a broker holds at most, its own system topics and the groups' retry and dead-letter topics not "
+        "counted; a send that would create one more, or a topic creation, is refused (reason TOO_MANY_TOPICS). Each "
+        "queue that holds messages costs a consume-queue file (6 MB), so auto-creation bounded here bounds the disk "
+        "any client can take",
+        1024,
+        lo=1,
+        hi=1_000_000,
+    )
+    max_subscription_groups: int = setting(
+        "consumer groups a broker holds at most; a new group beyond it is refused (reason TOO_MANY_GROUPS)",
+        10_000,
+        lo=1,
+        hi=1_000_000,
+    )
     default_topic_queue_nums: int = setting("queues of TBW102 and of admin-created topics", 8, lo=1, hi=1024)
     flush_disk_type: FlushDiskType = setting(
         "ASYNC_FLUSH (reply at once) or SYNC_FLUSH (reply after fsync)", "ASYNC_FLUSH"

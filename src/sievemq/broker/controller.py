@@ -83,11 +83,13 @@ class BrokerController:
             config.auto_create_topic_enable,
             save,
             self.writer.settled,
+            config.max_topics,
         )
         self.offsets = ConsumerOffsetManager(config_dir, save)
         self.groups = SubscriptionGroupManager(
-            config_dir, config.auto_create_subscription_group, config.max_reconsume_times, save
-        )
+            config_dir, config.auto_create_subscription_group, config.max_reconsume_times, save,
+            config.max_subscription_groups,
+        )  # fmt: skip
         self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
         self.bloom = bloom_filter(config)
@@ -257,7 +259,7 @@ class BrokerController:
         return qs.cursor if qs is not None else None
 
     def _notify_consumer_ids_changed(self, group: str, conns: list[Connection]) -> None:
-        gc = self.groups.find(group)
+        gc = self.groups.get(group)
         if gc is not None and not gc.notifyConsumerIdsChangedEnable:
             return
         for conn in conns:

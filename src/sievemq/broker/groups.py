@@ -9,8 +9,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from sievemq.errors import RemotingError
 from sievemq.protocol.names import IllegalName, group_problem
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import json_int
+from sievemq.remoting.codes import ResponseCode
 from sievemq.store.jsonfile import atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -71,8 +74,11 @@ class SubscriptionGroupManager:
         auto_create: bool,
         max_reconsume_times: int,
         save: Callable[[Path, Any], None] = atomic_write_json,
+        max_groups: int = 1_000_000,
     ) -> None:
-        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop)."""
+        """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop);
+        ``max_groups``: how many groups the table holds at most (``maxSubscriptionGroups``)."""
+        self.max_groups = max_groups
         self.path = config_dir / "subscriptionGroup.json"
         self._save = save
         self.table: dict[str, GroupConfig] = {}
@@ -93,17 +99,36 @@ class SubscriptionGroupManager:
         self._save(self.path, {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}})
 
     def find(self, group: str) -> GroupConfig | None:
-        """The group's config; created with defaults when auto-creation is on."""
+        """The group's config; created with defaults when auto-creation is on (RemotingError TOO_MANY_GROUPS when
+        the table is full)."""
         cfg = self.table.get(group)
         if cfg is None and self.auto_create:
+            self.check_room(group)
             cfg = GroupConfig(group, retryMaxTimes=self.max_reconsume_times)
             self.table[group] = cfg
             self.persist()
         return cfg
 
+    def get(self, group: str) -> GroupConfig | None:
+        """The group's config, never creating it."""
+        return self.table.get(group)
+
+    def check_room(self, group: str) -> None:
+        """Raise RemotingError (SUBSCRIPTION_GROUP_NOT_EXIST, reason TOO_MANY_GROUPS) when creating ``group`` would
+        pass ``max_groups``."""
+        if group not in self.table and len(self.table) >= self.max_groups:
+            raise RemotingError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"consumer group [{group}] not created: this broker holds maxSubscriptionGroups ({self.max_groups}) "
+                "groups already; delete unused ones (sievemq group delete) or raise maxSubscriptionGroups",
+                Reason.TOO_MANY_GROUPS,
+            )
+
     def update(self, cfg: dict[str, Any]) -> GroupConfig:
-        """Create or replace a group from RocketMQ's JSON form (ValueError for an illegal one)."""
+        """Create or replace a group from RocketMQ's JSON form (ValueError for an illegal one; RemotingError
+        TOO_MANY_GROUPS for a new one past ``max_groups``)."""
         gc = GroupConfig.from_json(cfg)
+        self.check_room(gc.groupName)
         self.table[gc.groupName] = gc
         self.persist()
         return gc

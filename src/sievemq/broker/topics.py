@@ -18,6 +18,7 @@ from sievemq.protocol.names import (
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    is_system_topic,
     reply_topic,
     topic_problem,
 )
@@ -48,10 +49,12 @@ class TopicConfigManager:
         auto_create_topic_enable: bool,
         save: Callable[[Path, Any], None] = atomic_write_json,
         settled: Callable[[Path], Awaitable[None]] | None = None,
+        max_topics: int = 1_000_000,
     ) -> None:
         """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop);
         ``settled(path)`` waits until what was saved is on disk (``ConfigWriter.settled``; None: ``save`` is
-        synchronous)."""
+        synchronous); ``max_topics``: ``check_room``'s limit."""
+        self.max_topics = max_topics
         self.path = config_dir / "topics.json"
         self._save = save
         self._settled = settled
@@ -65,6 +68,8 @@ class TopicConfigManager:
         self._system_topics(broker_name, cluster_name)
 
     def _system_topics(self, broker_name: str, cluster_name: str) -> None:
+        self._own = frozenset((cluster_name, broker_name, reply_topic(cluster_name)))
+        """Topics the broker makes for itself whose names are not system names."""
         n = self.default_queue_nums
         rw = PERM_READ | PERM_WRITE
         self.table[SELF_TEST_TOPIC] = TopicConfig(SELF_TEST_TOPIC, 1, 1)
@@ -168,11 +173,32 @@ class TopicConfigManager:
         self._changed()
         return True
 
+    def counted(self) -> int:
+        """Topics that count toward ``max_topics``: not the broker's own system topics, not retry or DLQ topics
+        (those are bounded by the groups' limit)."""
+        own = self._own
+        return sum(1 for t in self.table if t not in own and not is_system_topic(t))
+
+    def check_room(self, topic: str) -> None:
+        """Raise RemotingError (SYSTEM_ERROR, reason TOO_MANY_TOPICS) when creating ``topic`` would pass
+        ``max_topics``; a topic that exists, or one that does not count, always has room."""
+        if topic in self.table or topic in self._own or is_system_topic(topic):
+            return
+        if self.counted() >= self.max_topics:
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR,
+                f"topic [{topic}] not created: this broker holds maxTopics ({self.max_topics}) topics already; "
+                "use an existing topic, delete unused ones (sievemq topic delete) or raise maxTopics",
+                Reason.TOO_MANY_TOPICS,
+            )
+
     def create_in_send(self, topic: str, default_topic: str, request_queue_nums: int) -> TopicConfig | None:
-        """Auto-create ``topic`` from template ``default_topic`` (RocketMQ's createTopicInSendMessageMethod)."""
+        """Auto-create ``topic`` from template ``default_topic`` (RocketMQ's createTopicInSendMessageMethod);
+        RemotingError TOO_MANY_TOPICS past ``max_topics``."""
         existing = self.table.get(topic)
         if existing is not None:
             return existing
+        self.check_room(topic)
         template = self.table.get(default_topic or AUTO_CREATE_TOPIC_KEY)
         if template is None and self.auto_create:
             template = self.table.get(AUTO_CREATE_TOPIC_KEY)

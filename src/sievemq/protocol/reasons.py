@@ -89,6 +89,13 @@ class Reason(StrEnum):
     TOO_MANY_TIMERS = "TOO_MANY_TIMERS"
     """The broker holds ``timerMaxPending`` timer messages waiting (code 2 SYSTEM_BUSY): the message was not
     stored. Retry later, or send it nearer its time."""
+    TOO_MANY_TOPICS = "TOO_MANY_TOPICS"
+    """The broker holds ``maxTopics`` topics already (code 1 SYSTEM_ERROR): a send that would have created one more,
+    or a topic creation, was refused; nothing was stored. Use an existing topic, delete unused ones, or raise
+    ``maxTopics``."""
+    TOO_MANY_GROUPS = "TOO_MANY_GROUPS"
+    """The broker holds ``maxSubscriptionGroups`` consumer groups already (code 26 SUBSCRIPTION_GROUP_NOT_EXIST): a
+    request of a new group, which would have created it, was refused. Delete unused groups or raise the limit."""
     BROKER_GONE = "BROKER_GONE"
     """A name server knows no route for the topic because every broker that served it left (stopped, crashed, or
     went silent) (code 17 TOPIC_NOT_EXIST); the remark names them and when they left. Start the broker again."""

@@ -113,6 +113,7 @@ class AdminProcessor:
             topic_sys_flag=int_or(f, "topicSysFlag", 0),
             order=get_bool(f, "order"),
         )
+        self.topics.check_room(topic)
         self.topics.update(tc)
         await self.store.prepare_queues(topic, range(min(write_n, PREPARED_QUEUES_MAX)))
         await self.writer.flush()

@@ -3,6 +3,7 @@ CHECK_CLIENT_CONFIG (46), and the ordered-consumption locks LOCK_BATCH_MQ (41) /
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from sievemq.protocol.reasons import (
     RefusedSubscription,
     encode_refused_subscriptions,
 )
+from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -43,6 +45,10 @@ def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:
         raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{what} body is not a JSON object")
     return data
 
+
+log = logging.getLogger(__name__)
+_FULL_LOG = RateLimitedLog(60.0)
+"""A full group table is said at most once a minute."""
 
 @dataclass
 class ClientProcessor:
@@ -78,10 +84,18 @@ class ClientProcessor:
         now = time.monotonic()
         channel = ClientChannel(hb.client_id, conn, cmd.language, cmd.version, now)
         conn.attrs["client_id"] = hb.client_id
+        full: set[str] = set()
         for data in hb.consumers:
             if not data.group:
                 continue
-            gc = self.groups.find(data.group)
+            try:
+                gc = self.groups.find(data.group)
+            except RemotingError as e:  # TOO_MANY_GROUPS: not registered; its pulls are refused with the reason
+                held = _FULL_LOG.allow("groups")
+                if held is not None:
+                    log.warning("heartbeat of %s: %s%s", hb.client_id, e, suppressed_note(held))
+                full.add(data.group)
+                continue
             if gc is not None:
                 rt = retry_topic(data.group)
                 if self.topics.get(rt) is None:
@@ -100,7 +114,7 @@ class ClientProcessor:
                     refused.append(RefusedSubscription(data.group, sub.topic, remark))
         if self.pop_start is not None:
             for data in hb.consumers:
-                if data.consume_type == "CONSUME_POP":
+                if data.consume_type == "CONSUME_POP" and data.group not in full:
                     for sub in data.subscriptions:
                         if not any(r.group == data.group and r.topic == sub.topic for r in refused):
                             await self.pop_start(data.group, sub.topic)
