@@ -142,8 +142,7 @@ class BrokerConfig:
     max_topics: int = setting(
         "topics a broker holds at most, its own system topics and the groups' retry and dead-letter topics not "
         "counted; a send that would create one more, or a topic creation, is refused (reason TOO_MANY_TOPICS). Each "
-        "queue that holds messages costs a consume-queue file (6 MB), so auto-creation bounded here bounds the disk "
-        "any client can take",
+        "queue that holds messages costs a 6 MB file, so this bounds the disk auto-creation lets any client take",
         1024,
         lo=1,
         hi=1_000_000,

@@ -5,7 +5,9 @@ Format is RocketMQ's: ``{"offsetTable": {"<topic>@<group>": {"<queueId>": offset
 An offset reset (INVOKE_BROKER_TO_RESET_OFFSET, docs/admin.md §4) sets offsets and marks their queues *pending*:
 until the group pulls such a queue from the new offset, its commits of it are ignored (a client still working
 from its old position must not undo the reset), and its pulls from any other offset are told to move there
-(``take_reset``). A mark lives in memory, for at most ``RESET_PENDING_SECONDS``.
+(``take_reset``), once ``RESET_GRACE_SECONDS`` have passed: a client told of the reset (RESET_CONSUMER_CLIENT_OFFSET)
+moves by itself in that time, and a pull answered "moved" as well would make it drop the queue until its next
+rebalance and consume it a third time. A mark lives in memory, for at most ``RESET_PENDING_SECONDS``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.store.jsonfile import atomic_write_json, read_json
 
+RESET_GRACE_SECONDS = 15.0
+"""How long after a reset a pull from elsewhere is still served as asked (RocketMQ's Java client acts on a reset 10 s
+after it hears of it)."""
 RESET_PENDING_SECONDS = 120.0
 """How long a reset holds back a group's commits at most: every client that was running has moved by then (a
 RocketMQ client acts on a reset 10 s after it hears of it, and rebalances every 20 s)."""
@@ -32,8 +37,9 @@ class ConsumerOffsetManager:
         self.table: dict[str, dict[int, int]] = {}
         self._dirty = False
         self._save = save
-        self._resets: dict[tuple[str, str, int], tuple[int, float]] = {}
-        """(group, topic, queue id) -> (the offset a reset set, monotonic deadline of the mark)."""
+        self._resets: dict[tuple[str, str, int], tuple[int, float, float]] = {}
+        """(group, topic, queue id) -> (the offset a reset set, monotonic deadline of the mark, monotonic time from
+        which other pulls are told to move)."""
         self.clock: Callable[[], float] = time.monotonic
 
     def load(self) -> None:
@@ -71,17 +77,20 @@ class ConsumerOffsetManager:
         pulls the queue again (``take_reset``)."""
         self.table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
         self._dirty = True
-        self._resets[(group, topic, queue_id)] = (offset, self.clock() + RESET_PENDING_SECONDS)
+        now = self.clock()
+        self._resets[(group, topic, queue_id)] = (offset, now + RESET_PENDING_SECONDS, now + RESET_GRACE_SECONDS)
 
     def take_reset(self, group: str, topic: str, queue_id: int, pulling_from: int) -> int | None:
         """A pull of the group from ``pulling_from`` while a reset of the queue is pending: the reset offset when the
-        pull must move there; None when there is no pending reset, or when the pull starts at the reset offset
-        (the client has moved: the mark ends)."""
+        pull must move there; None when there is no pending reset, when the pull starts at the reset offset (the
+        client has moved: the mark ends), or within ``RESET_GRACE_SECONDS`` of the reset (served as asked)."""
         offset = self.pending_reset(group, topic, queue_id)
         if offset is None:
             return None
         if offset == pulling_from:
             del self._resets[(group, topic, queue_id)]
+            return None
+        if self.clock() < self._resets[(group, topic, queue_id)][2]:
             return None
         return offset
 

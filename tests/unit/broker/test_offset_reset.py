@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sievemq.broker.offset_reset import LATEST, offset_at_time, reset_to
-from sievemq.broker.offsets import RESET_PENDING_SECONDS, ConsumerOffsetManager
+from sievemq.broker.offsets import RESET_GRACE_SECONDS, RESET_PENDING_SECONDS, ConsumerOffsetManager
 from sievemq.store.lookup import offset_by_time
 
 
@@ -80,7 +80,11 @@ def test_a_pending_reset_holds_back_stale_commits_until_the_group_pulls_from_it(
     m.commit("g", "T", 0, 51)  # a client still at its old position
     assert m.query("g", "T", 0) == 5, "a commit of before the reset does not undo it"
     assert m.merge_max({"T@g": {"0": 60}}) == 0, "nor does a slave's larger copy"
-    assert m.take_reset("g", "T", 0, 50) == 5, "a pull from elsewhere is told where to go"
+    assert m.take_reset("g", "T", 0, 50) is None, "a client told of the reset has time to move by itself"
+    now[0] += RESET_GRACE_SECONDS
+    m.commit("g", "T", 0, 52)
+    assert m.query("g", "T", 0) == 5, "its commits stay held back meanwhile"
+    assert m.take_reset("g", "T", 0, 50) == 5, "then a pull from elsewhere is told where to go"
     assert m.take_reset("g", "T", 0, 50) == 5, "and again, until the group pulls from the reset offset"
     assert m.take_reset("g", "T", 0, 5) is None, "a pull from the reset offset ends the hold"
     m.commit("g", "T", 0, 7)
