@@ -73,7 +73,7 @@ async def test_a_group_starts_once_for_members_that_start_later(namesrv: str, na
         await second.start()
         await _send(namesrv, topic, "after")
         wanted = _expected("between") | _expected("after")
-        await eventually(lambda: wanted <= _bodies(got1.msgs) | _bodies(got2.msgs), timeout=20,
+        await eventually(lambda: wanted <= _bodies(got1.msgs) | _bodies(got2.msgs), timeout=60,
                          what="every message sent after the group started")  # fmt: skip
         await ready(second, topic)
     finally:
@@ -110,7 +110,7 @@ async def test_a_topic_created_after_start_is_read_from_its_first_message(namesr
     got = collecting(consumer)
     async with consumer:
         await _send(namesrv, topic, "created")  # auto-created now, after the group started
-        await eventually(lambda: _expected("created") <= _bodies(got.msgs), timeout=20, what="the new topic's messages")
+        await eventually(lambda: _expected("created") <= _bodies(got.msgs), timeout=60, what="the new topic's messages")
     assert _bodies(got.msgs) == _expected("created")
 
 
@@ -133,7 +133,7 @@ async def test_broadcasting_and_pull_consumers_start_at_the_end_too(namesrv: str
             polled.extend(await pull.poll(0.5))
             return _expected("after") <= _bodies(polled)
 
-        await eventually(poll_all, timeout=20, what="the pull consumer's messages")
+        await eventually(poll_all, timeout=60, what="the pull consumer's messages")
         await eventually(lambda: _expected("after") <= _bodies(got.msgs), what="the broadcasting consumer's messages")
     assert _bodies(polled) == _expected("after"), sorted(_bodies(polled))
     assert _bodies(got.msgs) == _expected("after"), sorted(_bodies(got.msgs))

@@ -18,23 +18,17 @@ from sievemq import Message, Producer
 from sievemq.admin.api import AdminClient
 from sievemq.admin.progress import group_progress
 from tests.interop.clients import DriverProcess, start_driver, unique_name
+from tests.interop.conftest import dev_and_proxy
 from tests.interop.test_against_sievemq import consume_args, create_topic, ns, produce, received_keys
-from tests.support.procs import Proc, dev_proc, proxy_proc
+from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
-    tmp = tmp_path_factory.mktemp("interop-admin-reset")
-    dev = dev_proc(tmp).start()
-    proxy = proxy_proc(tmp, ns(dev))
-    try:
-        proxy.start()
-        yield dev, proxy
-    finally:
-        assert proxy.stop() == 0, proxy.log()
-        assert dev.stop() == 0, dev.log()
+    with dev_and_proxy(tmp_path_factory.mktemp("interop-admin-reset")) as procs:
+        yield procs
 
 
 def _reset(dev: Proc, group: str, topic: str) -> str:

@@ -23,6 +23,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import connect
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
+from tests.interop.conftest import dev_and_proxy
 from tests.interop.test_against_sievemq import create_topic, ns
 from tests.support.procs import Proc, dev_proc, proxy_proc
 
@@ -31,15 +32,8 @@ pytestmark = pytest.mark.interop
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
-    tmp = tmp_path_factory.mktemp("interop-proxy-consume")
-    dev = dev_proc(tmp).start()
-    proxy = proxy_proc(tmp, ns(dev))
-    try:
-        proxy.start()
-        yield dev, proxy
-    finally:
-        assert proxy.stop() == 0, proxy.log()
-        assert dev.stop() == 0, dev.log()
+    with dev_and_proxy(tmp_path_factory.mktemp("interop-proxy-consume")) as procs:
+        yield procs
 
 
 def _produce_4x(dev: Proc, topic: str, specs: list[tuple[str, dict[str, str]]]) -> list[str]:

@@ -29,8 +29,9 @@ import pytest
 from sievemq.client import api
 from sievemq.remoting.connection import connect
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
+from tests.interop.conftest import dev_and_proxy
 from tests.interop.test_against_sievemq import create_topic, ns
-from tests.support.procs import Proc, dev_proc, proxy_proc
+from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
 
@@ -40,15 +41,8 @@ PER_GROUP = 4
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
-    tmp = tmp_path_factory.mktemp("interop-proxy-fifo")
-    dev = dev_proc(tmp).start()
-    proxy = proxy_proc(tmp, ns(dev))
-    try:
-        proxy.start()
-        yield dev, proxy
-    finally:
-        assert proxy.stop() == 0, proxy.log()
-        assert dev.stop() == 0, dev.log()
+    with dev_and_proxy(tmp_path_factory.mktemp("interop-proxy-fifo")) as procs:
+        yield procs
 
 
 def _group(dev: Proc, *flags: str) -> str:

@@ -24,9 +24,10 @@ import pytest
 from sievemq import Message, Producer, PushConsumer
 from sievemq.protocol.message import MessageExt
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
+from tests.interop.conftest import dev_and_proxy
 from tests.interop.test_against_sievemq import create_topic, ns
 from tests.interop.test_proxy import _read_all
-from tests.support.procs import Proc, dev_proc, proxy_proc
+from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
 
@@ -47,15 +48,8 @@ _PROPS: list[dict[str, str]] = [
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[tuple[Proc, Proc]]:
-    tmp = tmp_path_factory.mktemp("interop-proxy-node")
-    dev = dev_proc(tmp).start()
-    proxy = proxy_proc(tmp, ns(dev))
-    try:
-        proxy.start()
-        yield dev, proxy
-    finally:
-        assert proxy.stop() == 0, proxy.log()
-        assert dev.stop() == 0, dev.log()
+    with dev_and_proxy(tmp_path_factory.mktemp("interop-proxy-node")) as procs:
+        yield procs
 
 
 def _produce_4x(dev: Proc, topic: str, specs: list[tuple[str, dict[str, str]]]) -> list[str]:

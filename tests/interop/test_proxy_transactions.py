@@ -60,7 +60,7 @@ def test_an_unended_transaction_is_settled_by_the_check_back(
     topic = unique_name("PxTc")
     create_topic(dev, topic, queues=1)
     res = run_driver("rmq5", ["tx-produce", "--endpoints", proxy.addr, "--topic", topic, "--count", "1", "--end",
-                              "none", "--check-answer", answer, "--linger", "6"], timeout=120)  # fmt: skip
+                              "none", "--check-answer", answer, "--linger", "12"], timeout=120)  # fmt: skip
     assert res.returncode == 0, res.describe()
     assert res.of("checked"), f"the producer was never asked: {res.describe()}"
     assert _bodies(dev, topic) == seen, res.describe()
