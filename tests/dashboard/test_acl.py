@@ -63,4 +63,8 @@ async def test_the_dashboard_needs_an_admin_account(cluster: Cluster, tmp_path: 
     assert err["reason"] == "ACL_NO_CREDENTIALS" and err["code"] == 16, err
     (row,) = get(f"{unsigned}/topics").json()["topics"]
     assert row["errors"] and "broker-a" in row["errors"], row
-    assert get(f"{unsigned}/cluster").json()["brokers"][0]["state"] == "unreachable"
+    (broker,) = get(f"{unsigned}/cluster").json()["brokers"]
+    assert broker["state"] == "refused" and broker["reason"] == "ACL_NO_CREDENTIALS", broker
+    async with AdminClient(ns.addr) as anonymous:  # the CLI's `cluster status` without an account: the same answer
+        (row,) = await anonymous.cluster_status()
+    assert (row["state"], row["code"], row["reason"]) == ("refused", 16, "ACL_NO_CREDENTIALS"), row

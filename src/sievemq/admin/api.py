@@ -269,22 +269,25 @@ class AdminClient:
         reports), and for a slave its lag behind the master (bytes: the master's end minus its own when both answer;
         seconds: as the slave reports) and link state.
 
-        A broker that does not answer has ``"state": "unreachable"`` and ``"error"``."""
+        A broker that does not answer has ``"state": "unreachable"`` and ``"error"``; one that answers but refuses
+        (access control, say) has ``"state": "refused"``, ``"error"`` and the refusal's ``code`` and ``reason``."""
         rows: list[dict[str, Any]] = []
         for b in await self.brokers():
-            infos: dict[int, dict[str, str] | str] = {}
+            infos: dict[int, dict[str, str] | dict[str, Any]] = {}
             for bid, addr in sorted(b.addrs.items()):
                 try:
                     infos[bid] = await self.runtime_info(addr)
+                except RemotingError as e:
+                    infos[bid] = {"state": "refused", "error": str(e), "code": e.code, "reason": e.reason}
                 except Exception as e:
-                    infos[bid] = f"{type(e).__name__}: {e}"
+                    infos[bid] = {"state": "unreachable", "error": f"{type(e).__name__}: {e}"}
             master = infos.get(0)
-            master_end = int(master.get("commitLogMaxOffset", 0)) if isinstance(master, dict) else None
+            master_end = int(master["commitLogMaxOffset"]) if master and "commitLogMaxOffset" in master else None
             for bid, info in infos.items():
                 row: dict[str, Any] = {"cluster": b.cluster, "brokerName": b.name, "brokerId": bid,
                                        "addr": b.addrs[bid]}  # fmt: skip
-                if isinstance(info, str):
-                    rows.append({**row, "role": "SLAVE" if bid else "MASTER", "state": "unreachable", "error": info})
+                if "error" in info:
+                    rows.append({**row, "role": "SLAVE" if bid else "MASTER", **info})
                     continue
                 end = int(info.get("commitLogMaxOffset", 0))
                 row.update(role=info.get("brokerRole", "ASYNC_MASTER"), commitLogMaxOffset=end,

@@ -331,8 +331,8 @@ def cluster_status(namesrv: str, as_json: bool, credentials: Credentials | None,
             click.echo("no brokers registered")
         for r in rows:
             head = f"{r['cluster']}/{r['brokerName']} #{r['brokerId']} {r['addr']:21} {r['role']:12}"
-            if r["state"] == "unreachable":
-                click.echo(f"{head} UNREACHABLE: {r['error']}")
+            if r["state"] in ("unreachable", "refused"):
+                click.echo(f"{head} {r['state'].upper()}: {r['error']}")
             elif r["role"] == "SLAVE":
                 click.echo(f"{head} max {r['commitLogMaxOffset']}  behind {r['lagBytes']} B / "
                            f"{r['lagSeconds']:.1f} s  {r['state']}")  # fmt: skip

@@ -45,9 +45,9 @@ views.cluster = async () => {
         const used = disk.usedRatio;
         const repl = b.role === "SLAVE"
           ? `behind ${fmt.bytes(b.lagBytes)} / ${Number(b.lagSeconds || 0).toFixed(1)} s from ${b.master || "?"}`
-          : b.state === "unreachable" ? "–" : `${fmt.num(b.slaves)} slave(s), acked ${fmt.num(b.slaveAckOffset)}`;
+          : b.error ? "–" : `${fmt.num(b.slaves)} slave(s), acked ${fmt.num(b.slaveAckOffset)}`;
         return [b.cluster, h("strong", {}, b.brokerName), b.brokerId, h("code", {}, b.addr), b.role, b.version || "–",
-          b.state === "unreachable" ? h("span", {title: b.error || ""}, ui.badge("unreachable", "bad"))
+          b.error ? h("span", {title: b.error}, ui.badge(b.state, "bad"))
             : ui.badge(b.state, b.state === "serving" || b.state === "following" ? "ok" : "warn"),
           fmt.rate(rate(`put:${key}`, b.putTotal)), fmt.rate(rate(`get:${key}`, b.getTotal)),
           fmt.bytes(b.commitLogMaxOffset),
