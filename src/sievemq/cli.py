@@ -132,7 +132,8 @@ def dev(
         br_cfg = load_config(BrokerConfig, config_path, overrides=overrides)
         from sievemq.dashboard.serve import load_dashboard_config
 
-        board_cfg = load_dashboard_config(overrides={"namesrv_addr": overrides["namesrv_addr"]})
+        board_cfg = load_dashboard_config(overrides={"namesrv_addr": overrides["namesrv_addr"],
+                                                     **(tls.dashboard() if tls is not None else {})})  # fmt: skip
     except SieveError as e:
         raise click.ClickException(str(e)) from None
 

@@ -163,6 +163,15 @@ class DevTls:
             "tls_client_auth_server": self.generated,
         }
 
+    def dashboard(self) -> dict[str, Any]:
+        """The dashboard's: TLS to the name server and broker of the same process (its HTTP port stays plain, on
+        loopback by default)."""
+        return {
+            "tls_client_enable": True,
+            "tls_client_trust_cert_path": str(self.cert),
+            "tls_client_auth_server": self.generated,
+        }
+
     def connect_lines(self, namesrv_addr: str) -> list[str]:
         """How to connect, for the banner."""
         ca = f" --tls-ca {self.cert}" if self.generated else ""

@@ -51,6 +51,28 @@ CLIENT_SETTINGS: dict[str, tuple[str, Any]] = {
 }
 """(doc, default) of each broker setting for its own outgoing connections."""
 
+
+def connecting_settings(who: str) -> dict[str, tuple[str, Any]]:
+    """(doc, default) of the ``tlsClient*`` settings of a role that connects to a cluster without serving the 4.x
+    protocol itself (the proxy, the dashboard: ``who``): TLS is off unless ``tlsClientEnable``."""
+    return {
+        "enable": (
+            f"TLS for the {who}'s own connections to name servers and brokers (theirs must have tlsMode permissive or "
+            "enforcing)",
+            False,
+        ),
+        "trust": (
+            "PEM certificates trusted to sign the name servers' and brokers' certificates (empty: the system's)",
+            "",
+        ),
+        "auth_server": (
+            "verify the name servers' and brokers' certificates and host names (false: any, for development only)",
+            True,
+        ),
+        "cert": (f"PEM certificate the {who} presents to name servers and brokers that require one (empty: none)", ""),
+        "key": ("PEM private key of tlsClientCertPath, unencrypted", ""),
+    }
+
 _SERVER_KEYS = {
     "cert": "tlsServerCertPath",
     "key": "tlsServerKeyPath",
@@ -103,19 +125,22 @@ def outgoing_tls(cfg: BrokerConfig) -> ClientTls | None:
     )
 
 
+def check_client(client: ClientTls) -> None:
+    """Load every file of a role's ``tlsClient*`` settings (ConfigError naming the key of a bad one)."""
+    if client.key_file and not client.cert_file:
+        raise ConfigError(key="tlsClientCertPath", value="", allowed="a PEM file's path when tlsClientKeyPath is set")
+    try:
+        client.context()
+    except TlsFileError as e:
+        raise _config_error(e, _CLIENT_KEYS) from None
+
+
 def check_broker(cfg: BrokerConfig) -> None:
     """Load every TLS file the broker's settings name (ConfigError naming the key of a bad one)."""
     server_tls(cfg)
     client = outgoing_tls(cfg)
     if client is not None:
-        if client.key_file and not client.cert_file:
-            raise ConfigError(
-                key="tlsClientCertPath", value="", allowed="a PEM file's path when tlsClientKeyPath is set"
-            )
-        try:
-            client.context()
-        except TlsFileError as e:
-            raise _config_error(e, _CLIENT_KEYS) from None
+        check_client(client)
     if cfg.tls_mode == "enforcing" and cfg.filter_server_nums > 0:
         raise ConfigError(
             key="tlsMode",

@@ -16,12 +16,13 @@ from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import connect
 from sievemq.remoting.tls import ClientTls
+from tests.dashboard.conftest import get
 from tests.integration.conftest import Cluster
 from tests.integration.test_cli import run_cli
 from tests.integration.test_tls_loops import closed_after
 from tests.support.certs import Certs, make_certs
 from tests.support.consume import consume
-from tests.support.procs import Proc
+from tests.support.procs import Proc, free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -187,3 +188,32 @@ async def test_dev_with_tls_prints_how_to_connect(cluster: Cluster) -> None:
     rc, out, err = await run_cli(*command.split())
     assert rc == 0 and "DevTls" in out, out + err
     await refused_plain(dev)
+    # dev's dashboard reaches its TLS-only name server and broker
+    (broker,) = get(f"{dev.extra['http']}/api/cluster").json()["brokers"]
+    assert broker["state"] == "serving", broker
+
+
+def dashboard_proc(cluster: Cluster, ns: Proc, name: str, *flags: str) -> str:
+    port = free_port()
+    proc = Proc(["dashboard", "--namesrv-addr", ns.addr, "--http-port", str(port), *flags], port,
+                cluster.tmp / f"{name}.log", ready_text="sievemq dashboard on")  # fmt: skip
+    cluster._start(proc)
+    return f"http://127.0.0.1:{port}/api"
+
+
+async def test_the_dashboard_asks_a_tls_cluster_over_tls(cluster: Cluster, certs: Certs) -> None:
+    ns, _broker = start(cluster, certs, "enforcing")
+    await produce(ns, "BoardTls", [b"seen by the dashboard"], **trusting(certs))
+    secure = dashboard_proc(cluster, ns, "board-tls", "--tls-client-enable", "true",
+                            "--tls-client-trust-cert-path", str(certs.ca.cert))  # fmt: skip
+    assert [b["state"] for b in get(f"{secure}/cluster").json()["brokers"]] == ["serving"]
+    topics = get(f"{secure}/topics").json()["topics"]
+    assert {t["topic"]: t["messages"] for t in topics} == {"BoardTls": 1}
+
+    plain = dashboard_proc(cluster, ns, "board-plain")  # the name server closes plain connections: a clear 502
+    refused = get(f"{plain}/cluster")
+    assert refused.status == 502 and refused.json()["error"]["reason"] == "NAMESRV_UNREACHABLE", refused.body
+
+    key_only = ["--tls-client-enable", "true", "--tls-client-key-path", str(certs.client.key)]
+    rc, out, err = await run_cli("dashboard", "--namesrv-addr", ns.addr, "--http-port", "0", *key_only)
+    assert rc != 0 and "tlsClientCertPath" in err, out + err

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sievemq.config import check_fields, setting
-from sievemq.config_rules import HOST_PORT_LIST, LISTEN_HOST
+from sievemq.config_rules import EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST
+from sievemq.remoting.tls import ClientTls
+from sievemq.tls_settings import check_client, connecting_settings
 
 __all__ = ["ENV_PREFIX", "DashboardConfig"]
 
 ENV_PREFIX = "SIEVEMQ_DASHBOARD_"
+_TLS = connecting_settings("dashboard")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,21 @@ class DashboardConfig:
                                              hi=120)  # fmt: skip
     refresh_seconds: int = setting("how often the page refreshes what it shows (0: only when asked)", 5, lo=0,
                                    hi=3600)  # fmt: skip
+    tls_client_enable: bool = setting(*_TLS["enable"])
+    tls_client_trust_cert_path: str = setting(*_TLS["trust"], fmt=EXISTING_FILE)
+    tls_client_auth_server: bool = setting(*_TLS["auth_server"])
+    tls_client_cert_path: str = setting(*_TLS["cert"], fmt=EXISTING_FILE)
+    tls_client_key_path: str = setting(*_TLS["key"], fmt=EXISTING_FILE)
 
     def __post_init__(self) -> None:
         check_fields(self)
+        tls = self.client_tls()
+        if tls is not None:
+            check_client(tls)
+
+    def client_tls(self) -> ClientTls | None:
+        """The TLS of the dashboard's connections to the cluster (None: plain TCP)."""
+        if not self.tls_client_enable:
+            return None
+        return ClientTls(ca_file=self.tls_client_trust_cert_path, cert_file=self.tls_client_cert_path,
+                         key_file=self.tls_client_key_path, verify=self.tls_client_auth_server)  # fmt: skip

@@ -33,7 +33,7 @@ class Dashboard:
 
     def __init__(self, cfg: DashboardConfig, listen_host: str) -> None:
         self.admin = AdminClient(cfg.namesrv_addr, timeout=cfg.request_timeout_seconds, access_key=cfg.access_key,
-                                 secret_key=cfg.secret_key)  # fmt: skip
+                                 secret_key=cfg.secret_key, tls=cfg.client_tls())  # fmt: skip
         self.routes: list[web.RouteDef] = dashboard_routes(DashboardData(self.admin, cfg.refresh_seconds), listen_host)
 
     async def close(self) -> None:

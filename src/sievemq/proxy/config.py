@@ -9,8 +9,11 @@ from sievemq.config import check_fields, setting
 from sievemq.config_rules import ADVERTISED_IP, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, split_addrs
 from sievemq.errors import ConfigError
 from sievemq.http import settings as http
+from sievemq.tls_settings import connecting_settings
 
 __all__ = ["ProxyConfig"]
+
+_TLS = connecting_settings("proxy")
 
 
 @dataclass(frozen=True)
@@ -95,23 +98,11 @@ class ProxyConfig:
     tls_server_trust_cert_path: str = setting(
         "PEM certificates trusted to sign client certificates (needed with tlsServerAuthClient)", "", fmt=EXISTING_FILE
     )
-    tls_client_enable: bool = setting(
-        "TLS for the proxy's own connections to name servers and brokers (theirs must have tlsMode permissive or "
-        "enforcing)",
-        False,
-    )
-    tls_client_trust_cert_path: str = setting(
-        "PEM certificates trusted to sign the name servers' and brokers' certificates (empty: the system's)", "",
-        fmt=EXISTING_FILE,
-    )  # fmt: skip
-    tls_client_auth_server: bool = setting(
-        "verify the name servers' and brokers' certificates and host names (false: any, for development only)", True
-    )
-    tls_client_cert_path: str = setting(
-        "PEM certificate the proxy presents to name servers and brokers that require one (empty: none)", "",
-        fmt=EXISTING_FILE,
-    )  # fmt: skip
-    tls_client_key_path: str = setting("PEM private key of tlsClientCertPath, unencrypted", "", fmt=EXISTING_FILE)
+    tls_client_enable: bool = setting(*_TLS["enable"])
+    tls_client_trust_cert_path: str = setting(*_TLS["trust"], fmt=EXISTING_FILE)
+    tls_client_auth_server: bool = setting(*_TLS["auth_server"])
+    tls_client_cert_path: str = setting(*_TLS["cert"], fmt=EXISTING_FILE)
+    tls_client_key_path: str = setting(*_TLS["key"], fmt=EXISTING_FILE)
 
     def __post_init__(self) -> None:
         check_fields(self)
