@@ -341,24 +341,40 @@ class _Codegen:
                     f"else (({both} if {rt} is None else None) if {lt} is None else {right_null}))"
                 )
         elif left.nullable:
+            # RocketMQ evaluates both sides before it looks at either: a right side that can raise (a condition
+            # used as a value) raises even when the left is null. Only "is it TRUE?" may skip it.
+            must_eval_right = not right.pure and not truth
             if left.typ == "null":
+                if must_eval_right:
+                    return self.make(f"({left.code}, {right.code}, None)[2]", "bool", True, left, right)
                 return self.effect_then(left, "None", "bool", None)
-            cmp = self.equal_nonnull(left.typ, right.typ, lt, right.code)
+            cmp = self.equal_nonnull(left.typ, right.typ, lt, rt if must_eval_right else right.code)
             if neg:
                 cmp = f"not ({cmp})"
             if truth:
                 if left.typ == "str" and right.typ == "str" and not neg:
                     return self.make(f"{left.code} == {right.code}", "bool", False, left)
                 return self.make(f"(({lt} := {left.code}) is not None and {cmp})", "bool", False, left)
-            code = f"(None if ({lt} := {left.code}) is None else {cmp})"
-        else:  # right nullable, left a non-null constant
+            if must_eval_right:
+                code = f"(({lt} := {left.code}), ({rt} := {right.code}), None if {lt} is None else {cmp})[2]"
+            else:
+                code = f"(None if ({lt} := {left.code}) is None else {cmp})"
+        else:  # right nullable, left non-null: a constant, or a condition used as a value
+            # The left is evaluated first, whatever the right: when it can raise, that error is the answer, also
+            # for "is it TRUE?" (``cond <> b`` with ``b`` missing would otherwise be TRUE where RocketMQ raises).
+            hoist = not left.pure
+            a = lt if hoist else left.code
             if right.typ == "null":
+                if hoist:
+                    return self.make(f"({left.code}, {right.code}, {neg!r})[2]", "bool", False, left, right)
                 return self.effect_then(right, "True" if neg else "False", "bool", neg)
-            cmp = self.equal_nonnull(left.typ, right.typ, left.code, rt)
+            cmp = self.equal_nonnull(left.typ, right.typ, a, rt)
             if neg:
                 code = f"(True if ({rt} := {right.code}) is None else not ({cmp}))"
             else:
                 code = f"(False if ({rt} := {right.code}) is None else {cmp})"
+            if hoist:
+                code = f"(({lt} := {left.code}), {code})[1]"
         v = self.make(code, "bool", True, left, right)
         if truth:
             return self.make(f"({v.code}) is True", "bool", False, v)
