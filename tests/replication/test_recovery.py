@@ -64,6 +64,20 @@ async def test_a_master_that_lost_data_refuses_writes_until_recovered_from_the_s
     assert rows[0]["state"].startswith("refusing writes") and rows[1]["commitLogMaxOffset"] == held
     assert "refus" in master.log()
 
+    # the slave's next metadata round from this master must not drop what its log holds (it once copied the empty
+    # topic table of a master that lost its data folder, and its messages became unreadable on both)
+    async def a_round_done() -> bool:  # the round says so; without that, a dropped topic ends the wait too
+        if "is only added to ours" in slave.log():
+            return True
+        try:
+            await read_all(slave.addr, "RecoverT")
+        except AssertionError:
+            return True
+        return False
+
+    await until(a_round_done, 25.0, "the slave's metadata round from the master that lost its data")
+    assert sorted(m.body for m in await read_all(slave.addr, "RecoverT")) == sorted(bodies)
+
     # the operator's command: copy the slave's log first, then serve
     master.stop()
     master = rsets.broker("master", "SYNC_MASTER", 0, "--recover-from-slave", slave.addr).start()

@@ -6,6 +6,10 @@ wins), delay-level progress and SQL92 filters. A failed round is logged (once pe
 one comes. A replicated message of a topic the slave does not know yet makes the topic readable at once (as many
 queues as seen) and brings a round at once: consumers that fail over to the slave read a topic created just before
 the master died.
+
+A source that holds less of the commit log than we do (a master that came back with its data lost, before the
+operator recovers it) has no authority over our metadata: its rounds only add (topics and groups merged, offsets
+larger wins, delay progress larger wins), never drop what our log holds messages of.
 """
 
 from __future__ import annotations
@@ -49,15 +53,20 @@ class MetadataSync:
         offsets: ConsumerOffsetManager,
         schedule: ScheduleService,
         filters: ConsumerFilterManager,
+        own_end: Callable[[], int],
         interval: float = 10.0,
     ) -> None:
+        """``master_addr`` names the source (None while unknown); ``own_end`` is our commit log's end."""
         self.pool = pool
+        self.own_end = own_end
         self.master_addr = master_addr
         self.topics, self.groups, self.offsets = topics, groups, offsets
         self.schedule, self.filters = schedule, filters
         self.interval = interval
         self.rounds = 0
         self.last_error: str | None = None
+        self.source_behind: str | None = None
+        """Why the last round only added (the source holds less of the commit log than we do), or None."""
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
 
@@ -115,6 +124,7 @@ class MetadataSync:
         addr = self.master_addr()
         if addr is None:
             return False
+        merge = await self._source_behind(addr) or merge
         mine = self.offsets.take_snapshot(force=True, mark=False) or {}
         push = RemotingCommand.request(RequestCode.MERGE_CONSUMER_OFFSET, body=orjson.dumps(mine))
         resp = await self.pool.request(addr, push, timeout=10.0)
@@ -124,8 +134,26 @@ class MetadataSync:
         self.groups.replace_all((await self._get(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).get(
             "subscriptionGroupTable") or {}, merge)  # fmt: skip
         self.offsets.merge_max((await self._get(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).get("offsetTable") or {})
-        delay = (await self._get(addr, RequestCode.GET_ALL_DELAY_OFFSET)).get("offsetTable") or {}
-        self.schedule.replace_offsets({int(k): int(v) for k, v in delay.items()})
-        self.filters.replace_from(await self._get(addr, RequestCode.GET_ALL_CONSUMER_FILTER))
+        delay = {int(k): int(v) for k, v in ((await self._get(addr, RequestCode.GET_ALL_DELAY_OFFSET)).get(
+            "offsetTable") or {}).items()}  # fmt: skip
+        if merge:
+            ours = self.schedule.offsets
+            delay = {level: max(v, ours.get(level, 0)) for level, v in (ours | delay).items()}
+        self.schedule.replace_offsets(delay)
+        if not (merge and self.source_behind):  # a source that lost its data lost its filters too
+            self.filters.replace_from(await self._get(addr, RequestCode.GET_ALL_CONSUMER_FILTER))
         self.rounds += 1
         return True
+
+    async def _source_behind(self, addr: str) -> bool:
+        """True when the source's commit log ends before ours (its runtime info's ``commitLogMaxOffset``); said once
+        per change."""
+        table = (await self._get(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).get("table") or {}
+        theirs, ours = int(table.get("commitLogMaxOffset", 0)), self.own_end()
+        why = None if theirs >= ours else f"{addr} holds the commit log up to {theirs}, this broker up to {ours}"
+        if why is not None and self.source_behind is None:
+            log.warning("%s: its metadata is only added to ours, nothing of ours is dropped", why)
+        elif why is None and self.source_behind is not None:
+            log.info("%s holds our whole commit log again: its metadata is copied as it is", addr)
+        self.source_behind = why
+        return why is not None

@@ -72,7 +72,8 @@ def build_replication(
     pool = ConnectionPool(rpc_hook=broker_signer(config), tls=tls.context() if tls is not None else None)
     settings = config.replication_settings(recover_from)
     replication: Replication
-    sync = MetadataSync(pool, lambda: replication.metadata_source, topics, groups, offsets, schedule, filters)
+    sync = MetadataSync(pool, lambda: replication.metadata_source, topics, groups, offsets, schedule, filters,
+                        own_end=lambda: store.max_phy_offset)
     replication = Replication(settings, store, config_dir, save, pool, sync)
     return replication
 
