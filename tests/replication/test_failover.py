@@ -140,6 +140,13 @@ async def test_consumers_go_on_from_the_slave_and_their_offsets_survive(rsets: R
         rows = await set_status(rsets.namesrv)
         await until(lambda: _equal(committed(rows[0]["addr"], 4), ends), 30.0, "the master holding the slave's offsets")
 
+        # the producer's route holds the master again (its route is refreshed every second: in step and the
+        # offsets can come first, and a send to broker-a's queues found none of them once)
+        async def routes_to_a() -> bool:
+            return any(q.broker_name == "broker-a" for q in (await p.publish_info(TOPIC)).queues)
+
+        await until(routes_to_a, 30.0, "the producer's route to the returned master")
+
         # a new consumer of the group starts where the first left off: nothing of before comes again
         again = Slow(0.0)
         async with consumer(rsets.namesrv, again, "c2"):
