@@ -166,6 +166,7 @@ BROKER_ADMIN_CODES = frozenset(
         int(C.REGISTER_FILTER_SERVER),  # sievemq: a registered filter server is advertised to consumers
         int(C.VIEW_MESSAGE_BY_ID),  # sievemq: reads any record, whatever its topic
         int(C.INVOKE_BROKER_TO_RESET_OFFSET),  # sievemq: moves a group's offsets (RocketMQ 5 asks UPDATE on both)
+        int(C.CONSUME_MESSAGE_DIRECTLY),  # sievemq: hands any record to any client's listener
         int(C.GET_GROUP_STATUS),  # sievemq's private codes
         int(C.GET_GROUP_FILTERS),
         int(C.EXPLAIN_SELECTOR),

@@ -1,9 +1,10 @@
 """The operator's everyday commands (docs/admin.md): ``group list|progress|reset-offset|delete``, ``message
-show|find``, ``topic peek`` and ``dlq resend``; each with ``--json``. The ``group`` and ``topic`` subcommands are
+show|find|verify``, ``topic peek`` and ``dlq resend``; each with ``--json``. The ``group`` and ``topic`` subcommands are
 added to the groups of ``admin/cli.py``."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,57 @@ def message_show_cmd(
             click.echo(f"body ({len(found.messages[0].body)} bytes) written to {body_file}")
 
     _admin(namesrv, go, credentials, tls)
+
+
+@message.command("verify")
+@click.argument("msg_id")
+@namesrv_option
+@credential_options
+@tls_options
+@click.option("--group", "-g", "group_name", required=True, help="the consumer group whose listener consumes it")
+@click.option("--client", "client_id", default=None, help="the consumer's client id (default: the group's first "
+              "consumer online at the message's broker; `sievemq group progress` lists them)")  # fmt: skip
+@click.option("--topic", "-t", default=None, help="the message's topic (faster for a message id; else all topics)")
+@click.option("--timeout", type=click.FloatRange(0.5, 60.0), default=10.0, show_default=True,
+              help="seconds to wait for the consumer's answer")  # fmt: skip
+@_json_option
+def message_verify_cmd(
+    msg_id: str,
+    namesrv: str,
+    group_name: str,
+    client_id: str | None,
+    topic: str | None,
+    timeout: float,
+    as_json: bool,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
+) -> None:
+    """Have one consumer of GROUP run its listener on message MSG_ID and say what it did (RocketMQ's
+    consumeMessageDirectly; 5.x clients are asked through their proxy). Offsets do not move. Exits 1 unless the
+    listener consumed it."""
+    from sievemq.admin.verify import verify
+
+    outcome: list[bool] = []
+
+    async def go(admin: Any) -> None:
+        v = await verify(admin, msg_id, group_name, client_id, topic, int(timeout * 1000))
+        outcome.append(v.ok)
+        if as_json:
+            echo_json(v.to_json())
+            return
+        if v.result is not None:
+            r = v.result
+            word = r.consume_result.value if r.consume_result else "no verdict"
+            click.echo(f"message {v.msg_id} ({v.topic} on {v.broker}): consumer {v.client_id} of group {v.group} "
+                       f"answered {word} in {r.spent_ms} ms")  # fmt: skip
+            for line in r.remark.strip().splitlines():
+                click.echo(f"  {line}")
+        if v.error is not None:
+            click.echo(f"message {v.msg_id}: not verified by {v.client_id}: {v.error}", err=True)
+
+    _admin(namesrv, go, credentials, tls)
+    if outcome != [True]:
+        sys.exit(1)
 
 
 @message.command("find")

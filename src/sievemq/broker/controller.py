@@ -21,6 +21,7 @@ from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop.service import PopService, PopSettings
 from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.client import ClientProcessor
+from sievemq.broker.processors.consume_directly import ConsumeDirectlyProcessor
 from sievemq.broker.processors.consume_stats import ConsumeStatsProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.group_admin import GroupAdminProcessor
@@ -209,6 +210,7 @@ class BrokerController:
                 memory_share(c.access_message_in_memory_max_ratio),
             ),
             QueryProcessor(self.store),
+            ConsumeDirectlyProcessor(self.store, self.consumers, c.broker_name),
             AdminProcessor(
                 self.topics,
                 self.groups,

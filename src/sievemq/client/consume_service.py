@@ -67,18 +67,23 @@ class ConsumeService:
         """Stop the listener threads (those still running are not waited for)."""
         self.executor.shutdown(wait=False, cancel_futures=True)
 
+    async def run_listener(self, msgs: list[MessageExt]) -> Any:
+        """What the listener returns for a batch (an ``async def`` on the loop, a plain function in the pool);
+        whatever it raises is raised."""
+        fn = self.consumer._listener
+        assert fn is not None
+        if inspect.iscoroutinefunction(fn):
+            return await fn(msgs)
+        result = await asyncio.get_running_loop().run_in_executor(self.executor, fn, msgs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
     async def call_listener(self, msgs: list[MessageExt]) -> ConsumeResult:
         """The listener's verdict on a batch (an exception or an unknown answer counts as RECONSUME_LATER)."""
         c = self.consumer
-        fn = c._listener
-        assert fn is not None
         try:
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(msgs)
-            else:
-                result = await asyncio.get_running_loop().run_in_executor(self.executor, fn, msgs)
-                if inspect.isawaitable(result):
-                    result = await result
+            result = await self.run_listener(msgs)
         except Exception:
             log.exception("listener of group %s raised; the messages will be consumed again later", c.group)
             return ConsumeResult.RECONSUME_LATER

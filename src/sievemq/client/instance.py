@@ -17,7 +17,7 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, TypedDict
 
@@ -30,8 +30,9 @@ from sievemq.client.message import MessageQueue
 from sievemq.client.request_reply import ReplyWaiters, pushed_reply
 from sievemq.client.route_cache import RouteCache
 from sievemq.client.tasks import cancel_and_wait, spawn
-from sievemq.errors import RemotingError
+from sievemq.errors import RemotingError, SieveError
 from sievemq.protocol.admin_bodies import decode_reset_body
+from sievemq.protocol.consume_directly import ConsumeDirectlyResult
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
 from sievemq.protocol.message import PropertyKey, decode_record
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP
@@ -206,6 +207,8 @@ class ClientInstance(RouteCache):
         self.replies = ReplyWaiters()
         """Requests (``Producer.request``) waiting for their replies."""
         self.consumers: dict[str, ConsumerLike] = {}
+        self.directly_relay: Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand]] | None = None
+        """Where a CONSUME_MESSAGE_DIRECTLY for another client id goes (a proxy's 5.x clients); None: refused."""
         self._refs = 0
         self._ns_index = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -343,6 +346,8 @@ class ClientInstance(RouteCache):
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             self._reset_offsets(conn, cmd)
             return None if cmd.is_oneway else cmd.response(ResponseCode.SUCCESS)
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+            return await self._consume_directly(conn, cmd)
         if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
             try:
                 reply = pushed_reply(cmd.ext_fields, cmd.body)
@@ -355,6 +360,25 @@ class ClientInstance(RouteCache):
         if cmd.is_oneway:
             return None
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client")
+
+    async def _consume_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """A broker passes an operator's CONSUME_MESSAGE_DIRECTLY (docs/admin.md §8): our consumer of the group runs
+        its listener on the message; a request for another client id goes to ``directly_relay``."""
+        group, client_id = cmd.ext_fields.get("consumerGroup", ""), cmd.ext_fields.get("clientId", "")
+        if client_id != self.client_id and self.directly_relay is not None:
+            return await self.directly_relay(conn, cmd)
+        run = getattr(self.consumers.get(group), "consume_directly", None)
+        if run is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
+        try:
+            msg, _ = decode_record(cmd.body)
+        except ValueError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the message does not decode: {e}")
+        try:
+            result: ConsumeDirectlyResult = await run(msg)
+        except SieveError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        return cmd.response(ResponseCode.SUCCESS, body=result.encode())
 
     def _reset_offsets(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Hand a broker's offset reset (docs/admin.md §4) to the consumer of its group."""

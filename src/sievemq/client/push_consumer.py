@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, Unpack
 
+from sievemq.client.consume_directly import consume_directly
 from sievemq.client.consume_service import ConsumeService, Listener
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
@@ -34,6 +35,7 @@ from sievemq.client.start_position import StartPosition, first_offset, pin
 from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
 from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
+from sievemq.protocol.consume_directly import ConsumeDirectlyResult
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, retry_topic
@@ -386,6 +388,13 @@ class PushConsumer(ClientLifecycle):
         fetch = fetch_for(inst, mq, self, lambda: self._functions)
         puller = QueuePuller(inst, mq, _PushQueue(self, mq, pq, self._offsets), fetch, logger=log)
         self._pull_tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
+
+    async def consume_directly(self, msg: MessageExt) -> ConsumeDirectlyResult:
+        """An operator's CONSUME_MESSAGE_DIRECTLY: the listener's verdict on ``msg`` alone, offsets untouched
+        (``client/consume_directly.py``)."""
+        if self._consuming is None or self._state != "running":
+            raise ClientStateError(f"consumer of group {self.group} is not running")
+        return await consume_directly(self._consuming, msg, self.orderly)
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): each

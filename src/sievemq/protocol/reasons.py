@@ -107,6 +107,12 @@ class Reason(StrEnum):
     RECEIPT_HANDLE_EXPIRED = "RECEIPT_HANDLE_EXPIRED"
     """No lease matches the receipt handle (code 208 NO_MESSAGE): the message was acked already, or its invisible
     time ran out and it was delivered again under a new handle (ack that one)."""
+    CONSUMER_NOT_ONLINE = "CONSUMER_NOT_ONLINE"
+    """CONSUME_MESSAGE_DIRECTLY (code 1 SYSTEM_ERROR): no consumer of that client id is connected to the broker in
+    that group (``sievemq group progress`` lists the members); nothing was consumed."""
+    CLIENT_NO_ANSWER = "CLIENT_NO_ANSWER"
+    """CONSUME_MESSAGE_DIRECTLY (code 1 SYSTEM_ERROR): the consumer did not answer within the time asked (a slow
+    listener, or a client that ignores the request); the listener may still have run."""
 
 
 def reason_of(fields: Mapping[str, str]) -> Reason | None:

@@ -4,7 +4,9 @@ QueryRoute (every queue at the proxy's endpoint), Heartbeat, NotifyClientTermina
 handshake (the server's settings answer the client's: backoff policy, body size limit; a consumer's settings
 register it with its brokers, ``clients.py``), SendMessage of normal and FIFO messages (the message group is the
 sharding key), and the consumer side in ``consume.py`` (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue, QueryAssignment). The other methods answer gRPC UNIMPLEMENTED.
+ForwardMessageToDeadLetterQueue, QueryAssignment), transactions in ``transactions.py``, message verification
+(Telemetry VerifyMessageCommand for a broker's CONSUME_MESSAGE_DIRECTLY) in ``verify.py``. The other methods
+answer gRPC UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
+from sievemq.proxy.verify import VerifyRelay
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 
@@ -93,6 +96,8 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
         timeout = config.request_timeout_seconds
         self.clients = ClientRegistry(self.route, self.broker_conn, timeout)
         self.consume = ConsumeService(config, self.clients, self.route, self.broker_conn, self.endpoint)
+        self.verify = VerifyRelay()
+        """Brokers' CONSUME_MESSAGE_DIRECTLY for 5.x clients, over their Telemetry streams (``verify.py``)."""
 
     async def route(self, topic: str) -> TopicRouteData | None:
         """The topic's route from the name servers, cached for ``ROUTE_TTL_S``."""
@@ -177,7 +182,8 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
             try:
                 async for cmd in request_iterator:
                     if cmd.WhichOneof("command") != "settings":
-                        continue  # answers to commands this proxy does not send (stack traces, verifications)
+                        self.verify.answered(client_id, cmd)  # verification answers; others are not asked for
+                        continue
                     try:
                         await self.clients.settle(client_id, cmd.settings)
                     except RuntimeError as e:
@@ -198,12 +204,14 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
                     out.get_nowait()
                 out.put_nowait(None)
 
+        self.verify.attach(client_id, out)
         reader = asyncio.create_task(read(), name="telemetry-read")
         try:
             while (item := await out.get()) is not None:
                 yield item
         finally:
             reader.cancel()
+            self.verify.detach(client_id, out)
             if self.transactions.streams.get(client_id, None) is not None:
                 self.transactions.detach(client_id)
 

@@ -178,3 +178,10 @@ def test_unreadable_heartbeat_body_is_refused_as_a_bad_request() -> None:
 
     with pytest.raises(HeaderError):
         reason(signed(C.HEART_BEAT, {}, b"not json"))
+
+
+@pytest.mark.parametrize("code", [C.CONSUME_MESSAGE_DIRECTLY, C.INVOKE_BROKER_TO_RESET_OFFSET, C.VIEW_MESSAGE_BY_ID])
+def test_requests_that_reach_any_record_or_client_are_admin_only(code: int) -> None:
+    fields = {"consumerGroup": "groupB", "clientId": "c", "msgId": "x", "topic": "topicB", "group": "groupB"}
+    assert reason(signed(code, fields)) == NOPE  # an account with SUB on the group is not enough
+    assert reason(signed(code, fields, ak="adminAK1")) is OK
