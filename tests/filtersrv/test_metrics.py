@@ -8,6 +8,7 @@ from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import FilterCluster, open_conn
 from tests.filtersrv.helpers import class_pull, drain, is_big_eu, register, send_orders, until
+from tests.support.metric_names import naming_problems
 from tests.support.metrics import scrape
 from tests.support.procs import free_port
 
@@ -46,6 +47,7 @@ async def test_function_counts_and_worker_restarts(fc: FilterCluster, conns: lis
     assert s.value("sievemq_filtersrv_workers") == len(status["workers"]["pids"])
     assert s.value("sievemq_connections", role="filtersrv") >= 1
     assert s.find("sievemq_build_info")[0].labels["roles"] == "filtersrv"
+    assert naming_problems(s.text) == [], "the filter server's families follow Prometheus's naming conventions"
 
 
 async def _replaced(addr: str) -> dict[str, object] | None:

@@ -3,13 +3,18 @@ real ``sievemq dev``; and every command's clear failure when the name server can
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
 
 from sievemq.admin.api import AdminClient
+from sievemq.admin.peek import peek
 from sievemq.admin.progress import group_progress
 from tests.client.conftest import eventually, start_dev
 from tests.integration.conftest import _CLUSTER_KEY, Cluster
@@ -105,6 +110,40 @@ async def test_group_commands(namesrv: str, names: Names, admin: AdminClient) ->
                     ["group", "reset-offset", group, "-t", topic, "--to", "earliest"]):  # fmt: skip
         rc, out, err = await cli(namesrv, *command)
         assert rc == 1 and f"consumer group {group} does not exist" in err and "Traceback" not in err, (command, err)
+
+
+async def test_reset_offset_to_a_time_between_two_batches_redelivers_the_second(
+    namesrv: str, names: Names, admin: AdminClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``group reset-offset G --topic T --to TIME`` with a time as an operator types it (ISO-8601, local time, no
+    zone; the command runs in a zone 5:30 ahead of UTC): the running consumer gets the batch stored after that time
+    again, exactly once more, and nothing older."""
+    topic, group = names("TimeCli"), names("g")
+    await _fill(namesrv, topic, ["old0", "old1"])
+    await asyncio.sleep(0.05)  # the next batch is stored at least 50 ms later
+    await _fill(namesrv, topic, ["new0", "new1"])
+    stored = {v.body: v.msg.store_timestamp for v in (await peek(admin, topic, queue=0)).messages}
+    assert sorted(stored) == [b"new0", b"new1", b"old0", b"old1"], stored
+    old_last, new_first = max(stored[b"old0"], stored[b"old1"]), min(stored[b"new0"], stored[b"new1"])
+    between = (old_last + new_first) // 2
+    assert old_last < between < new_first, stored
+    local = ZoneInfo("Asia/Kolkata")
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # the command's local time (its subprocess inherits the environment)
+    when = datetime.fromtimestamp(between / 1000, local).replace(tzinfo=None).isoformat(timespec="milliseconds")
+    consumer, got = await _consumer(namesrv, group, topic)
+    try:
+        await eventually(lambda: len(got.msgs) >= 4, what="first delivery")
+        await eventually(lambda: _caught_up(admin, group, topic), what="offsets committed")
+        reset = await cli_json(namesrv, "group", "reset-offset", group, "--topic", topic, "--to", when)
+        assert isinstance(reset, dict)
+        assert (reset["to"], reset["timestamp"]) == (when, between), reset
+        assert [(q["queueId"], q["before"], q["after"]) for q in reset["queues"]] == [(0, 4, 2), (1, 0, 0)], reset
+        assert reset["clientsTold"] == [consumer.client_id], reset
+        await eventually(lambda: len(got.msgs) >= 6, what="the second batch again")
+        await asyncio.sleep(0.3)  # nothing more arrives
+        assert Counter(got.bodies()) == {b"old0": 1, b"old1": 1, b"new0": 2, b"new1": 2}, got.bodies()
+    finally:
+        await consumer.close()
 
 
 async def test_group_delete_refuses_a_group_with_consumers_online(namesrv: str, names: Names) -> None:

@@ -70,9 +70,9 @@ async def test_messages_bytes_latency_and_store_size_move_by_what_was_done(clust
         assert len(got) == 17
         record_bytes = sum(m.store_size for m in got)
         after = await scrape(http)
-        assert after.value("sievemq_bytes_in_total", topic="MetricsT") == record_bytes
+        assert after.value("sievemq_messages_in_bytes_total", topic="MetricsT") == record_bytes
         assert after.value("sievemq_messages_out_total", topic="MetricsT") == 17
-        assert after.value("sievemq_bytes_out_total", topic="MetricsT") == record_bytes
+        assert after.value("sievemq_messages_out_bytes_total", topic="MetricsT") == record_bytes
         assert _latency_count(after, "sievemq_pull_latency_seconds") - _latency_count(
             before, "sievemq_pull_latency_seconds"
         ) == pulls

@@ -3,6 +3,7 @@ that stops the role when it is taken (docs/metrics.md §1)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -13,8 +14,9 @@ from sievemq.remoting.connection import connect
 from tests.integration.conftest import Cluster
 from tests.integration.helpers import eventually
 from tests.support import wire
+from tests.support.metric_names import naming_problems
 from tests.support.metrics import Scrape, fetch, scrape
-from tests.support.procs import Proc, free_port, proxy_proc
+from tests.support.procs import Proc, dev_proc, free_port, proxy_proc
 
 
 async def _logged(proc: Proc, text: str) -> None:
@@ -42,6 +44,7 @@ async def test_name_server_and_broker_serve_their_own_metrics(cluster: Cluster) 
     s = await eventually(registered, timeout=10, what="the broker counted by the name server")
     assert s.find("sievemq_build_info")[0].labels["roles"] == "namesrv"
     assert not s.find("sievemq_messages_in_total"), "a name server has no broker metrics"
+    assert naming_problems(s.text) == []
 
     conn = await connect("127.0.0.1", broker.port)
     try:
@@ -52,6 +55,7 @@ async def test_name_server_and_broker_serve_their_own_metrics(cluster: Cluster) 
         assert b.value("sievemq_connections", role="broker") >= 1
         assert not b.find("sievemq_namesrv_brokers"), "a broker has no name-server metrics"
         assert b.value("sievemq_replication_slaves") == 0
+        assert naming_problems(b.text) == []
     finally:
         conn.close()
 
@@ -99,5 +103,46 @@ async def test_proxy_counts_calls_on_its_own_port(cluster: Cluster) -> None:
     s = await scrape(f"http://127.0.0.1:{http}")
     assert s.find("sievemq_build_info")[0].labels["roles"] == "proxy"
     assert s.value("sievemq_proxy_consumers") == 0
+    assert naming_problems(s.text) == []
     status, _, text = fetch(f"http://127.0.0.1:{http}/healthz")
     assert status == 200 and '"roles":["proxy"]' in text, text
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its sockets in LISTEN state, from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # 0A: TCP_LISTEN
+                    ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_dev_http_port_zero_turns_it_off_and_http_listen_port_does_not_apply_to_dev(cluster: Cluster) -> None:
+    """``sievemq dev --http-port 0``: no HTTP port and no URL in the banner. dev's one HTTP port is set by
+    ``--http-port`` only: ``httpListenPort`` in its ``--config`` TOML or in the environment does not open one."""
+    toml_port, env_port = free_port(), free_port()
+    (cluster.tmp / "broker.toml").write_text(f"httpListenPort = {toml_port}\n")
+    proc = dev_proc(cluster.tmp, "--config", str(cluster.tmp / "broker.toml"), http=False)
+    proc.env["SIEVEMQ_HTTP_LISTEN_PORT"] = str(env_port)
+    dev = cluster._start(proc)
+    assert dev.popen is not None
+    log = dev.log()
+    assert "/metrics" not in log and "  dashboard " not in log, log
+    ports = listening_ports(dev.popen.pid)
+    grpc_port = int(str(dev.extra["grpc"]).rsplit(":", 1)[1])
+    roles = {dev.port, int(str(dev.extra["namesrv_port"])), grpc_port}
+    assert roles <= ports, f"the roles' ports {roles} are among those found listening {ports}"
+    ha = {dev.port + 1, dev.port - 2}  # the broker's HA port and VIP channel
+    assert ports - roles - ha == set(), f"dev listens on {ports - roles - ha} besides its roles' ports"
+    assert toml_port not in ports and env_port not in ports

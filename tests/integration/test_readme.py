@@ -3,8 +3,12 @@
 The blocks are found anew on every run, so a section someone adds is checked too. They run in README order, one
 process each, with their addresses as printed (``127.0.0.1:9876``, ``10911``, ``8081``): ``sievemq dev`` runs on
 those default ports inside a network namespace of this test (only a loopback), so nothing else on the machine is
-touched. Where namespaces cannot be made (not root), the test runs on the machine's own loopback if those ports are
-free, else it is skipped with the reason.
+touched. Where namespaces cannot be made (not root, no iproute2) the tests fail and say so: CI runs as root with
+iproute2, and no README block may pass unrun.
+
+The "Filter server" section's ``sievemq dev --filtersrv 1 ...`` command runs as printed too, its module where the
+README puts it (``/opt/filters``: a folder of the test bound there in a mount namespace of its own), and the
+section's client block consumes through it (``test_the_filter_server_command_runs_as_printed``).
 
 Blocks that import RocketMQ's clients run with that client's interpreter from the interop install
 (``rocketmq.client``: the C++ core, rocketmq-client-python; ``rocketmq``: the 5.x client). What else a block needs
@@ -13,17 +17,20 @@ is declared by an HTML comment right before it, one of:
 - ``<!-- readme-test: file PATH -->``: the block is a module, written to PATH in the folder the filter servers
   import from (``--filter-paths``) and checked to compile;
 - ``<!-- readme-test: run sievemq ARGS -->``: a command to run before the block;
-- ``<!-- readme-test: needs NAME -->``: a setting of the test's server, one of ``PROVIDED``;
-- ``<!-- readme-test: skip REASON -->``: not run (reported as skipped, with the reason).
+- ``<!-- readme-test: needs NAME -->``: a setting of the test's server, one of ``PROVIDED``.
+
+There is no marker to leave a block out: a block that cannot run here is a failure to fix, not a skip.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import os
 import py_compile
 import re
+import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,7 +53,7 @@ PROVIDED = {
 }
 """What the test's ``sievemq dev`` is set up with, for ``needs`` markers."""
 INTERPRETERS = {"rmqcp": "venv-rmqcp", "rmq5": "venv-rmq5"}
-_MARKER = re.compile(r"^<!--\s*readme-test:\s*(file|run|needs|skip)\s+(.*?)\s*-->$")
+_MARKER = re.compile(r"^<!--\s*readme-test:\s*(file|run|needs)\s+(.*?)\s*-->$")
 
 
 @dataclass
@@ -108,26 +115,25 @@ class Env:
     env: dict[str, str]
 
 
-def _ports_free() -> bool:
-    for port in DEFAULT_PORTS:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
+@contextlib.contextmanager
+def own_loopback(label: str) -> Iterator[list[str]]:
+    """``loopback_only``, failing the test with the reason when no namespace can be made."""
+    stack = contextlib.ExitStack()
+    try:
+        prefix = stack.enter_context(loopback_only(label))
+    except NoNamespaces as e:
+        pytest.fail(f"the README's commands run sievemq dev on its default ports {DEFAULT_PORTS}, which needs a "
+                    f"network namespace of this test's own, and none can be made here: {e}. Run the tests as root "
+                    "with iproute2 (ip) installed, as CI does.")  # fmt: skip
+    with stack:
+        yield prefix
 
 
 @pytest.fixture(scope="module")
 def namespace() -> Iterator[list[str]]:
     """A command prefix running inside a fresh network namespace with only its loopback, removed at the end."""
-    try:
-        with loopback_only("rd") as prefix:
-            yield prefix
-    except NoNamespaces as e:
-        if not _ports_free():
-            pytest.skip(f"no network namespace ({e}) and ports {DEFAULT_PORTS} are taken here")
-        yield []
+    with own_loopback("rd") as prefix:
+        yield prefix
 
 
 def _wait_log(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -205,8 +211,6 @@ def _param(block: Block) -> object:
 
 @pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
 def test_readme_python_block_runs_as_printed(server: Env, block: Block) -> None:
-    if block.marked("skip"):
-        pytest.skip(f"README line {block.line}: {block.marked('skip')[0]}")
     for need in block.marked("needs"):
         assert need in PROVIDED, (
             f"README line {block.line} needs {need!r}, which this test does not provide ({sorted(PROVIDED)}): "
@@ -234,3 +238,76 @@ def test_a_broken_block_fails(server: Env) -> None:
     """The harness reports a block that raises (so the test above can fail)."""
     res = run_block(server, Block(0, "import sievemq\nraise SystemExit('broken on purpose')\n"))
     assert res.returncode == 1 and "broken on purpose" in res.stderr
+
+
+# ------------------------------------------------------------------------------------------------ the filter server
+def _section(title: str) -> tuple[int, int]:
+    """The README's lines (1-based, first and last) of the section headed ``## title``."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"## {title}"))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return start + 1, end
+
+
+def filter_server_command() -> list[str]:
+    """The "Filter server" section's ``sievemq dev --filtersrv ...`` line as its words (the comment left out)."""
+    first, last = _section("Filter server")
+    lines = README.read_text().splitlines()[first - 1 : last]
+    (line,) = [x for x in lines if x.startswith("sievemq dev --filtersrv")]
+    return shlex.split(line, comments=True)
+
+
+def _sievemq() -> list[str]:
+    """The ``sievemq`` command of this interpreter's environment."""
+    script = Path(sys.executable).parent / "sievemq"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "sievemq.cli"]
+
+
+def test_the_filter_server_command_runs_as_printed(tmp_path: Path) -> None:
+    command = filter_server_command()
+    assert command[:2] == ["sievemq", "dev"] and "--filtersrv" in command, command
+    paths = Path(command[command.index("--filter-paths") + 1])
+    first, last = _section("Filter server")
+    in_section = [b for b in BLOCKS if first <= b.line <= last]
+    (module,) = [b for b in in_section if b.marked("file")]
+    target = paths / module.marked("file")[0]
+    assert str(target) in module.code, f"the README's module says it is {target}"
+    (client,) = [b for b in in_section if "Selector.function(" in b.code and not b.markers]
+    # The module goes where the README says, in a folder of this test bound over paths' parent in a mount namespace
+    # of the command's own: the machine's own folder is not touched.
+    outside = paths.parent
+    assert outside.is_dir(), f"{outside} (where the README's --filter-paths is) must exist to be bound over"
+    bound = tmp_path / "bound"
+    (bound / target.relative_to(outside)).parent.mkdir(parents=True)
+    (bound / target.relative_to(outside)).write_text(module.code)
+    run, home = tmp_path / "run", tmp_path / "home"
+    run.mkdir()
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIEVEMQ_")}
+    env.update(HOME=str(home), PYTHONUNBUFFERED="1")
+    log = tmp_path / "dev.log"
+    mount = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && '
+             'exec "$@"', "sh", str(bound), str(outside)]  # fmt: skip
+    with own_loopback("rf") as prefix, open(log, "wb") as out:
+        proc = subprocess.Popen([*prefix, *mount, *_sievemq(), *command[1:]], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=run, start_new_session=True)  # fmt: skip
+        try:
+            _wait_log(log, "Press Ctrl-C to stop.", proc)
+            _wait_log(log, "filter server 127.0.0.1:", proc)  # registered with the broker: in the routes from now on
+            made = subprocess.run([*prefix, *_sievemq(), "topic", "create", "orders"], env=env, cwd=run,
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert made.returncode == 0, made.stderr
+            res = run_block(Env(prefix, run, env), client)
+            assert res.returncode == 0, f"README line {client.line}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+            printed = [body for line in res.stdout.splitlines() if line.startswith("[b")
+                       for body in ast.literal_eval(line)]  # fmt: skip
+            assert printed == [b'{"region": "eu", "total": 250}'], f"only the big EU order: {res.stdout}"
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+    assert "stopped cleanly" in log.read_text(), log.read_text()[-3000:]

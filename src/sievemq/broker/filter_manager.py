@@ -167,7 +167,7 @@ class ConsumerFilterManager:
             return None
         bits = bytearray(self.bloom.m // 8)
         for e in entries:
-            if e.selector.evaluate(properties):
+            if e.selector.verdict(properties) is not False:  # TRUE, or an error the pull evaluates again and counts
                 self.bloom.set_bits(bits, e.bit_positions)
         return bytes(bits)
 

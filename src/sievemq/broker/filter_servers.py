@@ -1,8 +1,11 @@
-"""The broker's side of filter servers: REGISTER_FILTER_SERVER (301), liveness, and the local supervisor.
+"""The broker's side of filter servers: REGISTER_FILTER_SERVER (301), liveness, their functions' counts, and the
+local supervisor.
 
 A filter server registers every 10 s; the broker keeps those heard from in the last 30 s (or whose registering
 connection is still open and was heard from in that time) and lists them in its REGISTER_BROKER body as
 ``filterServerList``. ``on_change`` fires when that list changes, so the broker can re-register at once.
+A sievemq filter server's 301 carries its functions' counts; ``FunctionCountBook`` adds them up per (group, topic)
+for the broker's /metrics (docs/metrics.md §4).
 With ``nums > 0`` the broker also starts that many ``sievemq filtersrv`` processes for itself, restarts them
 when they die and stops them when it stops. Nothing a client sends is imported or executed here.
 """
@@ -16,8 +19,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from sievemq.errors import RemotingError
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -30,6 +37,70 @@ log = logging.getLogger(__name__)
 
 FILTER_SERVER_EXPIRE_SECONDS = 30.0
 _CONN_ATTR = "filter_server_addr"
+INSTANCES_KEPT = 256
+"""Filter server processes whose last counts the broker remembers (a restarted one is a new instance)."""
+MAX_COUNTED_PAIRS = 10_000
+"""(group, topic) pairs whose function counts the broker adds up; reports of further pairs are left out (a 301
+sender cannot grow the broker's memory without end)."""
+
+
+@dataclass
+class FunctionCounts:
+    """What the functions of one (group, topic) decided on this broker's filter servers, added up."""
+
+    matched: int = 0
+    filtered_out: int = 0
+    errors: int = 0
+    """Batches that failed (the function raised, overran its time or memory, or its worker died)."""
+
+
+_Row = tuple[int, int, int, int]  # serial, matched, filtered out, errors
+
+
+class FunctionCountBook:
+    """Function counts per (group, topic), from the reports in filter servers' 301 requests, as counters that only
+    grow: each report adds what grew since the same instance's last report of the same registration, and all of a
+    registration that is new (a new serial: registered anew, its counts started again) or of an instance that is
+    new (a filter server started or restarted). So the totals survive a filter server's restart and add up several
+    filter servers of one group; what a filter server counted after its last report before it stopped is lost."""
+
+    def __init__(self, instances_kept: int = INSTANCES_KEPT) -> None:
+        self.totals: dict[tuple[str, str], FunctionCounts] = {}
+        """(group, topic) -> counts, in the order first reported (``/metrics`` keeps the first ones' series)."""
+        self._last: OrderedDict[str, dict[tuple[str, str], _Row]] = OrderedDict()
+        self._kept = instances_kept
+
+    def report(self, body: Any) -> None:
+        """Add a 301 body's counts (``{"instance": token, "functions": [...]}``); ValueError when malformed."""
+        if not isinstance(body, dict) or not isinstance(body.get("instance"), str):
+            raise ValueError("not an object with an 'instance'")
+        instance, functions = body["instance"], body.get("functions", [])
+        if not isinstance(functions, list):
+            raise ValueError("'functions' is not a list")
+        rows: dict[tuple[str, str], _Row] = {}
+        for f in functions:
+            try:
+                key = (str(f["consumerGroup"]), str(f["topic"]))
+                rows[key] = (int(f["serial"]), int(f["matched"]), int(f["filteredOut"]), int(f["errors"]))
+            except (KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"a function's counts lack {e}") from None
+        before = self._last.pop(instance, {})
+        for key, (serial, matched, filtered_out, errors) in rows.items():
+            prev = before.get(key)
+            if prev is not None and prev[0] == serial:
+                matched, filtered_out, errors = (max(0, n - p) for n, p in zip((matched, filtered_out, errors),
+                                                                                prev[1:], strict=True))  # fmt: skip
+            total = self.totals.get(key)
+            if total is None:
+                if len(self.totals) >= MAX_COUNTED_PAIRS:
+                    continue
+                total = self.totals[key] = FunctionCounts()
+            total.matched += matched
+            total.filtered_out += filtered_out
+            total.errors += errors
+        self._last[instance] = rows
+        while len(self._last) > self._kept:
+            self._last.popitem(last=False)
 
 
 @dataclass
@@ -80,6 +151,9 @@ class FilterServerManager:
         """Called (synchronously, on the loop) whenever ``addresses()`` changes."""
         self._live: dict[str, float] = {}
         self._conns: dict[str, Connection] = {}
+        self.function_counts = FunctionCountBook()
+        """What the filter servers' functions decided, from their 301s (the broker's /metrics shows them)."""
+        self._bad_reports: set[str] = set()
         self._children: list[_Child] = [_Child(i) for i in range(nums)]
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -96,9 +170,21 @@ class FilterServerManager:
         if not sep or not host or not port.isdigit():
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"filterServerAddr must be ip:port, got {addr!r}")
         self.heard(addr, conn)
+        if cmd.body:
+            self._counts_reported(addr, cmd.body)
         return cmd.response(
             ResponseCode.SUCCESS, ext_fields={"brokerName": self.broker_name, "brokerId": self.broker_id}
         )
+
+    def _counts_reported(self, addr: str, body: bytes) -> None:
+        """Take a 301 body's function counts; a malformed one is logged (once per filter server) and ignored: the
+        registration stands."""
+        try:
+            self.function_counts.report(orjson.loads(body))
+        except ValueError as e:  # orjson.JSONDecodeError is one
+            if addr not in self._bad_reports and len(self._bad_reports) < INSTANCES_KEPT:
+                self._bad_reports.add(addr)
+                log.warning("filter server %s sent function counts this broker cannot read (%s); ignored", addr, e)
 
     def heard(self, addr: str, conn: Connection | None = None, now: float | None = None) -> None:
         """Record a registration from ``addr`` (over ``conn``, if any)."""

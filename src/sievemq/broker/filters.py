@@ -63,7 +63,7 @@ class TagFilter:
 class SqlFilter:
     """SQL92 subscription: Bloom bits first (when the group's bits exist), then evaluation of the properties."""
 
-    __slots__ = ("counts", "evaluate", "ignores_cq", "mask", "positions", "selector", "trust_after")
+    __slots__ = ("counts", "evaluate", "ignores_cq", "mask", "positions", "selector", "trust_after", "verdict")
 
     def __init__(
         self,
@@ -75,6 +75,7 @@ class SqlFilter:
     ) -> None:
         self.selector = selector
         self.evaluate = selector.matcher
+        self.verdict = selector.verdict
         self.counts = counts
         self.positions = positions
         self.mask = mask
@@ -120,10 +121,14 @@ class SqlFilter:
         except ValueError:
             self.counts.evaluation_errors += 1
             return False
-        if self.evaluate(props):
+        verdict = self.verdict(props)
+        if verdict:
             self.counts.sql_matched += 1
             return True
-        self.counts.filtered_by_evaluation += 1
+        if verdict is None:  # the evaluation raised (RocketMQ: "Message Filter error"): not delivered, counted apart
+            self.counts.evaluation_errors += 1
+        else:
+            self.counts.filtered_by_evaluation += 1
         return False
 
 

@@ -6,8 +6,11 @@ import asyncio
 import dataclasses
 import logging
 import os
+import secrets
 import time
 from typing import Any
+
+import orjson
 
 from sievemq import __version__
 from sievemq.acl.authorizer import AclAuthorizer
@@ -67,6 +70,8 @@ class FiltersrvController:
         self.broker_id = -1
         self.last_registered = 0.0
         self.started_at = time.time()
+        self.instance = secrets.token_hex(8)
+        """This process's token in its 301 counts (the broker keeps counting per instance: docs/metrics.md §4)."""
         self.done = asyncio.Event()
         """Set when the filter server should exit on its own (its parent broker is gone)."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -79,8 +84,10 @@ class FiltersrvController:
 
     # ------------------------------------------------------------------ registration with the broker
     async def register_once(self) -> bool:
-        """REGISTER_FILTER_SERVER (301) to the broker; True when it answered SUCCESS."""
-        cmd = RemotingCommand.request(RequestCode.REGISTER_FILTER_SERVER, {"filterServerAddr": self.addr})
+        """REGISTER_FILTER_SERVER (301) to the broker, its body this server's function counts (``counts_body``);
+        True when it answered SUCCESS."""
+        cmd = RemotingCommand.request(RequestCode.REGISTER_FILTER_SERVER, {"filterServerAddr": self.addr},
+                                      self.counts_body())  # fmt: skip
         try:
             resp = await self.broker_conns.request(self.config.broker_addr, cmd, 3.0)
         except Exception as e:
@@ -97,6 +104,12 @@ class FiltersrvController:
         self.last_registered = time.time()
         self._register_failing = False
         return True
+
+    def counts_body(self) -> bytes:
+        """What every 301 carries: ``{"instance": token, "functions": [...]}`` (``FilterRegistry.counts_report``),
+        from which the broker's /metrics shows the functions' decisions (docs/metrics.md §4). A RocketMQ broker
+        ignores a 301's body."""
+        return orjson.dumps({"instance": self.instance, "functions": self.registry.counts_report()})
 
     def _registration_failed(self, why: str) -> None:
         if not self._register_failing:

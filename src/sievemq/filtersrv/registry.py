@@ -228,6 +228,9 @@ class Registration:
     disabled_reason: str = ""
     last_error: str = ""
     stats: FunctionStats = field(default_factory=FunctionStats)
+    serial: int = 0
+    """This registration's number on its filter server: a new registration of (topic, group) has a new one (and
+    new counts), which is how the broker tells a counter reset from growth (``counts_report``)."""
 
     @property
     def label(self) -> str:
@@ -263,6 +266,7 @@ class FilterRegistry:
     def __init__(self, max_consecutive_failures: int = 3) -> None:
         self.max_consecutive_failures = max_consecutive_failures
         self._regs: dict[tuple[str, str], Registration] = {}
+        self._serial = 0
 
     def get(self, topic: str, group: str) -> Registration | None:
         """The registration of (topic, group), if any."""
@@ -277,7 +281,8 @@ class FilterRegistry:
 
     def put(self, topic: str, group: str, spec: FunctionSpec) -> Registration:
         """Register ``spec`` for (topic, group), replacing (and re-enabling) what was there."""
-        reg = Registration(topic, group, spec)
+        self._serial += 1
+        reg = Registration(topic, group, spec, serial=self._serial)
         self._regs[(topic, group)] = reg
         return reg
 
@@ -325,3 +330,18 @@ class FilterRegistry:
     def snapshot(self) -> list[dict[str, Any]]:
         """Status JSON of every registration."""
         return [r.to_json() for r in self.all()]
+
+    def counts_report(self) -> list[dict[str, Any]]:
+        """Each registration's decisions as its filter server tells its broker in every 301 (docs/metrics.md §4):
+        ``consumerGroup``, ``topic``, ``serial``, ``matched``, ``filteredOut``, ``errors``."""
+        return [
+            {
+                "consumerGroup": r.group,
+                "topic": r.topic,
+                "serial": r.serial,
+                "matched": r.stats.matched,
+                "filteredOut": r.stats.filtered_out,
+                "errors": r.stats.errors,
+            }
+            for r in self.registrations()
+        ]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from sievemq.broker.filter_manager import FilterCounts
+from sievemq.broker.filter_servers import FunctionCounts
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.pop.service import PopService
 from sievemq.broker.stats import BrokerStats
@@ -17,7 +18,7 @@ from sievemq.broker.transactions.service import TransactionService
 from sievemq.metrics.families import counter, gauge, histogram, labelled_counter
 from sievemq.metrics.series import OTHER
 
-__all__ = ["BookkeepingCollector", "FilterCollector", "TrafficCollector", "filter_outcomes"]
+__all__ = ["BookkeepingCollector", "FilterCollector", "TrafficCollector", "filter_outcomes", "function_outcomes"]
 
 
 class TrafficCollector:
@@ -37,11 +38,11 @@ class TrafficCollector:
         yield self._per_topic("sievemq_messages_in", "Messages stored for producers (and replies), by the topic the "
                               "producer named (a delayed, timer or transactional message counts when it arrives)",
                               s.put_by_topic)  # fmt: skip
-        yield self._per_topic("sievemq_bytes_in", "Bytes of those messages as stored (record: body, properties and "
-                              "header)", s.put_bytes_by_topic)  # fmt: skip
+        yield self._per_topic("sievemq_messages_in_bytes", "Bytes of those messages as stored (record: body, "
+                              "properties and header)", s.put_bytes_by_topic)  # fmt: skip
         yield self._per_topic("sievemq_messages_out", "Messages delivered to consumers (pulls and POPs; the same "
                               "message delivered twice counts twice)", s.get_by_topic)  # fmt: skip
-        yield self._per_topic("sievemq_bytes_out", "Bytes of those messages as delivered (records)",
+        yield self._per_topic("sievemq_messages_out_bytes", "Bytes of those messages as delivered (records)",
                               s.get_bytes_by_topic)  # fmt: skip
         yield histogram("sievemq_send_latency_seconds", "Time from a send request reaching the broker's send "
                         "processor to its answer, refusals included (a SYNC_FLUSH or SYNC_MASTER wait is part of "
@@ -68,33 +69,50 @@ def filter_outcomes(c: FilterCounts) -> list[tuple[str, str, int]]:
 
 FILTER_HELP = ("Messages a consumer group's filter decided on, by kind (tag: the tag hash in the consume queue; "
                "bitmap: the SQL92 group's Bloom bits, skipping the message unread; sql: the SQL92 expression on its "
-               "properties; function: a filter server's function) and outcome (matched, filtered_out, "
-               "error)")  # fmt: skip
+               "properties; function: a filter server's function, on a broker as its filter servers reported) and "
+               "outcome (matched, filtered_out, error: for sql a message the expression could not be evaluated on, "
+               "not delivered; for function a batch that failed)")  # fmt: skip
+
+
+def function_outcomes(c: FunctionCounts) -> list[tuple[str, str, int]]:
+    """``(kind, outcome, messages)`` of one group's function counts as its filter servers reported them: all three
+    outcomes, zeros included (as a filter server's own /metrics shows them); ``error`` counts failed batches."""
+    return [("function", "matched", c.matched), ("function", "filtered_out", c.filtered_out),
+            ("function", "error", c.errors)]  # fmt: skip
 
 
 class FilterCollector:
-    """``sievemq_filter_messages_total{kind, outcome, group, topic}`` from the filter manager's counts."""
+    """``sievemq_filter_messages_total{kind, outcome, group, topic}`` from the filter manager's counts (tag, bitmap,
+    sql) and the counts the broker's filter servers reported (function)."""
 
-    def __init__(self, counts: Mapping[tuple[str, str], FilterCounts], limit: int) -> None:
+    def __init__(self, counts: Mapping[tuple[str, str], FilterCounts], limit: int,
+                 functions: Mapping[tuple[str, str], FunctionCounts] | None = None) -> None:  # fmt: skip
         """``counts``: (group, topic) -> counts, in the order first counted (``ConsumerFilterManager.counts``);
-        the first ``limit`` pairs have their own series, the others are added up per kind and outcome."""
+        ``functions`` the same from filter servers (``FunctionCountBook.totals``). Of each, the first ``limit``
+        pairs have their own series, the others are added up per kind and outcome."""
         self.counts = counts
+        self.functions: Mapping[tuple[str, str], FunctionCounts] = functions if functions is not None else {}
         self.limit = limit
 
     def collect(self) -> Iterable[Metric]:
-        """One series per (kind, outcome) of each pair that counted any."""
+        """One series per (kind, outcome) of each pair that counted any (every outcome of a function)."""
         metric = CounterMetricFamily("sievemq_filter_messages", FILTER_HELP, labels=["kind", "outcome", "group",
                                                                                      "topic"])  # fmt: skip
+        self._add(metric, [(pair, filter_outcomes(c)) for pair, c in list(self.counts.items())])
+        self._add(metric, [(pair, function_outcomes(c)) for pair, c in list(self.functions.items())])
+        yield metric
+
+    def _add(self, metric: CounterMetricFamily,
+             pairs: list[tuple[tuple[str, str], list[tuple[str, str, int]]]]) -> None:  # fmt: skip
         rest: dict[tuple[str, str], int] = {}
-        for i, ((group, topic), c) in enumerate(list(self.counts.items())):
-            for kind, outcome, n in filter_outcomes(c):
+        for i, ((group, topic), rows) in enumerate(pairs):
+            for kind, outcome, n in rows:
                 if i < self.limit:
                     metric.add_metric([kind, outcome, group, topic], n)
                 else:
                     rest[(kind, outcome)] = rest.get((kind, outcome), 0) + n
         for (kind, outcome), n in rest.items():
             metric.add_metric([kind, outcome, OTHER, OTHER], n)
-        yield metric
 
 
 class BookkeepingCollector:

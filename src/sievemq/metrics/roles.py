@@ -34,7 +34,7 @@ def broker_metrics(b: BrokerController) -> RoleMetrics:
     limit = b.config.http_metrics_max_series
     collectors: list[Collector] = [
         TrafficCollector(b.stats, limit),
-        FilterCollector(b.filters.counts, limit),
+        FilterCollector(b.filters.counts, limit, b.filter_servers.function_counts.totals),
         ConsumerCollector(b.offsets, b.store, b.pop.book, limit),
         StoreCollector(b.store),
         ReplicationCollector(b.replication),

@@ -43,7 +43,14 @@ for the README to include.
 from __future__ import annotations
 
 from sievemq.filter.sql92.ast import Expr, to_sql
-from sievemq.filter.sql92.compiler import CACHE_SIZE, Matcher, Selector, clear_selector_cache, compile_selector
+from sievemq.filter.sql92.compiler import (
+    CACHE_SIZE,
+    Matcher,
+    Selector,
+    Verdict,
+    clear_selector_cache,
+    compile_selector,
+)
 from sievemq.filter.sql92.errors import SqlError, SqlEvaluationError
 from sievemq.filter.sql92.limits import MAX_DEPTH, MAX_IN_LIST, MAX_LENGTH, MAX_NESTING
 from sievemq.filter.sql92.parser import parse
@@ -61,6 +68,7 @@ __all__ = [
     "Selector",
     "SqlError",
     "SqlEvaluationError",
+    "Verdict",
     "clear_selector_cache",
     "compile_selector",
     "parse",

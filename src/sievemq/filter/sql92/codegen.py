@@ -12,6 +12,10 @@ becomes ``_i32(v) > 5`` with ``_i32`` = Java ``Integer.valueOf``. Two versions a
   last operand of an OR and every operand of a top-level AND may cut corners (returning False
   where RocketMQ throws is the same verdict), and the whole thing sits in one ``try``: any
   exception means "not delivered".
+* ``_verdict(p)``: the same code, but None (instead of False) when it raised: what the broker
+  counts as an evaluation error (docs/metrics.md §4). Errors skipped by a corner cut (an AND
+  already FALSE or NULL before the failing part) are not seen: those messages count as not
+  matched.
 
 Safety: the only text interpolated into the generated source is produced by ``repr`` of a string
 or number (property names are passed as ``g('name')`` dict lookups, string literals as ``repr``),
@@ -59,9 +63,11 @@ from sievemq.filter.sql92.values import (
     wrap_int64,
 )
 
-__all__ = ["Matcher", "compile_ast"]
+__all__ = ["Matcher", "Verdict", "compile_ast"]
 
 Matcher = Callable[[Mapping[str, str]], bool]
+Verdict = Callable[[Mapping[str, str]], bool | None]
+"""``props -> True`` (deliver), ``False`` (not TRUE), ``None`` (the evaluation raised: not delivered either)."""
 
 _NUMERIC = ("int", "long", "double")
 _PARSE = {"int": "_i32", "long": "_i64", "double": "_dbl"}
@@ -490,6 +496,7 @@ class _Compiled:
     matcher: Matcher
     exact: Callable[[Mapping[str, str]], bool | None]
     source: str
+    verdict: Verdict
 
 
 def compile_ast(root: Expr, *, name: str = "<sql92>") -> _Compiled:
@@ -498,10 +505,11 @@ def compile_ast(root: Expr, *, name: str = "<sql92>") -> _Compiled:
     gen = _Codegen()
     exact = gen.exact(root)
     # The "is it TRUE?" version is faster to run, but Python's compiler takes about 0.5 us per byte of source: past
-    # _TRUTH_MAX_SOURCE bytes it is dropped and the three-valued version answers (the same verdicts).
+    # _TRUTH_MAX_SOURCE bytes it is dropped and the three-valued version answers (the same verdicts). It is
+    # compiled twice (``_match`` and ``_verdict``).
     before = len(gen.helpers)
     truth = gen.truth(root)
-    if len(truth.code) + sum(len(h) for h in gen.helpers[before:]) > _TRUTH_MAX_SOURCE:
+    if 2 * len(truth.code) + sum(len(h) for h in gen.helpers[before:]) > _TRUTH_MAX_SOURCE:
         del gen.helpers[before:]
         truth = _Val(f"{exact.code} is True", "bool", False)
     source = "\n".join(
@@ -514,6 +522,13 @@ def compile_ast(root: Expr, *, name: str = "<sql92>") -> _Compiled:
             "    except Exception:",
             "        return False",
             "",
+            "def _verdict(p):",
+            "    try:",
+            "        g = p.get",
+            f"        return {truth.code}",
+            "    except Exception:",
+            "        return None",
+            "",
             "def _exact(p):",
             "    g = p.get",
             f"    return {exact.code}",
@@ -524,5 +539,6 @@ def compile_ast(root: Expr, *, name: str = "<sql92>") -> _Compiled:
     exec(compile(source, name, "exec"), namespace)
     matcher = namespace["_match"]
     exact_fn = namespace["_exact"]
-    assert callable(matcher) and callable(exact_fn)
-    return _Compiled(matcher, exact_fn, source)  # type: ignore[arg-type]
+    verdict = namespace["_verdict"]
+    assert callable(matcher) and callable(exact_fn) and callable(verdict)
+    return _Compiled(matcher, exact_fn, source, verdict)  # type: ignore[arg-type]

@@ -8,11 +8,11 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from sievemq.filter.sql92.ast import Expr, properties_used
-from sievemq.filter.sql92.codegen import Matcher, compile_ast
+from sievemq.filter.sql92.codegen import Matcher, Verdict, compile_ast
 from sievemq.filter.sql92.errors import SqlError, SqlEvaluationError
 from sievemq.filter.sql92.parser import parse
 
-__all__ = ["CACHE_SIZE", "Matcher", "Selector", "clear_selector_cache", "compile_ast", "compile_selector"]
+__all__ = ["CACHE_SIZE", "Matcher", "Selector", "Verdict", "clear_selector_cache", "compile_ast", "compile_selector"]
 
 CACHE_SIZE = 100
 """How many recent expressions (compiled or failed) :func:`compile_selector` remembers, like RocketMQ."""
@@ -23,10 +23,11 @@ class Selector:
 
     ``evaluate(props)`` is True only when the expression is TRUE for that property map; NULL,
     FALSE and evaluation errors all give False (not delivered), exactly like RocketMQ. For a hot
-    loop, ``matcher`` is the same function without the method call.
+    loop, ``matcher`` is the same function without the method call; ``verdict`` tells an
+    evaluation error (None) from a FALSE or NULL result (False), for the broker's error count.
     """
 
-    __slots__ = ("_exact", "ast", "matcher", "properties_used", "python_source", "text")
+    __slots__ = ("_exact", "ast", "matcher", "properties_used", "python_source", "text", "verdict")
 
     text: str
     """The expression exactly as given (RocketMQ keys its cache by this string)."""
@@ -37,6 +38,9 @@ class Selector:
     the expression is true of an empty map (the broker may precompute that)."""
     matcher: Matcher
     """``props -> bool``: never raises."""
+    verdict: Verdict
+    """``props -> True | False | None``: like ``matcher``, but None where the evaluation raised (RocketMQ's
+    "Message Filter error": a property that is not a number compared with one...). Never raises."""
     python_source: str
     """The generated Python source (for debugging)."""
 
@@ -46,6 +50,7 @@ class Selector:
         self.ast = ast
         self.properties_used = properties_used(ast)
         self.matcher = compiled.matcher
+        self.verdict = compiled.verdict
         self.python_source = compiled.source
         self._exact = compiled.exact
 
