@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Screenshots of the dashboard for the docs: starts ``sievemq dev`` on free ports in a temporary folder, loads the
-sample data of the tests (tests/dashboard/sample.py: topics, messages, a running and a stopped consumer group),
-opens each page in headless chromium (the tests' browser: tests/support/browser.py) and writes
-docs/dashboard/<page>.png.
+sample data of the tests (tests/dashboard/sample.py: topics, messages, a running and a stopped consumer group, and
+a group whose members subscribe differently), sends messages all along (payments throughout, orders until the
+topic's page is taken, so the rates are not all zero), opens each page in headless chromium (the tests' browser:
+tests/support/browser.py) and writes docs/dashboard/<page>.png: the 8 pages docs/dashboard.md and the README show
+(tests/unit/dashboard/test_screenshots.py checks they are there and referenced).
 
     .venv/bin/python scripts/dashboard_screenshots.py [--out docs/dashboard]
 
@@ -39,16 +41,21 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str, tuple[str, ...]]]:
         ("cluster", "#/cluster", ("broker-a", "ASYNC_MASTER")),
         ("topics", "#/topics", ("orders", "payments", "audit-log", "/s")),
         ("topic", "#/topic?topic=orders", ("Queues", "billing")),
-        ("groups", "#/groups", ("billing", "shipping", "consistent")),
-        ("group", "#/group?group=shipping", ("Lag per queue", str(sample.LATE_ORDERS))),
+        ("groups", "#/groups", ("billing", "shipping", sample.STOCK_GROUP, "inconsistent")),
+        ("group", "#/group?group=shipping", ("Lag per queue", "Filter counts", "SQL92")),
         ("messages", f"#/messages?{by_time}", ("order-3", "message(s)")),
         ("message", f"#/message?id={ids['order-7']}", ("Properties", "region")),
         ("filters", f"#/filters?{explain}", ("Matching (sample)", "Filter counts of shipping")),
     ]
 
 
-async def trickle(namesrv: str, stop: asyncio.Event) -> None:
-    """Payments arriving all along (the pages' rates are not all zero)."""
+REFRESHED = ("cluster", "topics", "topic")
+"""Pages whose rates need two samples: their screenshot waits for the page's own refresh."""
+
+
+async def trickle(namesrv: str, stop: asyncio.Event, orders_stop: asyncio.Event) -> None:
+    """Payments arriving all along and orders (the sample's, numbered on) until ``orders_stop``: the pages' rates
+    are not all zero, and billing consumes the orders (Out)."""
     from sievemq import Message, Producer
 
     producer = Producer(namesrv, "screenshot-trickle")
@@ -57,6 +64,8 @@ async def trickle(namesrv: str, stop: asyncio.Event) -> None:
         i = 0
         while not stop.is_set():
             await producer.send(Message("payments", f"payment {i}".encode(), tags="Card", keys=[f"live-{i}"]))
+            if not orders_stop.is_set() and i % 8 == 0:
+                await producer.send(sample.order(sample.ORDERS + sample.LATE_ORDERS + i // 8))
             i += 1
             await asyncio.sleep(0.04)
     finally:
@@ -72,9 +81,11 @@ def main() -> None:
         loop = Loop()
         driver = None
         data = None
+        stock = None
         try:
             namesrv, url = str(dev.extra["namesrv"]), str(dev.extra["http"])
             data = loop.run(sample.load(namesrv))
+            stock = loop.run(sample.inconsistent_group(namesrv))
             from sievemq.admin.api import AdminClient
             from sievemq.admin.messages import show
 
@@ -83,12 +94,12 @@ def main() -> None:
                     return (await show(admin, msg_id)).messages[0].msg.offset_msg_id
 
             ids = {"order-7": loop.run(offset_id(data.order_ids["order-7"]))}
-            stop = asyncio.Event()
-            sending = asyncio.run_coroutine_threadsafe(trickle(namesrv, stop), loop.loop)
+            stop, orders_stop = asyncio.Event(), asyncio.Event()
+            sending = asyncio.run_coroutine_threadsafe(trickle(namesrv, stop, orders_stop), loop.loop)
             driver = chrome(Path(tmp) / "profile")
             for name, page, texts in pages(ids):
                 open_view(driver, f"{url}/{page}", *texts)
-                if name in ("topics", "cluster"):  # rates need two samples: wait for the page's own refresh
+                if name in REFRESHED:
                     before = driver.execute_script("return document.body.dataset.ready")
                     deadline = time.monotonic() + 15
                     while driver.execute_script("return document.body.dataset.ready") == before:
@@ -98,12 +109,16 @@ def main() -> None:
                     wait_text(driver, *texts)
                 path = screenshot(driver, args.out / f"{name}.png")
                 driver.set_window_size(1440, 900)
+                if name == "topic":
+                    loop.loop.call_soon_threadsafe(orders_stop.set)  # the group's and the messages' pages stay put
                 print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
             loop.loop.call_soon_threadsafe(stop.set)
             sending.result(30)
         finally:
             if driver is not None:
                 driver.quit()
+            if stock is not None:
+                loop.run(stock.close())
             if data is not None:
                 loop.run(data.close())
             loop.close()

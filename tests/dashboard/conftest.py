@@ -76,9 +76,12 @@ class Board:
 
 
 @pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Board]:
-    """``sievemq dev`` with its dashboard and the sample data, for the whole module."""
-    proc = dev_proc(tmp_path_factory.mktemp("dashboard-dev")).start()
+def board(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Board]:
+    """``sievemq dev`` with its dashboard and the sample data, for the whole module; a module's ``DEV_ENV`` (a
+    dict, e.g. ``SIEVEMQ_DASHBOARD_REFRESH_SECONDS``) is added to the process's environment."""
+    proc = dev_proc(tmp_path_factory.mktemp("dashboard-dev"))
+    proc.env.update(getattr(request.module, "DEV_ENV", {}))
+    proc.start()
     loop = Loop()
     try:
         namesrv = str(proc.extra["namesrv"])

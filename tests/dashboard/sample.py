@@ -8,6 +8,10 @@ consumer groups on a running ``sievemq dev``, with the counts the dashboard must
 - group ``billing``: a push consumer of ``orders`` with ``TagA``, left running (lag 0 once it caught up);
 - group ``shipping``: a push consumer of ``orders`` with SQL92 ``region = 'eu'`` that consumed the first
   ``ORDERS`` and stopped: its lag is ``LATE_ORDERS``.
+
+Apart from ``load`` (which the API tests' exact values rely on), ``inconsistent_group`` makes group ``stock`` of
+topic ``inventory``, whose two members subscribe differently: the broker keeps the first one's subscription and
+refuses the second's (src/sievemq/broker/consistency.py), and the dashboard shows the group as inconsistent.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from sievemq import Message, Producer, PushConsumer
+from sievemq import Message, MessageExt, Producer, PushConsumer
 from sievemq.admin.api import AdminClient
 
 ORDERS = 30
@@ -63,9 +67,9 @@ async def _consumer(namesrv: str, group: str, expression: str, sql: bool, want: 
     seen: set[str] = set()
 
     @consumer.listener
-    async def on(messages: list[object]) -> None:
+    async def on(messages: list[MessageExt]) -> None:
         for m in messages:
-            seen.add(getattr(m, "msg_id", ""))
+            seen.add(m.msg_id)
 
     await consumer.start()
     deadline = time.monotonic() + 60
@@ -104,3 +108,52 @@ async def load(namesrv: str) -> Sample:
     finally:
         await producer.close()
     return sample
+
+
+STOCK_TOPIC = "inventory"
+STOCK_GROUP = "stock"
+STOCK_FIRST = ("stock-a", "TagA")
+"""(instance name, expression) of the member that subscribes first: its subscription is the group's."""
+STOCK_SECOND = ("stock-b", "TagB")
+"""(instance name, expression) of the member that subscribes differently afterwards: the broker refuses it."""
+
+
+@dataclass
+class Inconsistent:
+    """The two running members of ``STOCK_GROUP`` (close them with ``close()``)."""
+
+    first: PushConsumer
+    second: PushConsumer
+
+    async def close(self) -> None:
+        """Stop both members."""
+        await self.second.close()
+        await self.first.close()
+
+
+async def inconsistent_group(namesrv: str) -> Inconsistent:
+    """Start ``STOCK_GROUP``'s two members on ``STOCK_TOPIC`` (2 queues, made here): ``STOCK_FIRST`` then
+    ``STOCK_SECOND``, which the broker refuses; it stands by (``standby=True``: its start does not fail) and stays
+    a member of the group, inconsistent."""
+    from sievemq import Selector
+
+    async with AdminClient(namesrv) as admin:
+        await _create(admin, STOCK_TOPIC, 2)
+    members: list[PushConsumer] = []
+    try:
+        for (instance, expression), standby in ((STOCK_FIRST, False), (STOCK_SECOND, True)):
+            consumer = PushConsumer(namesrv, STOCK_GROUP, instance_name=instance, standby=standby,
+                                    consume_from="first")  # fmt: skip
+            consumer.subscribe(STOCK_TOPIC, Selector.tag(expression))
+
+            @consumer.listener
+            async def on(messages: list[MessageExt]) -> None:
+                pass
+
+            await consumer.start()
+            members.append(consumer)
+    except BaseException:
+        for m in reversed(members):
+            await m.close()
+        raise
+    return Inconsistent(members[0], members[1])

@@ -15,6 +15,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webelement import WebElement
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 WIDTH = 1440
@@ -38,19 +40,29 @@ def chrome(profile: Path, height: int = 900) -> webdriver.Chrome:
 
 
 def open_view(driver: webdriver.Chrome, url: str, *texts: str, timeout: float = 30.0) -> str:
-    """Load ``url`` (a dashboard page) and wait until the view is rendered and its main part shows every one of
-    ``texts``; the main part's text."""
-    driver.get(url)
+    """Load ``url`` (a dashboard page; reloaded when it is the one shown) and wait until its view is rendered and
+    its main part shows every one of ``texts``; the main part's text."""
+    if driver.current_url == url:
+        driver.refresh()  # the same link again would not render anew
+    else:
+        driver.get(url)
     return wait_text(driver, *texts, timeout=timeout)
 
 
+_RENDERED = """
+const b = document.body;
+return Boolean(b && b.dataset.ready && b.dataset.hash === location.hash);
+"""
+"""Whether the page shows the view of its current link (app.js sets ``ready`` and ``hash`` once a view is in)."""
+
+
 def wait_text(driver: webdriver.Chrome, *texts: str, timeout: float = 30.0) -> str:
-    """Wait until the rendered view's main part shows every one of ``texts``; its text."""
+    """Wait until the view of the page's current link is rendered and its main part shows every one of
+    ``texts``; its text."""
     deadline = time.monotonic() + timeout
     shown = ""
     while time.monotonic() < deadline:
-        ready = driver.execute_script("return document.body.dataset.ready || ''")
-        if ready:
+        if driver.execute_script(_RENDERED):
             shown = driver.find_element(By.ID, "main").text
             if all(t in shown for t in texts):
                 return str(shown)
@@ -60,14 +72,45 @@ def wait_text(driver: webdriver.Chrome, *texts: str, timeout: float = 30.0) -> s
                          f"{shown[:3000]}")  # fmt: skip
 
 
+MAX_SHOT_HEIGHT = 4000
+"""Pages taller than this (CSS pixels) are cut there."""
+
+
 def screenshot(driver: webdriver.Chrome, path: Path, min_height: int = 700) -> Path:
-    """The whole page (the window grown to its height) as a PNG at ``path``."""
-    height = int(driver.execute_script("return Math.ceil(document.documentElement.scrollHeight)"))
-    driver.set_window_size(WIDTH, max(min_height, min(height, 4000)))
-    time.sleep(0.2)
+    """The whole page (the viewport grown to its height, at most ``MAX_SHOT_HEIGHT``) as a PNG at ``path``.
+
+    The window's size is not the viewport's: the window keeps some height for itself, so the window is grown by
+    that difference and the viewport checked to hold the page (else the bottom of the page would be cut off)."""
+    want = 0
+    for _ in range(5):  # the layout may change with the width or the height: measure again until it holds
+        page = int(driver.execute_script("return Math.ceil(document.documentElement.scrollHeight)"))
+        want = max(min_height, min(page, MAX_SHOT_HEIGHT))
+        inner, outer = driver.execute_script("return [window.innerHeight, window.outerHeight]")
+        if int(inner) == want:
+            break
+        driver.set_window_size(WIDTH, want + int(outer) - int(inner))
+        time.sleep(0.2)
     path.parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(path))
     return path
+
+
+_LOCAL_PARTS = """
+const d = new Date(arguments[0]);
+const pad = (x) => String(x).padStart(2, "0");
+const h = d.getHours() % 12 || 12;
+return [pad(d.getMonth() + 1) + pad(d.getDate()) + String(d.getFullYear()).padStart(4, "0"),
+        pad(h) + pad(d.getMinutes()) + pad(d.getSeconds()) + (d.getHours() < 12 ? "AM" : "PM")];
+"""
+
+
+def type_datetime(driver: webdriver.Chrome, field: WebElement, ms: int) -> str:
+    """Type the time ``ms`` (epoch milliseconds, to the second) into the ``datetime-local`` input ``field`` as a
+    person does, in the browser's own time zone (chromium runs with ``--lang=en-US``: month, day, year, then hour,
+    minute, second, AM/PM); the field's value afterwards."""
+    date, clock = driver.execute_script(_LOCAL_PARTS, ms)
+    field.send_keys(str(date), Keys.TAB, str(clock))  # the year takes up to 6 digits: Tab moves on to the hour
+    return str(field.get_attribute("value"))
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -80,4 +123,5 @@ def png_size(path: Path) -> tuple[int, int]:
 
 def console_errors(driver: webdriver.Chrome) -> list[dict[str, Any]]:
     """The browser console's SEVERE entries since the last call (a blocked inline script, a script error)."""
-    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
+    return [e for e in entries if e.get("level") == "SEVERE"]

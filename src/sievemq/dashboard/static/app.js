@@ -11,6 +11,7 @@ function route() {
 }
 
 async function render(initial) {
+  const hash = location.hash;
   const {page, params} = route();
   const seq = ++state.seq;
   clearTimeout(state.timer);
@@ -33,6 +34,7 @@ async function render(initial) {
   if (focused) { const el = main.querySelector(`[name="${CSS.escape(focused)}"]`); if (el) el.focus(); }
   document.getElementById("updated").textContent = `updated ${fmt.time(Date.now()).slice(11, 19)}`;
   document.body.dataset.page = page;
+  document.body.dataset.hash = hash;  // which link the view shows (tests wait for it: tests/support/browser.py)
   document.body.dataset.ready = String(seq);
   if (result.refresh && !state.paused && state.refreshSeconds > 0) {
     state.timer = setTimeout(() => { if (!document.hidden) render(false); else schedule(); }, state.refreshSeconds * 1000);

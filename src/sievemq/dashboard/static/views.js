@@ -205,12 +205,15 @@ function input(name, p, placeholder, extra = {}) {
   return h("input", {name, value: p.get(name) || "", placeholder, spellcheck: "false", autocomplete: "off", ...extra});
 }
 
-// A time field's value as epoch milliseconds: the browser's local time (the server may be elsewhere).
-function toMs(value, fallback) {
+// A time field's value as epoch milliseconds: the browser's local time (the server may be elsewhere). A date and
+// time typed in the form is to the second: as the range's end (``end`` true) it takes in that whole second, so
+// the messages shown as stored in it are found (docs/dashboard.md §7). Epoch milliseconds are taken as they are.
+function toMs(value, fallback, end = false) {
   if (!value) return String(fallback.getTime());
   if (/^[0-9]+$/.test(value)) return value;
   const t = new Date(value).getTime();
-  return isNaN(t) ? value : String(t);
+  if (isNaN(t)) return value;
+  return String(end && !/[.][0-9]+$/.test(value) ? t + 999 : t);
 }
 
 // A time parameter (epoch ms or a local date and time) as a Date, else ``fallback``.
@@ -251,7 +254,7 @@ views.messages = async (p) => {
     let r;
     if (mode === "id") r = await api("messages/by-id", {id: p.get("id"), topic: p.get("topic")});
     else if (mode === "key") r = await api("messages/by-key", {topic: p.get("topic"), key: p.get("key")});
-    else r = await api("messages/by-time", {topic: p.get("topic"), begin: toMs(p.get("begin"), hourAgo), end: toMs(p.get("end"), now),
+    else r = await api("messages/by-time", {topic: p.get("topic"), begin: toMs(p.get("begin"), hourAgo), end: toMs(p.get("end"), now, true),
       limit: p.get("limit")});
     append(results, [h("p", {class: "muted"}, `${r.messages.length} message(s)`), (r.notes || []).map((n) => h("p", {class: "muted"}, n)),
       ui.errors(r.errors), messageTable(r.messages)]);
