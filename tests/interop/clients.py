@@ -490,6 +490,18 @@ def start_driver(
     return DriverProcess(kind, args, env=env, log_dir=log_dir)
 
 
+def ready_driver(kind: str, args: Sequence[str], timeout: float = 90.0) -> DriverProcess:
+    """Start a consumer driver and wait for its ``ready`` event (its first receive call came back); the driver is
+    stopped again if that never comes."""
+    d = start_driver(kind, args)
+    try:
+        d.wait_for("ready", timeout=timeout)
+    except BaseException:
+        d.stop()
+        raise
+    return d
+
+
 # ------------------------------------------------------------------------------------------ helpers
 
 

@@ -1,21 +1,25 @@
-"""Messages of the real 4.x clients reach the real 5.x clients through ``sievemq proxy`` (docs/proxy.md §4-5):
-the C++ core (rocketmq-client-python 0.5.0rc2) and ali-ons producers send to a name server and broker, and the 5.x
-SimpleConsumers (Python rocketmq-python-client 5.1.2 and Node.js rocketmq-client-nodejs 1.0.8) receive exactly the
-messages their TAG filter matches, with the 4.x message id, tag, keys and user properties intact.
+"""Messages cross between the real 4.x and 5.x clients through ``sievemq proxy`` (docs/proxy.md §4-5):
 
-The other direction (5.x producers read by the C++ core, ali-ons and sievemq's consumers) is in ``test_proxy.py``
-and ``test_proxy_node.py``."""
+- the C++ core (rocketmq-client-python 0.5.0rc2) and ali-ons producers send to a name server and broker, and the 5.x
+  SimpleConsumers (Python rocketmq-python-client 5.1.2 and Node.js rocketmq-client-nodejs 1.0.8) receive exactly the
+  messages their TAG filter matches, with the 4.x message id, tag, keys and user properties intact;
+- the Node.js 5.x Producer sends through the proxy, and the C++ core and ali-ons consumers receive exactly the
+  messages their tag expression matches, with the Node client's message id, tag, keys and user properties intact.
+
+The Python 5.x Producer read by the C++ core and ali-ons is in ``test_proxy.py``; the Node.js Producer read by
+sievemq's own 4.x consumers in ``test_proxy_node.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.interop.clients import run_driver, start_driver, unique_name
 from tests.interop.conftest import dev_and_proxy
-from tests.interop.test_against_sievemq import create_topic, ns
+from tests.interop.test_against_sievemq import consume_args, create_topic, ns
 from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
@@ -56,3 +60,30 @@ def test_4x_producers_messages_reach_5x_simple_consumers_intact(
         assert e["message_id"] == ids[i], f"the 5.x message id is not the 4.x producer's msgId {ids[i]}: {e}"
         assert (e["tag"], e["keys"], e["attempt"]) == (TAGS[i], [f"k{i}"], 1), e
         assert e["properties"] == {"color": "red", "n": str(i)}, f"properties not intact (or system ones leaked): {e}"
+
+
+@pytest.mark.parametrize("consumer", ["rmqcp", "ons"])
+def test_node_producers_messages_reach_4x_consumers_intact(cluster: tuple[Proc, Proc], consumer: str) -> None:
+    """Four messages tagged TagN and two tagged TagX from the Node Producer, each with two keys and two user
+    properties; a 4.x consumer subscribing TagN gets exactly the four, each once."""
+    dev, proxy = cluster
+    topic = unique_name("XnT")
+    create_topic(dev, topic, queues=2)
+    sent: dict[str, dict[str, Any]] = {}
+    for tag, prefix, count in (("TagN", "n", 4), ("TagX", "x", 2)):
+        res = run_driver("rmq5-node", ["produce", "--endpoints", proxy.addr, "--topic", topic, "--count", str(count),
+                                       "--tag", tag, "--key-prefix", prefix, "--key", f"order-{prefix}{{i}}",
+                                       "--prop", "color=red", "--prop", f"n={prefix}{{i}}"], timeout=120)  # fmt: skip
+        assert res.returncode == 0, f"{res.describe()}\n---- proxy log ----\n{proxy.log()[-3000:]}"
+        assert len(res.of("sent")) == count, res.describe()
+        sent.update({f"{prefix}{e['i']}": e for e in res.of("sent")})
+    c = run_driver(consumer, consume_args(dev, topic, unique_name("C4"), "TagN", 4, kind=consumer), timeout=150)
+    assert c.returncode == 0, c.describe()
+    got = c.of("received")
+    keys = [sorted(str(e["keys"]).split()) for e in got]
+    assert sorted(keys) == [[f"n{i}", f"order-n{i}"] for i in range(4)], f"not the TagN ones, once:\n{c.describe()}"
+    for e in got:
+        name = min(str(e["keys"]).split())  # n<i>
+        assert e["tags"] == "TagN", e
+        assert e["props"].get("UNIQ_KEY") == sent[name]["message_id"], f"not the Node client's message id: {e}"
+        assert (e["props"].get("color"), e["props"].get("n")) == ("red", name), f"user properties not intact: {e}"

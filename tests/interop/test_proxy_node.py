@@ -9,7 +9,11 @@ Each consumer is started, and has made one receive call, before anything is prod
 The filter and ack tests use one-queue topics; a separate test covers a topic of several queues, because the Node
 SimpleConsumer names only queue 0 of each broker in its ReceiveMessage requests (its SubscriptionLoadBalancer keeps
 the route's queues whose *queue* id equals the master broker id, 0), so it gets the other queues' messages only from
-a proxy that pops the whole broker for it, as RocketMQ's does."""
+a proxy that pops the whole broker for it, as RocketMQ's does.
+
+More of the Node client: its delay, FIFO and transactional messages in test_proxy_node_produce.py; its
+SimpleConsumer's changeInvisibleDuration, dead letters and subscription consistency in test_proxy_node_consume.py;
+its Producer read by the C++ core and ali-ons in test_proxy_cross.py; the README's example in test_readme_node.py."""
 
 from __future__ import annotations
 

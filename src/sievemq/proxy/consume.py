@@ -26,7 +26,7 @@ from sievemq.protocol.receipt_handle import HandleError, ReceiptHandle
 from sievemq.protocol.route import PERM_READ, TopicRouteData
 from sievemq.proxy.clients import ClientRegistry, subscription_of
 from sievemq.proxy.config import ProxyConfig
-from sievemq.proxy.convert import message_of
+from sievemq.proxy.convert import message_of, reasoned
 from sievemq.proxy.groups import GroupSettings, GroupView
 from sievemq.proxy.renewal import Renewals
 from sievemq.proxy.v2 import definition_pb2 as pb
@@ -78,7 +78,7 @@ def client_id_of(context: Any) -> str:
 def _refusal(e: Exception) -> pb.Status:
     if isinstance(e, RemotingError):
         code = _REASONS.get(e.reason or "", _REMOTING.get(e.code, pb.INTERNAL_SERVER_ERROR))
-        return status(code, str(e))
+        return status(code, reasoned(e))
     if isinstance(e, RequestTimeoutError):
         return status(pb.PROXY_TIMEOUT, str(e))
     return status(pb.INTERNAL_SERVER_ERROR, str(e))
@@ -195,7 +195,7 @@ class ConsumeService:
         poll = min(poll, MAX_POLL_MS)  # longer asks (the Node.js client's default is 30 s) are held 20 s
         client = self.clients.get(client_id) if client_id else None
         if client is not None and topic in client.refused:
-            raise _Refused(status(pb.FORBIDDEN, client.refused[topic]))
+            raise _Refused(status(pb.FORBIDDEN, f"[{Reason.SUBSCRIPTION_INCONSISTENT}] {client.refused[topic]}"))
         sub = subscription_of(topic, request.filter_expression)
         addr = await self._broker_addr(topic, mq.broker.name)
         order = (await self.groups.get(addr, group)).orderly  # the broker that pops decides: FIFO or not

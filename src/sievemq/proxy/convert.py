@@ -12,6 +12,7 @@ from sievemq.client.message import Message, decompress_body
 from sievemq.client.outgoing import Outgoing
 from sievemq.client.pop_api import PoppedMessage
 from sievemq.client.validation import RESERVED_PROPERTIES, validate_topic
+from sievemq.errors import RemotingError
 from sievemq.protocol.message import PropertyKey, properties_to_string
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicRouteData
 from sievemq.proxy.v2 import definition_pb2 as pb
@@ -166,3 +167,9 @@ def message_of(popped: PoppedMessage, invisible_ms: int) -> pb.Message:
         sp.delivery_timestamp.CopyFrom(_timestamp(int(timer)))
     user = {k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES}
     return pb.Message(topic=pb.Resource(name=m.topic), user_properties=user, system_properties=sp, body=m.body)
+
+
+def reasoned(e: RemotingError) -> str:
+    """A broker's refusal as a 5.x status message: its stable reason first, in brackets, when it has one (as the
+    proxy's own ACL refusals), then the error's words (docs/proxy.md §3)."""
+    return f"[{e.reason}] {e}" if e.reason else str(e)

@@ -28,7 +28,7 @@ from sievemq.protocol.route import TopicRouteData
 from sievemq.proxy.clients import ClientRegistry
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.consume import ConsumeService, client_id_of
-from sievemq.proxy.convert import ProxyError, outgoing_of, route_queues
+from sievemq.proxy.convert import ProxyError, outgoing_of, reasoned, route_queues
 from sievemq.proxy.groups import GroupView
 from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import definition_pb2 as pb
@@ -231,7 +231,7 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
             return svc.SendResultEntry(status=_status(pb.PROXY_TIMEOUT, str(e)))
         except RemotingError as e:
             code = _REASONS.get(e.reason or "", _REMOTING.get(e.code, pb.INTERNAL_SERVER_ERROR))
-            return svc.SendResultEntry(status=_status(code, str(e)))
+            return svc.SendResultEntry(status=_status(code, reasoned(e)))
         except (SieveError, OSError) as e:
             return svc.SendResultEntry(status=_status(pb.INTERNAL_SERVER_ERROR, str(e)))
         code = _SEND_STATUS.get(r.status, pb.INTERNAL_SERVER_ERROR)

@@ -5,6 +5,10 @@
  *
  *   node rmq5_node_driver.js produce --endpoints H:P --topic T --count N [--tag TagA] [--key-prefix k]
  *                                    [--key TEMPLATE ...] [--prop k=v ...] [--group G (FIFO: message group)]
+ *                                    [--groups G1,G2,... (FIFO: message i in group G[i % n], body
+ *                                    "<group>-<i // n>")] [--delay-ms MS (DELAY: deliveryTimestamp MS ms later)]
+ *   node rmq5_node_driver.js tx-produce --endpoints H:P --topic T --count N [--end commit|rollback|none]
+ *                                    [--check-answer commit|rollback|unknown] [--linger S]
  *   node rmq5_node_driver.js simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
  *                                    --count N [--invisible S] [--await S|default] [--batch N] [--timeout S] [--linger S]
  *                                    [--hold-first K] [--change S]
@@ -16,9 +20,14 @@
  *
  * Templates (--key, --prop values) may hold "{i}", the message's index. --key-prefix k gives message i the key "k<i>".
  *
- * One JSON object per line on stdout: started, sent (i, message_id, offset), ready (a simple consumer after its first
- * receive call came back, even empty; a push consumer half a second after it sent its first), received (message_id, topic, body, tag, keys, properties, attempt, group,
- * offset, corrupted, late), acked (message_id), changed (message_id), error (error, error_code), timeout, done.
+ * One JSON object per line on stdout, each with "ts", the driver's clock (epoch ms) when it was printed: started,
+ * sent (i, message_id, offset, keys, body, group, send_ts: epoch ms just before the send call, delivery_ms: the
+ * message's deliveryTimestamp), ready (a simple consumer after its first receive call came back, even empty; a push
+ * consumer half a second after it sent its first), received (message_id, topic, body, tag, keys, properties,
+ * attempt, group, offset, delivery_ms, born_ms, corrupted, late; a simple consumer's also receive_ts: epoch ms when
+ * the receive call that returned it began), acked (message_id), changed (message_id, invisible_ms, change_ts: epoch
+ * ms just before the call), ended (i, message_id, end), checked (message_id, body, answer: a transaction
+ * check-back), settled (the client ended a checked transaction), error (error, error_code), timeout, done.
  * A consumer stops after `count` acked messages, then keeps receiving for `--linger` seconds: what comes in then is
  * printed with "late": true (and acked), so a test can assert that nothing came back. With --hold-first K a
  * simple consumer does not ack its first K deliveries (they come back after the invisible time); with --change S it
@@ -27,6 +36,12 @@
  * --sleep seconds over each, and
  * prints "overlap" (group, body) when it is handed a message while another of the same message group is in its
  * listener.
+ *
+ * tx-produce begins one transaction per message (the client allows one message per transaction), sends the message
+ * in it (body and key "tx-<i>") and ends it with --end (none: leaves it open). Its transaction checker (the Producer's
+ * `checker` option) answers the brokers' check-backs, which come over the Telemetry stream, with --check-answer
+ * (default: --end's resolution; unknown: the client does not end it). It then stays up at most --linger seconds for
+ * check-backs: until every open transaction was checked and settled.
  *
  * Exit codes: 0 ok, 1 send/start failure, 2 usage error, 3 consume timeout (fewer than `count` acked), 4 watchdog.
  *
@@ -43,7 +58,7 @@ const util = require('util');
 // ------------------------------------------------------------------------------------------- output
 
 function emit(event, fields) {
-  const line = JSON.stringify(Object.assign({ event }, fields || {})) + '\n';
+  const line = JSON.stringify(Object.assign({ event }, fields || {}, { ts: Date.now() })) + '\n';
   // Synchronous write: nothing is lost on process.exit().
   let buf = Buffer.from(line, 'utf8');
   while (buf.length) {
@@ -143,6 +158,15 @@ const SPECS = {
     key: { type: 'string', multiple: true, default: [] },
     prop: { type: 'string', multiple: true, default: [] },
     group: { type: 'string', default: '' },
+    groups: { type: 'string', default: '' },
+    'delay-ms': { type: 'string', default: '0' },
+  },
+  'tx-produce': {
+    ...COMMON,
+    count: { type: 'string', default: '1' },
+    end: { type: 'string', default: 'commit' },
+    'check-answer': { type: 'string', default: '' },
+    linger: { type: 'string', default: '0' },
   },
   consume: {
     ...COMMON,
@@ -162,14 +186,18 @@ const SPECS = {
     sleep: { type: 'string', default: '0' },
   },
 };
-const REQUIRED = { produce: [ 'endpoints', 'topic' ], consume: [ 'endpoints', 'topic', 'group' ] };
+const REQUIRED = { produce: [ 'endpoints', 'topic' ], 'tx-produce': [ 'endpoints', 'topic' ],
+  consume: [ 'endpoints', 'topic', 'group' ] };
 const NUMBERS = [ 'timeout', 'request-timeout', 'count', 'invisible', 'await', 'batch', 'linger', 'hold-first',
-  'change', 'fail-first', 'fail-times', 'sleep' ];
+  'change', 'fail-first', 'fail-times', 'sleep', 'delay-ms' ];
 
 function parse(argv) {
   const cmd = argv[0];
-  const kind = cmd === 'produce' ? 'produce' : (cmd === 'simple-consume' || cmd === 'push-consume') ? 'consume' : null;
-  if (!kind) throw new UsageError(`unknown command ${JSON.stringify(cmd)}: produce | simple-consume | push-consume`);
+  const kind = (cmd === 'produce' || cmd === 'tx-produce') ? cmd
+    : (cmd === 'simple-consume' || cmd === 'push-consume') ? 'consume' : null;
+  if (!kind) {
+    throw new UsageError(`unknown command ${JSON.stringify(cmd)}: produce | tx-produce | simple-consume | push-consume`);
+  }
   let values;
   try {
     ({ values } = util.parseArgs({ args: argv.slice(1), options: SPECS[kind], strict: true }));
@@ -190,6 +218,14 @@ function parse(argv) {
     values[name] = n;
   }
   if (values['tag-expr'] && values.sql) throw new UsageError('--tag-expr and --sql are exclusive');
+  if (values.group && values.groups) throw new UsageError('--group and --groups are exclusive');
+  if (kind === 'tx-produce') {
+    if (![ 'commit', 'rollback', 'none' ].includes(values.end)) throw new UsageError('--end: commit | rollback | none');
+    if (!values['check-answer']) values['check-answer'] = values.end === 'none' ? 'commit' : values.end;
+    if (![ 'commit', 'rollback', 'unknown' ].includes(values['check-answer'])) {
+      throw new UsageError('--check-answer: commit | rollback | unknown');
+    }
+  }
   return { cmd, args: values };
 }
 
@@ -222,6 +258,7 @@ async function produce(client, args) {
   emit('started', { role: 'producer', topic: args.topic, client: `rocketmq-client-nodejs@${client.version}`,
     client_id: producer.clientId });
   let failed = 0;
+  const groups = args.groups.split(',').filter(g => g);
   try {
     for (let i = 0; i < args.count; i++) {
       const keys = [];
@@ -237,9 +274,17 @@ async function produce(client, args) {
       if (args.tag) message.tag = args.tag;
       if (properties.size) message.properties = properties;
       if (args.group) message.messageGroup = args.group;
+      if (groups.length) { // FIFO messages of several message groups, interleaved
+        message.messageGroup = groups[i % groups.length];
+        message.body = Buffer.from(`${message.messageGroup}-${Math.floor(i / groups.length)}`);
+      }
+      const sendTs = Date.now();
+      if (args['delay-ms']) message.deliveryTimestamp = new Date(sendTs + args['delay-ms']);
       try {
         const r = await producer.send(message);
-        emit('sent', { i, message_id: r.messageId, offset: r.offset, keys });
+        emit('sent', { i, message_id: r.messageId, offset: r.offset, keys,
+          body: message.body.toString('utf8'), group: message.messageGroup || null, send_ts: sendTs,
+          delivery_ms: message.deliveryTimestamp ? message.deliveryTimestamp.getTime() : null });
       } catch (e) {
         failed++;
         emit('error', { i, ...errFields(e) });
@@ -249,6 +294,64 @@ async function produce(client, args) {
     await shutdown(producer);
   }
   emit('done', { failed });
+  return failed ? 1 : 0;
+}
+
+async function txProduce(client, args) {
+  const { Producer } = client.rmq;
+  const { TransactionResolution } = client.definition;
+  const resolutions = { commit: TransactionResolution.COMMIT, rollback: TransactionResolution.ROLLBACK, unknown: null };
+  let checked = 0;
+  let settled = 0;
+  // The client logs each check-back it ended (src/producer/Producer.ts, onRecoverOrphanedTransactionCommand).
+  const onLogLine = line => {
+    if (line.startsWith('Recover orphaned transaction message success')) {
+      settled++;
+      emit('settled', { line });
+    }
+  };
+  const checker = {
+    async check(m) {
+      checked++;
+      emit('checked', { message_id: m.messageId, body: m.body.toString('utf8'), topic: m.topic,
+        answer: args['check-answer'] });
+      return resolutions[args['check-answer']];
+    },
+  };
+  const producer = new Producer({ ...baseOptions(args, onLogLine), topics: [ args.topic ], checker });
+  try {
+    await producer.startup();
+  } catch (e) {
+    emit('error', { fatal: true, stage: 'startup', ...errFields(e) });
+    return 1;
+  }
+  emit('started', { role: 'tx-producer', topic: args.topic, client: `rocketmq-client-nodejs@${client.version}`,
+    client_id: producer.clientId });
+  let failed = 0;
+  let open = 0;
+  try {
+    for (let i = 0; i < args.count; i++) {
+      const message = { topic: args.topic, body: Buffer.from(`tx-${i}`), keys: [ `tx-${i}` ] };
+      try {
+        const tx = producer.beginTransaction();
+        const r = await producer.send(message, tx);
+        emit('sent', { i, message_id: r.messageId, transaction_id: r.transactionId, offset: r.offset });
+        if (args.end === 'commit') await tx.commit();
+        else if (args.end === 'rollback') await tx.rollback();
+        else open++;
+        emit('ended', { i, message_id: r.messageId, end: args.end });
+      } catch (e) {
+        failed++;
+        emit('error', { i, ...errFields(e) });
+      }
+    }
+    const until = Date.now() + args.linger * 1000;
+    const done = () => (args['check-answer'] === 'unknown' ? false : settled >= open);
+    while (!stopping && Date.now() < until && !(open && done())) await sleep(100);
+  } finally {
+    await shutdown(producer);
+  }
+  emit('done', { failed, checked, settled });
   return failed ? 1 : 0;
 }
 
@@ -269,7 +372,7 @@ function filterExpression(client, args) {
   return new FilterExpression(args['tag-expr'] || '*', FilterType.TAG);
 }
 
-function view(m, late) {
+function view(m, late, receiveTs) {
   return {
     message_id: m.messageId,
     topic: m.topic,
@@ -280,8 +383,11 @@ function view(m, late) {
     attempt: m.deliveryAttempt,
     group: m.messageGroup || null,
     offset: m.offset,
+    delivery_ms: m.deliveryTimestamp ? m.deliveryTimestamp.getTime() : null,
+    born_ms: m.bornTimestamp ? m.bornTimestamp.getTime() : null,
     corrupted: m.corrupted === true,
     late,
+    ...(receiveTs === undefined ? {} : { receive_ts: receiveTs }),
   };
 }
 
@@ -317,6 +423,7 @@ async function simpleConsume(client, args) {
       if (lingerUntil !== null ? now >= lingerUntil : now >= deadline) break;
       const late = lingerUntil !== null;
       let messages;
+      const receiveTs = Date.now();
       try {
         messages = await consumer.receive(args.batch, Math.round(args.invisible * 1000));
       } catch (e) {
@@ -329,13 +436,15 @@ async function simpleConsume(client, args) {
         emit('ready', { received: messages.length });
       }
       for (const m of messages) {
-        emit('received', view(m, late));
+        emit('received', view(m, late, receiveTs));
         if (!late && held < args['hold-first']) {
           held++;
           if (args.change) {
+            const changeTs = Date.now();
             try {
               await consumer.changeInvisibleDuration(m, Math.round(args.change * 1000));
-              emit('changed', { message_id: m.messageId });
+              emit('changed', { message_id: m.messageId, invisible_ms: Math.round(args.change * 1000),
+                change_ts: changeTs });
             } catch (e) {
               emit('error', { stage: 'change', message_id: m.messageId, ...errFields(e) });
             }
@@ -450,6 +559,7 @@ async function main() {
     process.exit(4);
   }, (args.timeout + (args.linger || 0) + (args.await === null ? 30 : args.await || 0) + 60) * 1000).unref();
   if (cmd === 'produce') return produce(client, args);
+  if (cmd === 'tx-produce') return txProduce(client, args);
   if (cmd === 'simple-consume') return simpleConsume(client, args);
   return pushConsume(client, args);
 }

@@ -103,3 +103,13 @@ def test_a_popped_message_reaches_a_5x_client_with_its_digest_handle_attempt_and
     assert sp.delivery_timestamp.seconds == 1_800_000_000 and sp.delivery_timestamp.nanos == 5_000_000
     assert (sp.queue_id, sp.queue_offset, sp.born_timestamp.nanos) == (3, 9, 123_000_000)
     assert (sp.invisible_duration.seconds, sp.invisible_duration.nanos) == (30, 500_000_000)
+
+
+def test_a_brokers_reason_leads_the_5x_status_message() -> None:
+    from sievemq.errors import RemotingError
+    from sievemq.protocol.reasons import Reason
+    from sievemq.proxy.convert import reasoned
+
+    e = RemotingError(24, "the group subscribes TagA", Reason.SUBSCRIPTION_INCONSISTENT)
+    assert reasoned(e).startswith("[SUBSCRIPTION_INCONSISTENT] ") and "the group subscribes TagA" in reasoned(e)
+    assert reasoned(RemotingError(1, "no reason")) == str(RemotingError(1, "no reason"))
