@@ -16,6 +16,7 @@ from tests.filtersrv.conftest import SHOP_FILTERS
 from tests.filtersrv.helpers import is_big_eu, send_orders
 from tests.integration.conftest import Cluster
 from tests.integration.helpers import eventually
+from tests.integration.test_cli import run_cli
 from tests.support import wire
 from tests.support.metrics import Scrape, scrape
 from tests.support.procs import Proc
@@ -93,6 +94,15 @@ async def test_dev_metrics_show_what_its_filter_servers_functions_decided(cluste
         s = await scrape(http)
         assert _function_counts(s) == counts, f"{_function_counts(s)}: counts added again from later reports"
         assert s.find("sievemq_build_info")[0].labels["roles"] == "namesrv,broker,proxy"
+        # and `sievemq group filters` says the same
+        rc, out, err = await run_cli("group", "filters", GROUP, "--namesrv", str(dev.extra["namesrv"]), "--json")
+        assert rc == 0, err
+        (report,) = orjson.loads(out)
+        (flt,) = [f for f in report["filters"] if f["topic"] == TOPIC]
+        assert flt["functionCounts"] == {"matched": len(want), "filteredOut": 40 - len(want), "errors": 0}, flt
+        rc, out, err = await run_cli("group", "filters", GROUP, "--namesrv", str(dev.extra["namesrv"]))
+        assert f"filter function (as its filter servers reported): matched {len(want)}, filtered out " \
+            f"{40 - len(want)}, failed batches 0" in out, out
     finally:
         await consumer.close()
         ns.close()

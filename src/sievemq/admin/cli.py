@@ -182,7 +182,8 @@ def group_status(
 def group_filters(
     name: str, namesrv: str, as_json: bool, credentials: Credentials | None, tls: ClientTls | None
 ) -> None:
-    """Show what consumer group NAME's filters matched and filtered out (by tag hash, Bloom bitmap, evaluation)."""
+    """Show what consumer group NAME's filters matched and filtered out (by tag hash, Bloom bitmap, evaluation, and
+    its filter function on the brokers' filter servers)."""
     import orjson
 
     async def go(admin: Any) -> None:
@@ -204,6 +205,9 @@ def group_filters(
                     f"by bitmap {c['filtered_by_bitmap']}, by evaluation {c['filtered_by_evaluation']}, "
                     f"evaluation errors {c['evaluation_errors']}"
                 )
+                if (fc := flt.get("functionCounts")) is not None:
+                    click.echo(f"    filter function (as its filter servers reported): matched {fc['matched']}, "
+                               f"filtered out {fc['filteredOut']}, failed batches {fc['errors']}")  # fmt: skip
 
     _admin(namesrv, go, credentials, tls)
 

@@ -113,8 +113,6 @@ class BrokerController:
                               config.broker_name, self.store_host, PopSettings(config.pop_inflight_max))  # fmt: skip
         self.acl = broker_acl(config)
         table = ProcessorTable("broker", check_request, self.acl)
-        for proc in self._processors(len(levels)):
-            proc.register(table)
         self.filter_servers = FilterServerManager(
             config.advertised_addr,
             config.broker_name,
@@ -125,6 +123,8 @@ class BrokerController:
             config_path=config.filter_server_config or None,
             env=filtersrv_env(config, self.acl),
         )
+        for proc in self._processors(len(levels)):
+            proc.register(table)
         self.filter_servers.register(table)
         self.table = table
         limits = config.server_limits()
@@ -230,7 +230,8 @@ class BrokerController:
                                   self._pop_cursor),
             GroupAdminProcessor(self.offsets, self.groups, self.topics, self.store, self.consumers, self.filters,
                                 self.pop, self.hold, self.writer, c.broker_name, gate),
-            FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name),
+            FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name,
+                                 self.filter_servers.function_counts.totals),
             HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead),
         ]
 

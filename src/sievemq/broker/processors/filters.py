@@ -1,18 +1,21 @@
 """Filter insight (sievemq extensions): GET_GROUP_FILTERS (30011) — per (group, topic) what was matched and
-filtered out, by tag hash, by Bloom bitmap and by evaluation — and EXPLAIN_SELECTOR (30012) — run a selector
+filtered out, by tag hash, by Bloom bitmap and by evaluation, and what the group's filter function decided on
+this broker's filter servers — and EXPLAIN_SELECTOR (30012) — run a selector
 over a topic's stored messages and say how many match, show a sample, and where the time went."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from sievemq.broker.clients import ConsumerManager
 from sievemq.broker.filter_manager import ConsumerFilterManager
+from sievemq.broker.filter_servers import FunctionCounts
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.errors import RemotingError
 from sievemq.filter.tags import TagExpression, tag_code
@@ -37,6 +40,8 @@ class FilterAdminProcessor:
     topics: TopicConfigManager
     store: MessageStore
     broker_name: str
+    functions: Mapping[tuple[str, str], FunctionCounts] = field(default_factory=dict)
+    """(group, topic) -> what the filter servers' functions decided, as they reported it (``FunctionCountBook``)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the filter admin codes into ``table``."""
@@ -49,6 +54,7 @@ class FilterAdminProcessor:
         info = self.consumers.get(group)
         out = []
         topics = {t for (g, t) in self.filters.counts if g == group} | (info.topics() if info else set())
+        topics |= {t for (g, t) in self.functions if g == group}
         for topic in sorted(topics):
             sub = info.subscription(topic) if info else None
             entry = self.filters.get(group, topic)
@@ -61,6 +67,8 @@ class FilterAdminProcessor:
             if entry is not None:
                 item["bloomBitPositions"] = entry.bit_positions
                 item["registeredAt"] = entry.born_time
+            if (fc := self.functions.get((group, topic))) is not None:
+                item["functionCounts"] = {"matched": fc.matched, "filteredOut": fc.filtered_out, "errors": fc.errors}
             if (error := self.filters.error(group, topic)) is not None:
                 item["error"] = error
             out.append(item)
