@@ -9,6 +9,7 @@ import asyncio
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,9 @@ import pytest
 from sievemq import Message, Producer
 from sievemq.client import api
 from sievemq.devcert import dev_certificate
+from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import connect
@@ -97,16 +100,25 @@ def test_an_unacked_message_comes_back_with_attempt_2_and_an_acked_one_never(clu
 
 
 def test_a_change_of_invisible_duration_delays_the_redelivery(cluster: tuple[Proc, Proc]) -> None:
+    """Received with 1 s of invisible time, changed to 6 s at once: it comes back no earlier than 6 s after the
+    change was asked for (the driver's ``asked_at`` precedes the broker's change, so its deadline is later still).
+    A change that did nothing would bring it back after the old 1 s (plus at most one long poll of 2 s)."""
     dev, proxy = cluster
     topic = unique_name("PxI")
     create_topic(dev, topic, queues=1)
-    c = _consumer(proxy, topic, unique_name("G5"), 1, "--hold-first", "1", "--invisible", "1", "--change", "4",
-                  "--timeout", "40")  # fmt: skip
+    old, new = 1, 6
+    c = _consumer(proxy, topic, unique_name("G5"), 1, "--hold-first", "1", "--invisible", str(old), "--change",
+                  str(new), "--timeout", "40")  # fmt: skip
     _produce_4x(dev, topic, [("T", {})])
     assert c.wait(timeout=60) == 0, c.describe()
     times = [e for e in c.events if e.get("event") in ("received", "changed")]
     assert [e["event"] for e in times] == ["received", "changed", "received"], c.describe()
-    assert [e["attempt"] for e in c.of("received")] == [1, 2]
+    first, changed, again = times
+    assert [first["attempt"], again["attempt"]] == [1, 2], c.describe()
+    assert first["message_id"] == changed["message_id"] == again["message_id"], c.describe()
+    # 10 ms for the millisecond rounding of the broker's clock and the driver's (both this machine's time.time()).
+    waited = again["ts"] - changed["asked_at"]
+    assert waited >= new - 0.01, f"back {waited:.3f} s after the change to {new} s (the old time was {old} s)"
 
 
 def test_push_consumer_receives_and_a_failed_message_comes_back(cluster: tuple[Proc, Proc]) -> None:
@@ -147,12 +159,38 @@ def test_two_5x_consumers_of_one_group_with_different_filters_the_second_is_refu
     group = unique_name("G5")
     first = _consumer(proxy, topic, group, 1, "--tag-expr", "TagA", "--timeout", "40")
     second = start_driver("rmq5", ["simple-consume", "--endpoints", proxy.addr, "--topic", topic, "--group", group,
-                                   "--count", "1", "--tag-expr", "TagB", "--timeout", "12"])  # fmt: skip
+                                   "--count", "1", "--tag-expr", "TagB", "--timeout", "8"])  # fmt: skip
     assert second.wait(timeout=60) == 1, second.describe()
+    remark = asyncio.run(_remark_of_a_4x_consumer(dev, group, topic, "TagB"))
+    assert remark.startswith("inconsistent subscription:") and "'TagA'" in remark and "'TagB'" in remark, remark
+    # The 5.x client turns FORBIDDEN into ForbiddenException with the code (40300) and the proxy's message: the
+    # stable reason in brackets (docs/proxy.md §3), then the broker's remark, word for word what the 4.x consumer
+    # was told.
     errors = [e["error"] for e in second.of("error")]
-    assert errors and all("Forbidden" in e or "40300" in e or "subscri" in e.lower() for e in errors), second.describe()
+    told = f"ForbiddenException: 40300, [{Reason.SUBSCRIPTION_INCONSISTENT}] {remark}"
+    assert errors and set(errors) == {told}, f"not told {told!r}:\n{second.describe()}"
+    assert not second.of("received"), second.describe()
     _produce_4x(dev, topic, [("TagA", {})])
     assert first.wait(timeout=60) == 0, first.describe()
+
+
+async def _remark_of_a_4x_consumer(dev: Proc, group: str, topic: str, expr: str) -> str:
+    """What the broker tells a 4.x consumer of ``group`` that subscribes ``topic`` with ``expr``: its heartbeat's
+    refusal, which its pulls of the topic repeat (checked here too); the client is unregistered afterwards."""
+    conn = await connect("127.0.0.1", dev.port)
+    client_id = unique_name("c4")
+    try:
+        sub = Subscription(topic, expr, "TAG", int(time.time() * 1000))
+        hb = HeartbeatData(client_id, [], [ConsumerData(group, "CONSUME_PASSIVELY", "CLUSTERING",
+                                                        "CONSUME_FROM_LAST_OFFSET", [sub])])  # fmt: skip
+        answer = await api.heartbeat(conn, hb)
+        (refused,) = [r for r in answer.refused if r.group == group and r.topic == topic]
+        pulled = await api.pull_message(conn, group, topic, 0, 0, subscription=expr)
+        assert (pulled.reason, pulled.remark) == (Reason.SUBSCRIPTION_INCONSISTENT, refused.remark), pulled
+        await api.unregister_client(conn, client_id, consumer_group=group)
+        return str(refused.remark)
+    finally:
+        conn.close()
 
 
 def test_a_proxy_with_tls_serves_5x_clients_that_trust_its_certificate(
@@ -240,27 +278,23 @@ def _number(doc: object, word: str) -> int:
 
 
 def test_a_delay_message_is_received_at_its_delivery_time_not_before(cluster: tuple[Proc, Proc]) -> None:
+    """Each message is received no earlier than the delivery time its producer set (the producer's and the
+    consumer's ``ts`` are this machine's clock), and carries that time."""
     dev, proxy = cluster
     topic = unique_name("PxDl")
     create_topic(dev, topic, queues=1)
     c = _consumer(proxy, topic, unique_name("G5"), 2, "--timeout", "40")
     res = run_driver("rmq5", ["produce", "--endpoints", proxy.addr, "--topic", topic, "--count", "2", "--tag", "TagL",
-                              "--delay-s", "3"], timeout=120)  # fmt: skip
+                              "--delay-s", "4"], timeout=120)  # fmt: skip
     assert res.returncode == 0, res.describe()
-
-    async def visible() -> int:
-        conn = await connect("127.0.0.1", dev.port)
-        try:
-            r = await api.pull_message(conn, unique_name("Rd"), topic, 0, 0, subscription="*")
-            return len(r.messages)
-        finally:
-            conn.close()
-
-    assert asyncio.run(visible()) == 0, "a delay message was in its topic before its time"
+    due = {f"body-{e['i']}": e["delivery_s"] for e in res.of("sent")}
+    assert len(due) == 2, res.describe()
     assert c.wait(timeout=60) == 0, c.describe()
     got = c.of("received")
     assert sorted(e["body"] for e in got) == ["body-0", "body-1"] and all(e["tag"] == "TagL" for e in got), got
-    assert all(e["delivery_ms"] for e in got), f"the delivery time travels with the message: {got}"
+    for e in got:
+        assert e["ts"] >= due[e["body"]], f"received {due[e['body']] - e['ts']:.3f} s before its delivery time: {e}"
+        assert e["delivery_ms"] == due[e["body"]] * 1000, f"the delivery time travels with the message: {e}"
 
 
 def test_a_push_consumers_slow_listener_keeps_its_message_invisible(cluster: tuple[Proc, Proc], tmp_path: Path) -> None:

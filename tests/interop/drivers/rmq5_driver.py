@@ -3,14 +3,15 @@
 
 Run with the interpreter of ``.interop/venv-rmq5``::
 
-    rmq5_driver.py produce --endpoints H:P --topic T --count N [--tag TagA] [--key-prefix k] [--prop k=v ...]
+    rmq5_driver.py produce --endpoints H:P --topic T --count N [--tag TagA | --tags A,B,C (message i: tag
+                           i % n)] [--key-prefix k] [--prop k=v ...]
                            [--group G (FIFO: the message group)] [--groups G1,G2,... (FIFO: message i in group
                            G[i % n], body "<group>-<i // n>")] [--delay-s S (DELAY: delivered S s later)]
                            [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)]
 
     rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
                            --count N [--batch N] [--invisible S] [--await S] [--timeout S] [--hold-first K]
-                           [--change S]
+                           [--change S] [--defer-ack PATH [--ack-retry S]]
     rmq5_driver.py tx-produce --endpoints H:P --topic T --count N [--end commit|rollback|none]
                            [--check-answer commit|rollback] [--linger S]
     rmq5_driver.py push-consume --endpoints H:P --topic T --group G [--tag-expr E | --sql E] --count N
@@ -18,11 +19,17 @@ Run with the interpreter of ``.interop/venv-rmq5``::
 
 With ``RMQ5_ACCESS_KEY`` and ``RMQ5_SECRET_KEY`` in the environment the client signs its calls with that account.
 
-One JSON object per line: ``started``, ``sent`` (i, message_id, offset), ``received`` (message_id, body, tag,
-keys, properties, attempt, group, topic), ``acked``, ``error`` (i, error), ``done``. A consumer prints
-``ready`` after its first (empty) receive, stops after ``count`` acked messages or ``timeout`` seconds; with
-``--hold-first K`` it does not ack the first K deliveries (they come back after the invisible time), with
-``--change S`` it first sets each held message's invisible time to S seconds. A push consumer fails the first K
+One JSON object per line: ``started``, ``sent`` (i, message_id, offset; ``delivery_s`` with ``--delay-s``: the
+epoch second it asked for), ``received`` (message_id, body, tag, keys, properties, attempt, group, topic,
+delivery_ms, handle: the receipt handle), ``acked``, ``error`` (i, error), ``done``. Every event carries ``ts``, the
+epoch time in seconds (ms precision) at which the driver printed it. A consumer prints ``ready`` after its first
+(empty) receive, stops after ``count`` acked messages or ``timeout`` seconds; with ``--hold-first K`` it does not
+ack the first K deliveries (they come back after the invisible time), with ``--change S`` it first sets each held
+message's invisible time to S seconds (``changed`` carries ``asked_at``: ``ts`` just before the call). With
+``--defer-ack PATH`` it acks nothing until it has received ``count`` messages; it then stops receiving, prints
+``waiting``, waits (until ``timeout``) for the file PATH to exist and acks them all then (``acked``, or
+``ack_error`` (message_id, body, error) for each failed ack; ``--ack-retry S``: a failed ack is tried again every
+0.5 s for S seconds). A push consumer fails the first K
 deliveries (and the first ``--fail-times`` deliveries, all by default, of the message whose body is
 ``--fail-body``; each failure prints ``failed``) and
 sleeps ``--sleep`` seconds in each; it prints ``overlap`` (group, body) when its listener is handed a message while
@@ -36,13 +43,14 @@ import argparse
 import json
 import sys
 import threading
+import time
 from typing import Any
 
 _EMIT = threading.Lock()
 
 
 def emit(event: str, **fields: Any) -> None:
-    line = json.dumps({"event": event, **fields})
+    line = json.dumps({"event": event, **fields, "ts": round(time.time(), 3)})
     with _EMIT:  # a PushConsumer's listeners run on several threads: one whole line each
         print(line, flush=True)
 
@@ -57,8 +65,6 @@ def _credentials() -> Any:
 
 
 def produce(args: argparse.Namespace) -> int:
-    import time
-
     from rocketmq import ClientConfiguration, Message, Producer
 
     config = ClientConfiguration(args.endpoints, _credentials())
@@ -67,6 +73,7 @@ def produce(args: argparse.Namespace) -> int:
     emit("started", role="producer", topic=args.topic)
     failed = 0
     groups = [g for g in args.groups.split(",") if g]
+    tags = [t for t in args.tags.split(",") if t]
     try:
         for i in range(args.count):
             msg = Message()
@@ -77,6 +84,8 @@ def produce(args: argparse.Namespace) -> int:
                 msg.body = f"{msg.message_group}-{i // len(groups)}".encode()
             if args.tag:
                 msg.tag = args.tag
+            if tags:
+                msg.tag = tags[i % len(tags)]
             if args.key_prefix:
                 msg.keys = f"{args.key_prefix}{i}"
             for item in args.prop:
@@ -84,15 +93,17 @@ def produce(args: argparse.Namespace) -> int:
                 msg.add_property(k, v.replace("{i}", str(i)))
             if args.group:
                 msg.message_group = args.group
+            delivery: dict[str, int] = {}
             if args.delay_s:  # epoch *seconds*: the 5.1.2 client puts the value into Timestamp.seconds as it is
                 msg.delivery_timestamp = int(time.time() + args.delay_s)
+                delivery["delivery_s"] = msg.delivery_timestamp
             try:
                 r = producer.send(msg)
             except Exception as e:
                 failed += 1
                 emit("error", i=i, error=f"{type(e).__name__}: {e}")
                 continue
-            emit("sent", i=i, message_id=r.message_id, offset=r.offset)
+            emit("sent", i=i, message_id=r.message_id, offset=r.offset, **delivery)
     finally:
         producer.shutdown()
     emit("done", failed=failed)
@@ -111,12 +122,38 @@ def _expression(args: argparse.Namespace) -> Any:
 def _received(m: Any) -> dict[str, Any]:
     return {"message_id": m.message_id, "body": m.body.decode(errors="replace"), "tag": m.tag,
             "keys": sorted(m.keys), "properties": dict(m.properties), "attempt": m.delivery_attempt,
-            "group": m.message_group, "topic": m.topic, "delivery_ms": m.delivery_timestamp}  # fmt: skip
+            "group": m.message_group, "topic": m.topic, "delivery_ms": m.delivery_timestamp,
+            "handle": m.receipt_handle}  # fmt: skip
+
+
+def _ack_deferred(consumer: Any, msgs: list[Any], path: str, deadline: float, retry_s: float) -> int:
+    """``--defer-ack``: wait for ``path`` to exist (until ``deadline``), then ack ``msgs``, each tried again for
+    ``retry_s`` seconds after a failure; the number acked."""
+    import os
+
+    emit("waiting", path=path, held=len(msgs))
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    acked = 0
+    for m in msgs:
+        body = m.body.decode(errors="replace")
+        give_up = time.monotonic() + retry_s
+        while True:
+            try:
+                consumer.ack(m)
+            except Exception as e:
+                emit("ack_error", message_id=m.message_id, body=body, error=f"{type(e).__name__}: {e}")
+                if time.monotonic() < give_up:
+                    time.sleep(0.5)
+                    continue
+                break
+            acked += 1
+            emit("acked", message_id=m.message_id, body=body, group=m.message_group)
+            break
+    return acked
 
 
 def simple_consume(args: argparse.Namespace) -> int:
-    import time
-
     from rocketmq import ClientConfiguration, SimpleConsumer
 
     config = ClientConfiguration(args.endpoints, _credentials())
@@ -126,10 +163,14 @@ def simple_consume(args: argparse.Namespace) -> int:
     emit("started", role="simple-consumer", topic=args.topic)
     acked = 0
     held = 0
+    deferred: list[Any] = []
     ready = False
     deadline = time.monotonic() + args.timeout
     try:
         while acked < args.count and time.monotonic() < deadline:
+            if args.defer_ack and len(deferred) >= args.count:
+                acked = _ack_deferred(consumer, deferred, args.defer_ack, deadline, args.ack_retry_s)
+                break
             try:
                 msgs = consumer.receive(args.batch, args.invisible)
             except Exception as e:
@@ -141,11 +182,15 @@ def simple_consume(args: argparse.Namespace) -> int:
                 emit("ready")
             for m in msgs:
                 emit("received", **_received(m))
+                if args.defer_ack:
+                    deferred.append(m)
+                    continue
                 if held < args.hold_first:
                     held += 1
                     if args.change:
+                        asked_at = round(time.time(), 3)
                         consumer.change_invisible_duration(m, args.change)
-                        emit("changed", message_id=m.message_id)
+                        emit("changed", message_id=m.message_id, asked_at=asked_at)
                     continue
                 consumer.ack(m)
                 acked += 1
@@ -157,9 +202,6 @@ def simple_consume(args: argparse.Namespace) -> int:
 
 
 def push_consume(args: argparse.Namespace) -> int:
-    import threading
-    import time
-
     from rocketmq import ClientConfiguration, ConsumeResult, MessageListener, PushConsumer
 
     lock = threading.Lock()
@@ -216,8 +258,6 @@ def push_consume(args: argparse.Namespace) -> int:
 def tx_produce(args: argparse.Namespace) -> int:
     """Transactions: each message's end is ``--end`` (commit, rollback, or none: the server's check decides,
     answered with ``--check-answer``); stays up ``--linger`` seconds for check-backs."""
-    import time
-
     from rocketmq import ClientConfiguration, Message, Producer, TransactionChecker, TransactionResolution
 
     class Checker(TransactionChecker):  # type: ignore[misc]
@@ -266,6 +306,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--topic", required=True)
     pp.add_argument("--count", type=int, default=1)
     pp.add_argument("--tag", default="")
+    pp.add_argument("--tags", default="")
     pp.add_argument("--key-prefix", default="")
     pp.add_argument("--prop", action="append", default=[])
     pp.add_argument("--group", default="")
@@ -292,6 +333,8 @@ def main(argv: list[str]) -> int:
         cp.add_argument("--await", dest="await_s", type=int, default=2)
         cp.add_argument("--hold-first", type=int, default=0)
         cp.add_argument("--change", type=int, default=0)
+        cp.add_argument("--defer-ack", default="")
+        cp.add_argument("--ack-retry", dest="ack_retry_s", type=float, default=0.0)
         cp.add_argument("--fail-first", type=int, default=0)
         cp.add_argument("--fail-body", default=None)
         cp.add_argument("--fail-times", type=int, default=1 << 30)
