@@ -53,9 +53,9 @@ def main(log_level: str | None) -> None:
 @click.option("--broker-port", default=10911, show_default=True, type=int, help="broker port")
 @click.option("--grpc-port", default=8081, show_default=True, type=int,
               help="port of the gRPC proxy for RocketMQ 5.x clients (0: none)")  # fmt: skip
-@click.option("--http-port", default=DEV_PORT, show_default=True, type=click.IntRange(0, 65535),
-              help="HTTP port of the dashboard, /metrics (Prometheus) and /healthz for all three roles "
-              "(0: none)")  # fmt: skip
+@click.option("--http-port", default=None, type=click.IntRange(0, 65535),
+              help="HTTP port of the dashboard, /metrics (Prometheus) and /healthz for all three roles (0: none; "
+              f"default: httpListenPort of --config or SIEVEMQ_HTTP_LISTEN_PORT when set, else {DEV_PORT})")
 @click.option("--config", "config_path", default=None, help="broker TOML file (its settings apply to the broker)")
 @click.option("--flush", type=click.Choice(["async", "sync"], case_sensitive=False), default=None,
               help="flush mode (default async)")  # fmt: skip
@@ -77,7 +77,7 @@ def dev(
     namesrv_port: int,
     broker_port: int,
     grpc_port: int,
-    http_port: int,
+    http_port: int | None,
     config_path: str | None,
     flush: str | None,
     filtersrv_nums: int | None,
@@ -93,7 +93,7 @@ def dev(
     Topics are created on first send (auto-create on). Ctrl-C stops cleanly: the store is flushed and
     marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
     (docs/protocol/tls.md); the banner says how to connect. Prometheus metrics of all three roles are on
-    http://HOST:8080/metrics (--http-port; docs/metrics.md), and the dashboard on http://HOST:8080/
+    http://HOST:8080/metrics (--http-port, or httpListenPort; docs/metrics.md), and the dashboard on http://HOST:8080/
     (docs/dashboard.md; its account with ACL on: SIEVEMQ_DASHBOARD_ACCESS_KEY, SIEVEMQ_DASHBOARD_SECRET_KEY).
 
     Filter functions: sievemq dev --filtersrv 1 --filter-modules shop.filters --filter-paths /opt/filters
@@ -129,6 +129,10 @@ def dev(
             overrides["filter_server_nums"] = filtersrv_nums
         if tls is not None:
             overrides.update(tls.broker())
+        if http_port is None:  # the broker's httpListenPort (TOML, environment) when set: dev's one HTTP port
+            mine = {k: v for k, v in overrides.items() if k != "http_listen_port"}
+            asked = load_config(BrokerConfig, config_path, overrides=mine)
+            http_port = DEV_PORT if asked.http_listen_port == -1 else asked.http_listen_port
         br_cfg = load_config(BrokerConfig, config_path, overrides=overrides)
         from sievemq.dashboard.serve import load_dashboard_config
 

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -128,12 +129,20 @@ def listening_ports(pid: int) -> set[int]:
     return ports
 
 
-def test_dev_http_port_zero_turns_it_off_and_http_listen_port_does_not_apply_to_dev(cluster: Cluster) -> None:
-    """``sievemq dev --http-port 0``: no HTTP port and no URL in the banner. dev's one HTTP port is set by
-    ``--http-port`` only: ``httpListenPort`` in its ``--config`` TOML or in the environment does not open one."""
+def _fresh(cluster: Cluster, name: str) -> Path:
+    """A folder of its own for one more dev (its own log and data)."""
+    (cluster.tmp / name).mkdir()
+    return cluster.tmp / name
+
+
+def test_dev_http_port_zero_turns_it_off_and_http_listen_port_sets_it_when_the_flag_is_absent(cluster: Cluster) -> None:
+    """``sievemq dev --http-port 0``: no HTTP port and no URL in the banner, whatever ``httpListenPort`` says.
+    Without the flag, ``httpListenPort`` of the ``--config`` TOML (or ``SIEVEMQ_HTTP_LISTEN_PORT``) is dev's one
+    HTTP port, and ``0`` there turns it off too."""
     toml_port, env_port = free_port(), free_port()
-    (cluster.tmp / "broker.toml").write_text(f"httpListenPort = {toml_port}\n")
-    proc = dev_proc(cluster.tmp, "--config", str(cluster.tmp / "broker.toml"), http=False)
+    toml = cluster.tmp / "broker.toml"
+    toml.write_text(f"httpListenPort = {toml_port}\n")
+    proc = dev_proc(cluster.tmp, "--config", str(toml), http=False)
     proc.env["SIEVEMQ_HTTP_LISTEN_PORT"] = str(env_port)
     dev = cluster._start(proc)
     assert dev.popen is not None
@@ -145,4 +154,27 @@ def test_dev_http_port_zero_turns_it_off_and_http_listen_port_does_not_apply_to_
     assert roles <= ports, f"the roles' ports {roles} are among those found listening {ports}"
     ha = {dev.port + 1, dev.port - 2}  # the broker's HA port and VIP channel
     assert ports - roles - ha == set(), f"dev listens on {ports - roles - ha} besides its roles' ports"
-    assert toml_port not in ports and env_port not in ports
+    assert dev.stop() == 0
+
+    for where in ("toml", "env"):
+        port = free_port()
+        if where == "toml":
+            toml.write_text(f"httpListenPort = {port}\n")
+            proc = dev_proc(_fresh(cluster, where), "--config", str(toml), http=None)
+            proc.env["SIEVEMQ_HTTP_LISTEN_PORT"] = None  # type: ignore[assignment]  # the TOML's, not the tests' 0
+        else:
+            proc = dev_proc(_fresh(cluster, where), http=None)
+            proc.env["SIEVEMQ_HTTP_LISTEN_PORT"] = str(port)
+        dev = cluster._start(proc)
+        assert f"http://127.0.0.1:{port}/metrics" in dev.log(), (where, dev.log())
+        assert dev.popen is not None and port in listening_ports(dev.popen.pid), where
+        assert dev.stop() == 0
+
+    toml.write_text("httpListenPort = 0\n")
+    proc = dev_proc(_fresh(cluster, "toml-0"), "--config", str(toml), http=None)
+    proc.env["SIEVEMQ_HTTP_LISTEN_PORT"] = None  # type: ignore[assignment]
+    dev = cluster._start(proc)
+    assert "/metrics" not in dev.log() and dev.popen is not None
+    grpc_port = int(str(dev.extra["grpc"]).rsplit(":", 1)[1])
+    roles = {dev.port, int(str(dev.extra["namesrv_port"])), grpc_port}
+    assert listening_ports(dev.popen.pid) - roles - {dev.port + 1, dev.port - 2} == set()

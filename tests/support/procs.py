@@ -98,7 +98,9 @@ class Proc:
         """Start and wait until it listens."""
         # No HTTP port unless a test asks for one (--http-listen-port): the default port follows the role's listen
         # port, which the tests pick at random, so it could be taken by another test's process.
-        env = {"SIEVEMQ_HTTP_LISTEN_PORT": "0", **os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        # ``self.env`` may remove a variable by giving it None.
+        merged = {"SIEVEMQ_HTTP_LISTEN_PORT": "0", **os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        env = {k: v for k, v in merged.items() if v is not None}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 (kept open for the child)
         log_start = log.tell()
