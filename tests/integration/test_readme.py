@@ -144,6 +144,17 @@ def _wait_log(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: floa
         time.sleep(0.1)
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a ``sievemq dev`` started by a README test: SIGTERM, SIGKILL after 30 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.fixture(scope="module")
 def server(namespace: list[str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     """``sievemq dev`` on its default ports, with a filter server allowed ``shop.filters`` (from the blocks' folder)
@@ -175,13 +186,7 @@ def server(namespace: list[str], tmp_path_factory: pytest.TempPathFactory) -> It
         _wait_log(log, "filter server 127.0.0.1:", proc)  # registered with the broker: in the routes from now on
         yield Env(namespace, work, env)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(proc)
 
 
 def run_block(srv: Env, block: Block) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_readme import DEFAULT_PORTS, README, _wait_log
+from tests.integration.test_readme import DEFAULT_PORTS, README, _stop, _wait_log
 from tests.interop.clients import interop_dir, node_bin
 from tests.support.netns import NoNamespaces, loopback_only
 
@@ -111,13 +110,7 @@ def server(namespace: list[str], tmp_path_factory: pytest.TempPathFactory, inter
         assert "127.0.0.1:8081" in log.read_text(), f"sievemq dev does not serve gRPC on 8081:\n{log.read_text()}"
         yield Server(namespace, work, env)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(proc)
 
 
 def run_js(srv: Server, block: JsBlock) -> subprocess.CompletedProcess[str]:

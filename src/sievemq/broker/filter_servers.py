@@ -81,9 +81,12 @@ class FunctionCountBook:
         for f in functions:
             try:
                 key = (str(f["consumerGroup"]), str(f["topic"]))
-                rows[key] = (int(f["serial"]), int(f["matched"]), int(f["filteredOut"]), int(f["errors"]))
+                row = (int(f["serial"]), int(f["matched"]), int(f["filteredOut"]), int(f["errors"]))
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"a function's counts lack {e}") from None
+            if min(row) < 0:  # counters never go down: a negative count would make the totals shrink
+                raise ValueError(f"negative counts for {key}")
+            rows[key] = row
         before = self._last.pop(instance, {})
         for key, (serial, matched, filtered_out, errors) in rows.items():
             prev = before.get(key)

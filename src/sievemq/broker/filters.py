@@ -63,7 +63,7 @@ class TagFilter:
 class SqlFilter:
     """SQL92 subscription: Bloom bits first (when the group's bits exist), then evaluation of the properties."""
 
-    __slots__ = ("counts", "evaluate", "ignores_cq", "mask", "positions", "selector", "trust_after", "verdict")
+    __slots__ = ("counts", "ignores_cq", "mask", "positions", "selector", "trust_after", "verdict")
 
     def __init__(
         self,
@@ -74,7 +74,6 @@ class SqlFilter:
         mask: bytes = b"",
     ) -> None:
         self.selector = selector
-        self.evaluate = selector.matcher
         self.verdict = selector.verdict
         self.counts = counts
         self.positions = positions

@@ -124,7 +124,8 @@ class MetadataSync:
         addr = self.master_addr()
         if addr is None:
             return False
-        merge = await self._source_behind(addr) or merge
+        behind = await self._source_behind(addr)
+        merge = merge or behind
         mine = self.offsets.take_snapshot(force=True, mark=False) or {}
         push = RemotingCommand.request(RequestCode.MERGE_CONSUMER_OFFSET, body=orjson.dumps(mine))
         resp = await self.pool.request(addr, push, timeout=10.0)
@@ -140,7 +141,7 @@ class MetadataSync:
             ours = self.schedule.offsets
             delay = {level: max(v, ours.get(level, 0)) for level, v in (ours | delay).items()}
         self.schedule.replace_offsets(delay)
-        if not (merge and self.source_behind):  # a source that lost its data lost its filters too
+        if not behind:  # a source that lost its data lost its filters too
             self.filters.replace_from(await self._get(addr, RequestCode.GET_ALL_CONSUMER_FILTER))
         self.rounds += 1
         return True

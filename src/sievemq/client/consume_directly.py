@@ -23,15 +23,14 @@ __all__ = ["consume_directly", "verdict"]
 log = logging.getLogger("sievemq.client.push_consumer")
 
 
+_WORDS = {ConsumeResult.SUCCESS: CMResult.CR_SUCCESS, ConsumeResult.RECONSUME_LATER: CMResult.CR_LATER}
+
+
 def verdict(result: object) -> CMResult:
-    """A listener's answer as a ``CMResult`` (the answers ``ConsumeService.call_listener`` accepts)."""
-    if result is None:
-        return CMResult.CR_RETURN_NULL
-    if result is True or result == ConsumeResult.SUCCESS:
-        return CMResult.CR_SUCCESS
-    if result is False or result == ConsumeResult.RECONSUME_LATER:
-        return CMResult.CR_LATER
-    return CMResult.CR_RETURN_NULL
+    """A listener's answer as a ``CMResult``: the answers ``ConsumeService.call_listener`` accepts, and
+    CR_RETURN_NULL for None or anything else (RocketMQ's word for a listener that gave no status)."""
+    answer = ConsumeResult.of(result)
+    return _WORDS[answer] if answer is not None else CMResult.CR_RETURN_NULL
 
 
 async def consume_directly(service: ConsumeService, msg: MessageExt, orderly: bool) -> ConsumeDirectlyResult:

@@ -87,10 +87,11 @@ class ConsumeService:
         except Exception:
             log.exception("listener of group %s raised; the messages will be consumed again later", c.group)
             return ConsumeResult.RECONSUME_LATER
-        if result is None or result is True or result == ConsumeResult.SUCCESS:
+        if result is None:
             return ConsumeResult.SUCCESS
-        if result is False or result == ConsumeResult.RECONSUME_LATER:
-            return ConsumeResult.RECONSUME_LATER
+        answer = ConsumeResult.of(result)
+        if answer is not None:
+            return answer
         log.warning("listener returned %r, not a ConsumeResult; treating it as RECONSUME_LATER", result)
         return ConsumeResult.RECONSUME_LATER
 

@@ -129,6 +129,16 @@ class ConsumeResult(enum.Enum):
     SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
 
+    @classmethod
+    def of(cls, answer: object) -> ConsumeResult | None:
+        """A listener's answer as a ConsumeResult: itself, True for SUCCESS, False for RECONSUME_LATER; None for
+        anything else (``None`` included: what it means is the caller's)."""
+        if answer is True or answer == cls.SUCCESS:
+            return cls.SUCCESS
+        if answer is False or answer == cls.RECONSUME_LATER:
+            return cls.RECONSUME_LATER
+        return None
+
 
 class ConsumeFrom(enum.Enum):
     """Where a group without a committed offset starts: LAST the messages sent after the group started, FIRST the

@@ -67,3 +67,11 @@ def test_at_most_max_counted_pairs_are_added_up(monkeypatch: pytest.MonkeyPatch)
     assert sorted(book.totals) == [("g0", "T"), ("g1", "T"), ("g2", "T")], "a report cannot grow the book without end"
     book.report(body("fs1", ("g1", 1, 4, 0, 0), ("g9", 1, 9, 9, 9)))
     assert book.totals[("g1", "T")] == FunctionCounts(4, 0, 0) and ("g9", "T") not in book.totals
+
+
+def test_a_report_with_negative_counts_is_refused_and_changes_nothing() -> None:
+    book = FunctionCountBook()
+    book.report(body("fs1", ("g", 1, 5, 5, 0)))
+    with pytest.raises(ValueError):
+        book.report(body("fs2", ("g", 1, -100, 0, 0)))
+    assert book.totals[("g", "T")] == FunctionCounts(5, 5, 0)

@@ -52,17 +52,16 @@ class ConsumeDirectlyProcessor:
         except ValueError:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{msg_id!r} is not an offsetMsgId (`sievemq message "
                                 "show` gives a message's)", Reason.INVALID_HEADER) from None  # fmt: skip
-        raw = self.store.look_message_by_offset(phy)
-        msg: MessageExt | None = None
-        if raw is not None:
-            try:
-                msg = decode_record(bytes(raw))[0]
-            except ValueError:
-                msg = None
-        if raw is None or msg is None or not self._indexed(msg, phy):
+        stored = self.store.look_message_by_offset(phy)
+        raw = bytes(stored) if stored is not None else b""
+        try:
+            msg = decode_record(raw)[0] if raw else None
+        except ValueError:
+            msg = None
+        if msg is None or not self._indexed(msg, phy):
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"no message at commit-log offset {phy} of this broker "
                                 f"({msg_id})")  # fmt: skip
-        return bytes(raw), msg
+        return raw, msg
 
     def _indexed(self, msg: MessageExt, phy: int) -> bool:
         entries = self.store.read_cq_entries(msg.topic, msg.queue_id, msg.queue_offset, 1)
