@@ -125,7 +125,9 @@ async def test_broadcasting_and_pull_consumers_start_at_the_end_too(namesrv: str
     async with broadcast, pull:
         queues = await pull.fetch_queues(topic)
         pull.assign(queues)
-        await asyncio.sleep(0)  # the assignment is applied in the background
+        # the assignment is applied in the background: its start positions are fixed once assignment() lists the
+        # queues (under load a send before that was once behind the fixed position, and was not polled)
+        await eventually(lambda: pull.assignment() == set(queues), what="the assigned queues taken")
         await _send(namesrv, topic, "after")
         polled: list[object] = []
 

@@ -172,7 +172,9 @@ class PullConsumer(ClientLifecycle):
 
     # ------------------------------------------------------------------------------------------ configuration
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
-        """Consume exactly these queues (no group rebalancing); replaces an earlier assignment."""
+        """Consume exactly these queues (no group rebalancing); replaces an earlier assignment. On a running consumer
+        it is applied in the background: a queue new to the group starts where its ``consume_from`` says at that
+        moment, and ``assignment()`` lists the queues once they are fetched (docs/consume-from.md)."""
         if self._subs:
             raise ClientStateError("this consumer subscribes topics; assign() and subscribe() do not mix")
         mqs = sorted(set(mqs))
