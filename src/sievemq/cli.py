@@ -94,7 +94,8 @@ def dev(
     marked clean, so the next start needs no recovery. With --tls (or --tls-cert/--tls-key) both ports speak TLS
     (docs/protocol/tls.md); the banner says how to connect. Prometheus metrics of all three roles are on
     http://HOST:8080/metrics (--http-port, or httpListenPort; docs/metrics.md), and the dashboard on http://HOST:8080/
-    (docs/dashboard.md; its account with ACL on: SIEVEMQ_DASHBOARD_ACCESS_KEY, SIEVEMQ_DASHBOARD_SECRET_KEY).
+    (docs/dashboard.md; its account with ACL on: SIEVEMQ_DASHBOARD_ACCESS_KEY, SIEVEMQ_DASHBOARD_SECRET_KEY; with ACL
+    on it asks for a login: the first start makes DATA/dashboard-users.toml and prints its admin token once).
 
     Filter functions: sievemq dev --filtersrv 1 --filter-modules shop.filters --filter-paths /opt/filters
     (other filter server settings: a TOML file named by the broker's filterServerConfig).
@@ -134,10 +135,12 @@ def dev(
             asked = load_config(BrokerConfig, config_path, overrides=mine)
             http_port = DEV_PORT if asked.http_listen_port == -1 else asked.http_listen_port
         br_cfg = load_config(BrokerConfig, config_path, overrides=overrides)
-        from sievemq.dashboard.serve import load_dashboard_config
+        from sievemq.dashboard.serve import load_dashboard_config, logins
 
         board_cfg = load_dashboard_config(overrides={"namesrv_addr": overrides["namesrv_addr"],
                                                      **(tls.dashboard() if tls is not None else {})})  # fmt: skip
+        board_logins = logins(board_cfg, acl_enabled=br_cfg.acl_enable,
+                              data_dir=Path(br_cfg.store_path_root_dir)) if http_port else None  # fmt: skip
     except SieveError as e:
         raise click.ClickException(str(e)) from None
 
@@ -153,7 +156,7 @@ def dev(
             raise
         proxy_tls = tls.proxy() if tls is not None else {}
         proxy = await _dev_proxy(ns.addr, host, br_cfg.broker_ip, grpc_port, proxy_tls) if grpc_port else None
-        board, http = await _dev_http(ns, broker, proxy, host, http_port, board_cfg)
+        board, http = await _dev_http(ns, broker, proxy, host, http_port, board_cfg, board_logins)
         click.echo(f"sievemq {__version__} dev")
         click.echo(f"  name server  {ns.addr}")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
@@ -161,6 +164,8 @@ def dev(
             click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients{', TLS only' if tls else ''})")
         if http is not None:
             click.echo(f"  dashboard    {http.url}/")
+            for line in board_logins.banner() if board_logins is not None else ():
+                click.echo(line)
             click.echo(f"  metrics      {http.url}/metrics  (Prometheus; {http.url}/healthz)")
         click.echo(f"  data         {br_cfg.store_path_root_dir}")
         for line in tls.connect_lines(ns.addr) if tls else ():
@@ -209,9 +214,11 @@ async def _dev_proxy(namesrv: str, host: str, advertised_ip: str, port: int, tls
     return proxy
 
 
-async def _dev_http(ns: Any, broker: Any, proxy: Any, host: str, port: int, board_cfg: Any) -> tuple[Any, Any]:
-    """The dev command's HTTP port for its roles and the dashboard: (the ``Dashboard``, the ``ProcessHttp``), both
-    None when off, or (with a warning) when its port is taken."""
+async def _dev_http(
+    ns: Any, broker: Any, proxy: Any, host: str, port: int, board_cfg: Any, board_logins: Any
+) -> tuple[Any, Any]:
+    """The dev command's HTTP port for its roles and the dashboard (asking for ``board_logins``, None: none): (the
+    ``Dashboard``, the ``ProcessHttp``), both None when off, or (with a warning) when its port is taken."""
     from sievemq.dashboard.serve import Dashboard
     from sievemq.http.serve import start_http
     from sievemq.http.server import HttpPortError
@@ -220,7 +227,7 @@ async def _dev_http(ns: Any, broker: Any, proxy: Any, host: str, port: int, boar
     if not port:
         return None, None
     roles = [namesrv_metrics(ns), broker_metrics(broker), *([proxy_metrics(proxy)] if proxy is not None else [])]
-    board = Dashboard(board_cfg, host)
+    board = Dashboard(board_cfg, host, board_logins)
     try:
         http = await start_http(roles, host, port, loop_lag=broker.loop_lag.stats, hint="--http-port",
                                 routes=board.routes)  # fmt: skip

@@ -33,7 +33,7 @@ from sievemq.config_rules import (
     split_addrs,
 )
 from sievemq.errors import ConfigError
-from sievemq.ha.settings import BrokerRole, ReplicationSettings
+from sievemq.ha.settings import HA_ADVERTISED_IP, HA_LISTEN_HOST, BrokerRole, ReplicationSettings
 from sievemq.http import settings as http
 from sievemq.remoting.command import MAX_FRAME_LENGTH
 from sievemq.remoting.limits import ServerLimits
@@ -43,10 +43,13 @@ from sievemq.tls_settings import SERVER_SETTINGS as SERVER_TLS
 from sievemq.tls_settings import TlsEnable, check_broker, server_tls
 
 __all__ = [
+    "ACL_STRICT",
+    "ACL_WINDOW",
     "ADVERTISED_IP",
     "HOST_PORT",
     "LISTEN_HOST",
     "MAX_MESSAGE_SIZE_LIMIT",
+    "AclStrictMode",
     "BrokerConfig",
     "ConfigError",
     "Format",
@@ -70,6 +73,19 @@ INT32_MAX = (1 << 31) - 1
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 SubscriptionConsistency = Literal["strict", "rocketmq"]
+AclStrictMode = Literal["off", "admin", "all"]
+ACL_STRICT = (
+    "requests that must carry a strict signature (the code, field names, a time and a nonce signed; replays "
+    "refused): off (checked when present, as sievemq's clients sign), admin (every request of an admin account), "
+    "all (every signed request: only sievemq's clients and tools get in)",
+    "off",
+)
+"""``aclStrictSignatures``: its help and default, shared by the roles (docs/protocol/acl.md §1.2)."""
+ACL_WINDOW = (
+    "a strict signature's SignedAt may differ from this server's clock by at most this many seconds",
+    300,
+)
+"""``aclSignatureWindowSeconds``: its help and default."""
 
 
 # ------------------------------------------------------------------------------------------------ roles
@@ -98,6 +114,8 @@ class NamesrvConfig:
     acl_file: str = setting(
         "the plain_acl.yml the name server checks against (needed when aclEnable)", "", fmt=EXISTING_FILE
     )
+    acl_strict_signatures: AclStrictMode = setting(*ACL_STRICT)
+    acl_signature_window_seconds: int = setting(*ACL_WINDOW, lo=10, hi=3600)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -262,20 +280,44 @@ class BrokerConfig:
         lo=1,
     )
     server_partial_frame_budget: int = setting(
-        "bytes of frames not yet complete, held for all connections together; a connection that would go past "
-        "it is closed",
+        "bytes of frames not yet complete, held for all connections together; past it, the connection holding the "
+        "most of the peer IP holding the most is closed (a newcomer only when it is that one)",
         ServerLimits.partial_frame_budget,
         lo=MAX_FRAME_LENGTH,
+    )
+    server_partial_frame_ip_percent: int = setting(
+        "percent of serverPartialFrameBudget the unfinished frames of one peer IP (one IPv6 /64) may hold, but "
+        "at least one whole frame (16 MiB); past it, that peer's connection holding the most is closed",
+        ServerLimits.partial_frame_ip_percent,
+        lo=1,
+        hi=100,
     )
     server_frame_timeout_seconds: float = setting(
         "close a connection whose frame is still incomplete this long after its first byte",
         ServerLimits.frame_timeout,
         above=0,
     )
+    server_first_frame_timeout_seconds: float = setting(
+        "close a connection that has not completed a frame this long after it connected",
+        ServerLimits.first_frame_timeout,
+        above=0,
+    )
+    server_channel_max_idle_time_seconds: float = setting(
+        "close a connection that sent nothing for this long and has no request in flight, as RocketMQ does (its "
+        "clients send a heartbeat every 30 s and connect again when needed); 0: never",
+        ServerLimits.idle_timeout,
+        lo=0,
+    )
     server_max_connections: int = setting(
         "connections at most (0: no fixed cap); new ones are refused anyway when fewer than serverFdReserve file "
-        "descriptors would stay free under RLIMIT_NOFILE",
+        "descriptors would stay free under RLIMIT_NOFILE; at the cap, a connection that never completed a frame "
+        "gives way to one from a peer IP with fewer connections",
         ServerLimits.max_connections,
+        lo=0,
+    )
+    server_max_connections_per_ip: int = setting(
+        "connections from one peer IP (one IPv6 /64) at most, those in a TLS handshake included (0: no cap)",
+        ServerLimits.max_connections_per_ip,
         lo=0,
     )
     server_fd_reserve: int = setting(
@@ -289,6 +331,14 @@ class BrokerConfig:
         "count of the lines held back",
         ServerLimits.warning_interval,
         above=0,
+    )
+    server_acl_early_check_bytes: int = setting(
+        "with aclEnable: a frame longer than this is read only once its header names an account of aclFile (or "
+        "comes from globalWhiteRemoteAddresses), else it is refused (code 16) before its body is read; its header "
+        "may not be longer than this",
+        ServerLimits.screen_bytes,
+        lo=1024,
+        hi=MAX_FRAME_LENGTH,
     )
     tls_mode: TlsMode = setting(*SERVER_TLS["mode"])
     tls_server_cert_path: str = setting(*SERVER_TLS["cert"], fmt=EXISTING_FILE)
@@ -332,12 +382,36 @@ class BrokerConfig:
     acl_secret_key: str = setting(
         "secret key of aclAccessKey (prefer the environment: SIEVEMQ_ACL_SECRET_KEY)", "", secret=True
     )
+    acl_strict_signatures: AclStrictMode = setting(*ACL_STRICT)
+    acl_signature_window_seconds: int = setting(*ACL_WINDOW, lo=10, hi=3600)
     broker_role: BrokerRole = setting(
         "ASYNC_MASTER (answer sends at once), SYNC_MASTER (after a slave has them) or SLAVE (a copy of the master "
         "of the same brokerName; brokerId > 0)",
         "ASYNC_MASTER",
     )
-    ha_listen_port: int = setting("HA port for slaves (0: listenPort + 1)", 0, lo=0, hi=65535)
+    ha_listen_port: int = setting(
+        "HA port, where slaves (and a master recovering from this broker) copy the commit log, with a ticket from "
+        "HA_CHECK. Set: it listens from the start; 0: listenPort + 1, opened only when the first ticket is handed out",
+        0,
+        lo=0,
+        hi=65535,
+    )
+    ha_listen_host: str = setting(
+        "address the HA port listens on (empty: listenHost's); an internal one keeps the commit log off the "
+        "clients' network",
+        "",
+        fmt=HA_LISTEN_HOST,
+    )
+    broker_ip2: str = setting(
+        "address others reach the HA port at (RocketMQ's brokerIP2; empty: brokerIp), registered as haServerAddr",
+        "",
+        fmt=HA_ADVERTISED_IP,
+    )
+    ha_ticket_checks_address: bool = setting(
+        "a ticket opens a replication link only from the address that asked HA_CHECK for it; false: from any "
+        "address (a slave behind a relay or NAT, or reaching the HA port over another network than the remoting port)",
+        True,
+    )
     ha_master_address: str = setting(
         "a slave's master HA address host:port (empty: the one the name servers give)", "", fmt=OPTIONAL_HOST_PORT
     )
@@ -393,12 +467,21 @@ class BrokerConfig:
         """The HA port (``haListenPort``, else ``listenPort + 1``)."""
         return self.ha_listen_port or self.listen_port + 1
 
+    @property
+    def ha_address(self) -> str:
+        """``ip:port`` others reach the HA port at (``brokerIp2``, else ``brokerIp``; registered as haServerAddr)."""
+        return f"{self.broker_ip2 or self.broker_ip}:{self.ha_port}"
+
     def replication_settings(self, recover_from: str = "") -> ReplicationSettings:
         """The replication settings (``recover_from``: ``--recover-from-slave``)."""
         return ReplicationSettings(
             role=self.broker_role,
-            host=self.listen_host,
+            host=self.ha_listen_host or self.listen_host,
             ha_port=self.ha_port,
+            listen_at_start=self.ha_listen_port != 0,
+            ha_host=self.broker_ip2 or self.broker_ip,
+            warning_interval_s=self.server_warning_interval_seconds,
+            ticket_checks_address=self.ha_ticket_checks_address,
             ha_master_address=self.ha_master_address,
             heartbeat_s=self.ha_send_heartbeat_interval / 1000,
             housekeeping_s=self.ha_housekeeping_interval / 1000,
@@ -416,8 +499,13 @@ class BrokerConfig:
             max_unsent_bytes=self.server_max_unsent_bytes,
             max_requests_in_flight=self.server_max_requests_in_flight,
             partial_frame_budget=self.server_partial_frame_budget,
+            partial_frame_ip_percent=self.server_partial_frame_ip_percent,
             frame_timeout=self.server_frame_timeout_seconds,
+            first_frame_timeout=self.server_first_frame_timeout_seconds,
+            idle_timeout=self.server_channel_max_idle_time_seconds,
             max_connections=self.server_max_connections,
+            max_connections_per_ip=self.server_max_connections_per_ip,
             fd_reserve=self.server_fd_reserve,
             warning_interval=self.server_warning_interval_seconds,
+            screen_bytes=self.server_acl_early_check_bytes,
         )

@@ -70,17 +70,22 @@ class Board:
     sample: sample.Sample
     loop: Loop
 
-    def api(self, path: str, **headers: str) -> Answer:
-        """GET ``/api/<path>``."""
+    def api(self, path: str, token: str | None = None, **headers: str) -> Answer:
+        """GET ``/api/<path>`` (with ``token``: as the user of that bearer token)."""
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
         return get(f"{self.url}/api/{path}", headers)
 
 
 @pytest.fixture(scope="module")
 def board(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Board]:
     """``sievemq dev`` with its dashboard and the sample data, for the whole module; a module's ``DEV_ENV`` (a
-    dict, e.g. ``SIEVEMQ_DASHBOARD_REFRESH_SECONDS``) is added to the process's environment."""
-    proc = dev_proc(tmp_path_factory.mktemp("dashboard-dev"))
-    proc.env.update(getattr(request.module, "DEV_ENV", {}))
+    dict, e.g. ``SIEVEMQ_DASHBOARD_REFRESH_SECONDS``, or a function of the module's temporary folder giving one)
+    is added to the process's environment."""
+    tmp = tmp_path_factory.mktemp("dashboard-dev")
+    proc = dev_proc(tmp)
+    env = getattr(request.module, "DEV_ENV", {})
+    proc.env.update(env(tmp) if callable(env) else env)
     proc.start()
     loop = Loop()
     try:
@@ -108,3 +113,21 @@ def _logs_on_failure(request: pytest.FixtureRequest) -> None:
 
 
 from tests.integration.conftest import pytest_runtest_makereport  # noqa: E402, F401  (process logs on failure)
+
+
+def ok(a: Answer) -> dict:  # type: ignore[type-arg]
+    """The JSON object of a 200 answer."""
+    assert a.status == 200, f"status {a.status}: {a.body[:2000]!r}"
+    body = a.json()
+    assert isinstance(body, dict)
+    return body
+
+
+def refused(a: Answer, status: int, reason: str) -> dict:  # type: ignore[type-arg]
+    """The error object of a refusal with ``status`` and ``reason`` (never a traceback)."""
+    assert a.status == status, f"status {a.status}, not {status}: {a.body[:2000]!r}"
+    err = a.json()["error"]
+    assert err["reason"] == reason, f"reason {err['reason']}, not {reason}: {err}"
+    assert err["status"] == status and err["message"]
+    assert b"Traceback" not in a.body
+    return err

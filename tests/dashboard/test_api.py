@@ -14,7 +14,7 @@ import pytest
 
 from sievemq import __version__
 from tests.dashboard import sample
-from tests.dashboard.conftest import Answer, Board, get
+from tests.dashboard.conftest import Board, get, ok, refused
 from tests.support.procs import Proc, free_port
 
 REGIONS = sample.REGIONS
@@ -23,22 +23,6 @@ ALL_ORDERS = sample.ORDERS + sample.LATE_ORDERS
 
 def q(**params: object) -> str:
     return urllib.parse.urlencode({k: str(v) for k, v in params.items()})
-
-
-def ok(a: Answer) -> dict:  # type: ignore[type-arg]
-    assert a.status == 200, f"status {a.status}: {a.body[:2000]!r}"
-    body = a.json()
-    assert isinstance(body, dict)
-    return body
-
-
-def refused(a: Answer, status: int, reason: str) -> dict:  # type: ignore[type-arg]
-    assert a.status == status, f"status {a.status}, not {status}: {a.body[:2000]!r}"
-    err = a.json()["error"]
-    assert err["reason"] == reason, f"reason {err['reason']}, not {reason}: {err}"
-    assert err["status"] == status and err["message"]
-    assert b"Traceback" not in a.body
-    return err
 
 
 def until(probe, what: str, timeout: float = 30.0):  # type: ignore[no-untyped-def]
@@ -60,6 +44,17 @@ def test_info(board: Board) -> None:
     assert info["namesrv"] == [board.namesrv]
     assert info["refreshSeconds"] == 5
     assert info["limits"]["findByTime"] == 500
+
+
+def test_dev_without_acl_asks_for_no_login(board: Board) -> None:
+    """Logins are off in ``sievemq dev`` without ACL (docs/dashboard.md §5): no users file is made, any or no
+    Authorization header is ignored, and messages come whole."""
+    assert ok(board.api("info"))["auth"] == {"enabled": False}
+    assert ok(board.api("info", Authorization="Bearer not-a-token"))["auth"] == {"enabled": False}
+    assert not (Path(board.dev.args[board.dev.args.index("--data") + 1]) / "dashboard-users.toml").exists()
+    assert not [line for line in board.dev.log().splitlines() if line.strip().startswith("login ")], "no token"
+    (m,) = ok(board.api("messages/by-key?" + q(topic="orders", key="order-3")))["messages"]
+    assert m["contentHidden"] is False and m["body"] == '{"order": 3, "items": 4}'
 
 
 def test_cluster(board: Board) -> None:

@@ -140,6 +140,7 @@ async def test_no_escape_succeeds(fc: FilterCluster, conns: list[Connection], mo
         "--upload-accounts", ACCOUNT,
         "--filter-modules", "shop.filters,shop.escapes",
         "--batch-timeout-seconds", "5",
+        "--max-upload-workers", "20",  # each escape is a tenant with a worker of its own
         name="fs-sandbox",
     )  # fmt: skip
     assert fs.popen is not None

@@ -38,7 +38,7 @@ from sievemq.filtersrv.signing import (
     signed_fields,
     verify_upload,
 )
-from sievemq.filtersrv.workers import FilterFailure, PoolSettings, WorkerPool
+from sievemq.filtersrv.workers import ANY_FUNCTION, FilterFailure, PoolSettings, WorkerPool
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 from tests.filtersrv.test_units import records
@@ -140,7 +140,7 @@ def test_policy_refuses_replays_old_and_malformed_signatures() -> None:
     crc = filter_class_crc(src)
     ms = int(T0 * 1000)
     fields = signed_fields("a", "k", "g", "T", "F", src, FS, timestamp_ms=ms)
-    assert pol.spec_for("g", "T", "F", crc, src, fields, FS) == FunctionSpec("source", "F", src.decode(), crc)
+    assert pol.spec_for("g", "T", "F", crc, src, fields, FS) == FunctionSpec("source", "F", src.decode(), crc, "a")
     cases = {
         "replayed": (fields, "already used"),
         "old": (signed_fields("a", "k", "g", "T", "F", src, FS, timestamp_ms=ms - 400_000), "s old"),
@@ -204,7 +204,7 @@ def src(name: str, body: str) -> FunctionSpec:
 
 
 async def test_uploaded_errors_name_type_and_line_only() -> None:
-    pool = WorkerPool(PoolSettings(size=1))
+    pool = WorkerPool(PoolSettings(size=1, tenant=ANY_FUNCTION))
     await pool.start()
     try:
         leak = src("Leak", "data = 'the-contents-of-a-file'\nraise ValueError(data)")

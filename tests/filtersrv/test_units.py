@@ -14,10 +14,12 @@ import pytest
 from sievemq.broker.filter_servers import FilterServerManager
 from sievemq.errors import ConfigError, RemotingError
 from sievemq.filtersrv.config import load_filtersrv_config
+from sievemq.filtersrv.pools import TenantsFull, WorkerPools
 from sievemq.filtersrv.processors import split_records
 from sievemq.filtersrv.registry import FilterRegistry, FunctionSpec, RegistrationPolicy
 from sievemq.filtersrv.signing import Upload, filter_class_crc, sign_upload, signed_fields, verify_upload
-from sievemq.filtersrv.workers import FilterFailure, PoolSettings, WorkerPool
+from sievemq.filtersrv.tenants import TenantLimits, tenant_of
+from sievemq.filtersrv.workers import ANY_FUNCTION, FilterFailure, PoolSettings, WorkerPool
 from sievemq.protocol.message import MessageExt, encode_record
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.sysflag import COMPRESSED_FLAG
@@ -80,6 +82,7 @@ async def test_pool_runs_functions_and_survives_every_failure(filters_dir: Path)
             memory_mb=256,
             paths=(str(filters_dir),),
             modules=("shop.filters",),
+            tenant=ANY_FUNCTION,  # the worker's mechanics, several functions in one pool (never so in a filter server)
         )
     )
     await pool.start()
@@ -131,7 +134,7 @@ async def test_pool_runs_functions_and_survives_every_failure(filters_dir: Path)
 
 async def test_worker_cpu_limit(filters_dir: Path) -> None:
     """RLIMIT_CPU stops a spinning worker even when the wall-clock limit is generous."""
-    pool = WorkerPool(PoolSettings(size=1, batch_timeout=20.0, cpu_seconds=1))
+    pool = WorkerPool(PoolSettings(size=1, batch_timeout=20.0, cpu_seconds=1, tenant=ANY_FUNCTION))
     await pool.start()
     try:
         t0 = time.monotonic()
@@ -146,7 +149,7 @@ async def test_worker_cpu_limit(filters_dir: Path) -> None:
 
 async def test_cancelled_caller_does_not_cost_a_worker() -> None:
     """A consumer hanging up mid-batch: the batch finishes in the worker, which stays in the pool."""
-    pool = WorkerPool(PoolSettings(size=1, batch_timeout=5.0))
+    pool = WorkerPool(PoolSettings(size=1, batch_timeout=5.0, tenant=ANY_FUNCTION))
     await pool.start()
     try:
         slow = src("Slow", "import time\ntime.sleep(0.3)\nreturn True")
@@ -163,13 +166,49 @@ async def test_cancelled_caller_does_not_cost_a_worker() -> None:
 
 async def test_workers_get_no_sievemq_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SIEVEMQ_FILTERSRV_UPLOAD_SECRET", "top-secret")
-    pool = WorkerPool(PoolSettings(size=1))
+    pool = WorkerPool(PoolSettings(size=1, tenant=ANY_FUNCTION))
     await pool.start()
     try:
         leak = src("Leak", "import os\nreturn any(k.startswith('SIEVEMQ') for k in os.environ)")
         assert await pool.run(leak, records(1), 1) == []
     finally:
         await pool.stop()
+
+
+async def test_tenant_pools_never_mix_functions(filters_dir: Path) -> None:
+    """Uploads get workers of their own tenant (disjoint pids, refused past the cap, freed when idle); a worker
+    refuses a function that is not its tenant's, so even a routing mistake would not mix them."""
+    now = [0.0]
+    settings = PoolSettings(size=1, paths=(str(filters_dir),), modules=("shop.filters",))
+    pools = WorkerPools(settings, TenantLimits(1, 2, idle_seconds=60.0), clock=lambda: now[0])
+    await pools.start()
+    try:
+        a, b, c = src("A", "return True"), src("B", "return msg.tags == 'B'"), src("C", "return False")
+        ka, kb, kc = (tenant_of("T", g, s) for g, s in (("ga", a), ("gb", b), ("gc", c)))
+        await pools.load(a, ka)
+        assert await pools.run(b, kb, records(4), 4) == [1, 3]  # a pull may start a tenant's workers too
+        assert await pools.run(FunctionSpec("named", "shop.filters:tagged_b"), None, records(2), 2) == [1]
+        by_fid = {t["fid"]: set(t["pids"]) for t in pools.tenants()}
+        assert len(by_fid) == 2 and not by_fid[a.fid] & by_fid[b.fid] and not by_fid[a.fid] & set(pools.pids())
+        with pytest.raises(TenantsFull, match="maxUploadWorkers 2"):
+            await pools.load(c, kc)
+        now[0] = 61.0  # both idle: their workers stop, the slots are free
+        await pools.load(c, kc)
+        assert [t["fid"] for t in pools.tenants()] == [c.fid] and pools.retired == {"idle": 2}
+        assert pools.status()["uploads"]["refused"] == 1
+        # The worker's own check: a tenant's worker loads nothing else, a shared one no upload.
+        own = WorkerPool(PoolSettings(size=1, tenant=a.fid))
+        await own.start()
+        try:
+            with pytest.raises(FilterFailure, match="only the uploaded function"):
+                await own.run(b, records(1), 1)
+            assert own.replaced == {"protocol": 1}
+        finally:
+            await own.stop()
+        with pytest.raises(FilterFailure, match="named functions only"):
+            await pools.shared.load(a)
+    finally:
+        await pools.stop()
 
 
 def test_split_records() -> None:

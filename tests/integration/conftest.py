@@ -125,6 +125,14 @@ OpenConn = Callable[..., Awaitable[Connection]]
 
 
 @pytest.fixture
+async def acl(cluster: Cluster, tmp_path: Path) -> tuple[Proc, Proc, Path]:
+    """A name server and a broker with ``aclEnable`` on and the topics of ``acl_cluster.py``; also the file."""
+    from tests.integration.acl_cluster import start_acl_cluster
+
+    return await start_acl_cluster(cluster, tmp_path)
+
+
+@pytest.fixture
 async def open_conn() -> AsyncIterator[OpenConn]:
     """``await open_conn(proc_or_port, handler=None)``: a client Connection closed at the end of the test."""
     conns: list[Connection] = []

@@ -9,18 +9,15 @@ parses it again when they changed; a file that no longer parses is logged and th
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from sievemq.acl.model import AclFileError, AclRules, parse_rules
+from sievemq.watched_file import CHECK_INTERVAL, WatchedFile
 
 log = logging.getLogger(__name__)
-
-CHECK_INTERVAL = 2.0
-"""Seconds between two looks at the file's size and modification time."""
 
 
 class _LiteralLoader(yaml.SafeLoader):
@@ -54,54 +51,22 @@ def load_file(path: str | Path) -> AclRules:
     return parse_text(text, str(path))
 
 
-def _stamp(path: Path) -> tuple[int, int, int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-
-
-class AclFile:
+class AclFile(WatchedFile[AclRules]):
     """The rules of one file, reloaded when the file changes; a failed reload keeps the last good rules."""
 
     def __init__(self, path: str | Path, check_interval: float = CHECK_INTERVAL) -> None:
-        self.path = Path(path)
-        self.check_interval = check_interval
-        self._stamp = _stamp(self.path)
-        self.rules = load_file(self.path)
-        """The rules in force (raises at construction: a broker does not start on a bad file)."""
-        self._next_check = time.monotonic() + check_interval
-        self.reloads = 0
-        self.failed_reloads = 0
+        super().__init__(path, load_file, AclFileError, "ACL rules", check_interval)
         if not self.rules.accounts and not self.rules.global_white:
             log.warning("ACL file %s has no accounts and no global white addresses: every request is refused", path)
 
-    def current(self) -> AclRules:
-        """The rules in force, after a cheap look at the file (at most once per ``check_interval``)."""
-        now = time.monotonic()
-        if now >= self._next_check:
-            self._next_check = now + self.check_interval
-            self.refresh()
-        return self.rules
+    @property
+    def rules(self) -> AclRules:
+        """The rules in force."""
+        return self.value
 
-    def refresh(self) -> bool:
-        """Reload now if the file changed; True when new rules are in force."""
-        stamp = _stamp(self.path)
-        if stamp == self._stamp:
-            return False
-        self._stamp = stamp
-        try:
-            rules = load_file(self.path)
-        except AclFileError as e:
-            self.failed_reloads += 1
-            log.error("%s; the previous ACL rules stay in force", e)
-            return False
-        self.rules = rules
-        self.reloads += 1
-        log.info("ACL file %s reloaded: %d accounts, %d global white addresses", self.path,
-                 len(rules.accounts), len(rules.global_white))  # fmt: skip
-        return True
+    def summary(self, value: AclRules) -> str:
+        """What a reload brought."""
+        return f"ACL file: {len(value.accounts)} accounts, {len(value.global_white)} global white addresses"
 
 
 def acl_path(configured: str, home: str | Path) -> Path:

@@ -47,9 +47,12 @@ class Account:
     """Topic name, or ``%RETRY%group`` for a group -> the permission listed for it."""
     mac: hmac.HMAC = field(init=False, repr=False, compare=False)
     """HMAC-SHA1 keyed with the secret, copied for each signature (the key is prepared once)."""
+    strict_mac: hmac.HMAC = field(init=False, repr=False, compare=False)
+    """HMAC-SHA256 keyed with the secret, for strict signatures."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mac", hmac.new(self.secret_key.encode(), digestmod="sha1"))
+        object.__setattr__(self, "strict_mac", hmac.new(self.secret_key.encode(), digestmod="sha256"))
 
     def owned(self, resource: str, is_group: bool) -> int:
         """The permission this account has on ``resource`` (its listed one, else its default)."""

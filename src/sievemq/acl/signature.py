@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import hmac
+import time
 from collections.abc import Collection, Mapping
 
+from sievemq.acl.strict import StrictSigner
 from sievemq.remoting.command import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
@@ -67,16 +69,21 @@ def signature_matches(mac: hmac.HMAC, fields: Mapping[str, str], body: bytes) ->
 
 
 class RequestSigner:
-    """The client's RPC hook: adds ``AccessKey`` (and ``SecurityToken``) and signs a request in place."""
+    """The client's RPC hook: adds ``AccessKey`` (and ``SecurityToken``) and signs a request in place.
 
-    __slots__ = ("_mac", "access_key", "security_token")
+    With ``strict`` (the default) it first adds the strict signature (``strict.py``: the code, the fields' names, a
+    time and a nonce signed), which a sievemq server checks and a RocketMQ server ignores; RocketMQ's ``Signature``
+    then covers those fields too."""
 
-    def __init__(self, access_key: str, secret_key: str, security_token: str = "") -> None:
+    __slots__ = ("_mac", "_strict", "access_key", "security_token")
+
+    def __init__(self, access_key: str, secret_key: str, security_token: str = "", *, strict: bool = True) -> None:
         if not access_key or not secret_key:
             raise ValueError("signing needs both an access key and a secret key")
         self.access_key = access_key
         self.security_token = security_token
         self._mac = hmac.new(secret_key.encode(), digestmod="sha1")
+        self._strict = StrictSigner(secret_key) if strict else None
 
     def __repr__(self) -> str:
         return f"RequestSigner(access_key={self.access_key!r})"
@@ -87,4 +94,6 @@ class RequestSigner:
         if self.security_token:
             fields[SECURITY_TOKEN] = self.security_token
         fields.pop(SIGNATURE, None)
+        if self._strict is not None:
+            self._strict(cmd.code, fields, cmd.body, time.time_ns() // 1_000_000)
         fields[SIGNATURE] = sign_with(self._mac, fields, cmd.body)

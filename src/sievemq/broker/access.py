@@ -10,9 +10,10 @@ command line), so they sign their requests to it and check consumers' pulls agai
 from __future__ import annotations
 
 from sievemq.acl.authorizer import AclAuthorizer
+from sievemq.acl.classification import BROKER
 from sievemq.acl.loader import acl_path
-from sievemq.acl.resources import BROKER
 from sievemq.acl.signature import RequestSigner
+from sievemq.acl.strict import strict_policy
 from sievemq.config import BrokerConfig
 
 FILTERSRV_ENV_PREFIX = "SIEVEMQ_FILTERSRV_"
@@ -22,7 +23,8 @@ def broker_acl(config: BrokerConfig) -> AclAuthorizer | None:
     """The broker's authorizer (None with ``aclEnable`` off); ``AclFileError`` for a missing or bad file."""
     if not config.acl_enable:
         return None
-    return AclAuthorizer(acl_path(config.acl_file, config.store_path_root_dir), BROKER)
+    strict = strict_policy(config.acl_strict_signatures, config.acl_signature_window_seconds)
+    return AclAuthorizer(acl_path(config.acl_file, config.store_path_root_dir), BROKER, strict=strict)
 
 
 def broker_signer(config: BrokerConfig) -> RequestSigner | None:
@@ -39,4 +41,6 @@ def filtersrv_env(config: BrokerConfig, acl: AclAuthorizer | None) -> dict[str, 
     if acl is not None:
         env[FILTERSRV_ENV_PREFIX + "ACL_ENABLE"] = "true"
         env[FILTERSRV_ENV_PREFIX + "ACL_FILE"] = str(acl.file.path.resolve())
+        env[FILTERSRV_ENV_PREFIX + "ACL_STRICT_SIGNATURES"] = config.acl_strict_signatures
+        env[FILTERSRV_ENV_PREFIX + "ACL_SIGNATURE_WINDOW_SECONDS"] = str(config.acl_signature_window_seconds)
     return env

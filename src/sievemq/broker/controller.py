@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sievemq import accel
+from sievemq.acl.early import early_check
 from sievemq.broker.access import broker_acl, broker_signer, filtersrv_env
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.config_files import ConfigWriter
@@ -51,7 +52,7 @@ from sievemq.protocol.message import MessageExt
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.remoting.server import ProcessorTable, RemotingServer, allow_all
 from sievemq.store import MessageStore, PutStatus
 from sievemq.store.delay_levels import parse_levels
 from sievemq.tls_settings import outgoing_tls, server_tls
@@ -129,11 +130,12 @@ class BrokerController:
         self.table = table
         limits = config.server_limits()
         tls = server_tls(config)  # the VIP channel has the same TLS as the main port
-        self.server = RemotingServer(table, config.listen_host, config.listen_port, self._on_close, limits, tls)
+        screen = early_check(self.acl)  # with ACL on, a large frame's header must name an account
+        self.server = RemotingServer(table, config.listen_host, config.listen_port, self._on_close, limits, tls, screen)
         self.vip_server: RemotingServer | None = None
         if config.listen_vip_channel:
             vip_port = config.listen_port - 2
-            self.vip_server = RemotingServer(table, config.listen_host, vip_port, self._on_close, limits, tls)
+            self.vip_server = RemotingServer(table, config.listen_host, vip_port, self._on_close, limits, tls, screen)
         self.registrar = NamesrvRegistrar(
             config.namesrv_list(),
             self._register_header(),
@@ -161,15 +163,17 @@ class BrokerController:
                             slave_read_limit(c.slave_read_enable, c.access_message_in_memory_max_ratio))  # fmt: skip
         admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
         gate = self.replication
+        check_more = self.acl.check_more if self.acl is not None else allow_all
         self.transactions.gate = gate
         self.pop.gate = gate
         return [
-            TransactionProcessor(self.transactions, gate),
+            TransactionProcessor(self.transactions, gate, check_more),
             ReplyProcessor(
                 self.store, self.producers, self.stats, c.broker_cluster_name, self.store_host, c.max_message_size, gate
             ),
             SendProcessor(self.store, self.topics, self.groups, self.stats, send, gate, self.transactions, self.timers),
-            SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level, gate),
+            SendBackProcessor(self.store, self.topics, self.groups, self.store_host, max_delay_level, gate,
+                              check_more),
             PullProcessor(
                 self.store,
                 self.topics,
@@ -232,7 +236,8 @@ class BrokerController:
                                 self.pop, self.hold, self.writer, c.broker_name, gate),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name,
                                  self.filter_servers.function_counts.totals),
-            HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead),
+            HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead,
+                        self.replication.link_fields),
         ]
 
     # ------------------------------------------------------------------ registration
@@ -243,7 +248,7 @@ class BrokerController:
             "brokerId": c.broker_id,
             "brokerName": c.broker_name,
             "clusterName": c.broker_cluster_name,
-            "haServerAddr": f"{c.broker_ip}:{c.ha_port}",
+            "haServerAddr": c.ha_address,
         }
 
     def _register_body(self) -> dict[str, Any]:

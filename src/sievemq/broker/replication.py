@@ -1,10 +1,13 @@
 """A broker's part in its master/slave set: its role, its HA port, following the master, and what a role allows.
 
-Every broker listens on its HA port (``HAServer``), so that slaves follow a master and a master can be recovered
-from a slave. A slave also follows its master (``HAClient``, after checking over the remoting port that their logs
-agree: HA_CHECK) and copies its metadata (``MetadataSync``). A master remembers, in ``config/replication.json``,
-the highest offset a slave acknowledged: restarted with less, it holds less than a slave and refuses writes until
-an operator recovers it. See docs/protocol/replication.md.
+Every broker has an HA port (``HAServer``), so that slaves follow a master and a master can be recovered from a
+slave. It listens from the start when ``haListenPort`` is set, else from the first ticket it hands out: a
+successful HA_CHECK (on the remoting port, where the ACL checks the requester) carries a one-time ticket bound to
+the requester's address, and the HA port serves only a connection that opens with one. A slave also follows its
+master (``HAClient``, after HA_CHECK over the remoting port: their logs agree, and it gets its ticket) and copies
+its metadata (``MetadataSync``). A master remembers, in ``config/replication.json``, the highest offset a slave
+acknowledged: restarted with less, it holds less than a slave and refuses writes until an operator recovers it.
+See docs/protocol/replication.md.
 """
 
 from __future__ import annotations
@@ -18,8 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from sievemq.broker.access import broker_signer
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.groups import SubscriptionGroupManager
@@ -29,10 +30,14 @@ from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.set_check import SetCheck
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.config import BrokerConfig
+from sievemq.config_rules import HOST_PORT
 from sievemq.errors import RecoveryError, RemotingError
+from sievemq.ha.gate import HelloGate
 from sievemq.ha.master import HAServer
 from sievemq.ha.settings import CHECK_BYTES, RECOVERY_POLL_S, ReplicationSettings
-from sievemq.ha.slave import HAClient
+from sievemq.ha.slave import HAClient, LinkRefused
+from sievemq.ha.tickets import TicketBook
+from sievemq.ha.wire import encode_hello
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -51,6 +56,17 @@ def _remoting_of(ha_addr: str) -> str:
     """The remoting address beside an HA address (the HA port is the remoting port + 1 unless configured)."""
     host, _, port = ha_addr.rpartition(":")
     return f"{host}:{int(port) - 1}"
+
+
+def _ticket_problem(fields: dict[str, str]) -> str | None:
+    """What is wrong with the ticket and HA address of a successful HA_CHECK's answer, or None."""
+    try:
+        encode_hello(str(fields.get("haTicket", "")))
+    except ValueError:
+        return "no haTicket of 32 hex characters (a sievemq broker from before tickets? upgrade it)"
+    if not HOST_PORT.test(str(fields.get("haServerAddr", ""))):
+        return f"haServerAddr {fields.get('haServerAddr')!r} is not host:port"
+    return None
 
 
 def build_replication(
@@ -98,7 +114,9 @@ class Replication:
         self.path = config_dir / "replication.json"
         self._save = save
         self.sync = sync
-        self.server = HAServer(store, settings.host, settings.ha_port, batch=settings.batch,
+        self.tickets = TicketBook(check_address=settings.ticket_checks_address)
+        gate = HelloGate(self.tickets, warning_interval_s=settings.warning_interval_s)
+        self.server = HAServer(store, settings.host, settings.ha_port, gate=gate, batch=settings.batch,
                                heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
                                max_fallbehind=settings.max_fallbehind, on_ahead=self.claimed_ahead)  # fmt: skip
         self.set_check = SetCheck(settings, store, pool)
@@ -177,9 +195,26 @@ class Replication:
         if ha_addr and not self.settings.ha_master_address:
             self.master_ha = ha_addr
 
+    async def link_fields(self, ip: str) -> dict[str, str]:
+        """What a successful HA_CHECK from ``ip`` adds: a ticket for one link from ``ip`` and the HA address. Opens
+        the HA port first if it is not open (``RemotingError`` HA_PORT_UNAVAILABLE when it cannot be)."""
+        server = self.server
+        if not server.listening:
+            try:
+                await server.start()
+            except OSError as e:
+                where = f"{server.host or '*'}:{server.port}"
+                log.error("cannot listen on the HA port %s: %s (haListenHost, haListenPort)", where, e)
+                raise RemotingError(ResponseCode.SYSTEM_ERROR, f"this broker cannot listen on its HA port {where}: "
+                                    f"{e}; free the port or set haListenHost / haListenPort, then ask again",
+                                    Reason.HA_PORT_UNAVAILABLE) from None  # fmt: skip
+        ticket = self.tickets.issue(ip, time.monotonic())
+        return {"haTicket": ticket, "haServerAddr": f"{self.settings.ha_host}:{server.port}"}
+
     def runtime_info(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO adds (docs/protocol/replication.md §6)."""
-        info = {"brokerRole": self.settings.role, "haListenPort": str(self.server.port)}
+        info = {"brokerRole": self.settings.role, "haListenPort": str(self.server.port),
+                "haListening": str(self.server.listening).lower()}  # fmt: skip
         if self.is_slave:
             c = self.client
             state = "stopped" if c is None else "following" if c.connected_to else (c.refusal or "connecting")
@@ -197,17 +232,19 @@ class Replication:
 
     # ------------------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Recover first if asked, check what a slave acknowledged before, listen, and follow (a slave)."""
+        """Recover first if asked, check what a slave acknowledged before, listen (``haListenPort`` set), and follow
+        (a slave)."""
         if self.settings.recover_from:
             await self._recover(self.settings.recover_from)
         self._load()
         if not self.is_slave and self.set_check.lost_data is None:
             await self.set_check.check_set()
-        await self.server.start()
+        if self.settings.listen_at_start:
+            await self.server.start()
         self.store.add_dispatch_listener(lambda *_a: self.server.notify())
         if self.is_slave:
             self.client = HAClient(self.store, lambda: self.master_ha, heartbeat_s=self.settings.heartbeat_s,
-                                   housekeeping_s=self.settings.housekeeping_s, verify=self._verify_master)  # fmt: skip
+                                   housekeeping_s=self.settings.housekeeping_s, admit=self._admit_master)  # fmt: skip
             self.client.start()
             if self.sync is not None:
                 self.store.add_dispatch_listener(self.sync.on_dispatch)
@@ -255,12 +292,13 @@ class Replication:
             self._persist()
 
     # ------------------------------------------------------------------------------------------ slave checks
-    async def _verify_master(self, ha_addr: str) -> str | None:
-        """The HAClient's check before following ``ha_addr``: HA_CHECK at the master's remoting port."""
-        return await self._check_log(self.master_addr or _remoting_of(ha_addr))
+    async def _admit_master(self, ha_addr: str) -> str:
+        """The HAClient's check before following ``ha_addr``: HA_CHECK at the master's remoting port; the ticket."""
+        return (await self._check_log(self.master_addr or _remoting_of(ha_addr)))["haTicket"]
 
-    async def _check_log(self, remoting: str) -> str | None:
-        """Ask ``remoting`` (HA_CHECK) whether its log agrees with the end of ours; the refusal, or None."""
+    async def _check_log(self, remoting: str) -> dict[str, str]:
+        """Ask ``remoting`` (HA_CHECK) whether its log agrees with the end of ours: its answer's fields, a ticket for
+        its HA port among them (``haTicket``, ``haServerAddr``); ``LinkRefused`` (why) when not."""
         end = self.store.max_phy_offset
         length = min(CHECK_BYTES, end - self.store.min_phy_offset)
         crc = 0
@@ -269,43 +307,41 @@ class Replication:
             chunk = self.store.read_commitlog(at, end - at)
             crc = zlib.crc32(chunk, crc)
             at += len(chunk)
-        fields = {"offset": end, "length": length, "crc": crc}
+        request = RemotingCommand.request(RequestCode.HA_CHECK, {"offset": end, "length": length, "crc": crc})
         try:
-            resp = await self._pool.request(remoting, RemotingCommand.request(RequestCode.HA_CHECK, fields), 10.0)
-        except Exception as e:
-            return f"cannot check the log at {remoting}: {e}"
-        if resp.code == ResponseCode.SUCCESS:
-            self._last_refusal = None
-            return None
-        refusal = f"{resp.ext_fields.get('reason') or resp.code}: {resp.remark}"
-        if refusal != self._last_refusal:  # said once per change, not at every retry
-            log.error("logs disagree with %s: %s (reason %s)", remoting, resp.remark, resp.ext_fields.get("reason"))
-        self._last_refusal = refusal
-        return refusal
-
-    async def _ha_address(self, remoting: str) -> str:
-        """The HA address of the broker at ``remoting`` (its GET_BROKER_RUNTIME_INFO ``haListenPort``)."""
-        try:
-            request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
             resp = await self._pool.request(remoting, request, 10.0)
         except Exception as e:
-            raise RecoveryError(f"cannot ask {remoting} for its HA port: {e}") from None
-        table = orjson.loads(resp.body).get("table", {}) if resp.code == ResponseCode.SUCCESS and resp.body else {}
-        port = table.get("haListenPort")
-        if not str(port or "").isdigit():
-            raise RecoveryError(f"{remoting} is not a sievemq broker with an HA port ([{resp.code}] {resp.remark})")
-        return f"{remoting.rpartition(':')[0]}:{port}"
+            raise LinkRefused(f"cannot check the log at {remoting}: {e}") from None
+        fields = resp.ext_fields
+        if resp.code == ResponseCode.SUCCESS:
+            problem = _ticket_problem(fields)
+            if problem is None:
+                self._last_refusal = None
+                return fields
+            refusal = f"{remoting} answered HA_CHECK without a usable replication ticket: {problem}"
+        else:
+            refusal = f"{fields.get('reason') or resp.code}: {resp.remark}"
+        if refusal != self._last_refusal:  # said once per change, not at every retry
+            log.error("no replication link with %s: %s (reason %s)", remoting, refusal, fields.get("reason"))
+        self._last_refusal = refusal
+        raise LinkRefused(refusal)
 
     async def _recover(self, source: str) -> None:
         """Copy the commit log of the slave at ``source`` (its remoting address) onto ours, which must be a prefix
         of it, before serving as a master."""
         log.warning("recovering this master from slave %s: copying its commit log first", source)
-        refusal = await self._check_log(source)
-        if refusal is not None:
-            raise RecoveryError(f"cannot recover from {source}: {refusal}")
-        ha_addr = await self._ha_address(source)
+        try:
+            fields = await self._check_log(source)
+        except LinkRefused as e:
+            raise RecoveryError(f"cannot recover from {source}: {e}") from None
+        ha_addr = fields["haServerAddr"]
+        first = [fields["haTicket"]]
+
+        async def admit(_addr: str) -> str:  # a link broken meanwhile: check again, with a new ticket
+            return first.pop() if first else (await self._check_log(source))["haTicket"]
+
         client = HAClient(self.store, lambda: ha_addr, heartbeat_s=self.settings.heartbeat_s,
-                          housekeeping_s=self.settings.housekeeping_s)  # fmt: skip
+                          housekeeping_s=self.settings.housekeeping_s, admit=admit)  # fmt: skip
         client.start()
         started = time.monotonic()
         try:

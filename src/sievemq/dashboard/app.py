@@ -7,6 +7,10 @@ list (no path from a request ever reaches the file system). Every answer carries
 (scripts and styles from this origin only, no inline code, no frames), ``X-Content-Type-Options: nosniff``,
 ``Referrer-Policy: no-referrer`` and ``Cache-Control: no-store``; with a loopback listen address, a request whose
 ``Host`` is not a loopback name is refused (a web page elsewhere cannot read the API by rebinding a DNS name).
+
+With logins (an ``Authenticator``), every ``/api/`` request names its user by a bearer token (§5), checked before
+anything else is; each endpoint declares what it ``Reads``, and a user who may not read message contents gets
+messages without them (``MESSAGES``) or a 403 (``CONTENT``). The page's own files need no login: they hold no data.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
+from enum import Enum
 from importlib import resources
 from typing import Any
 
@@ -23,11 +28,14 @@ from aiohttp import web
 
 from sievemq.admin.messages import FIND_MAX
 from sievemq.admin.time_search import TIME_SEARCH_MAX
+from sievemq.dashboard.auth import Authenticator
 from sievemq.dashboard.errors import ApiError, ApiReason, error_of
 from sievemq.dashboard.params import EXPRESSION_MAX, Query, check_expression
 from sievemq.dashboard.service import LIST_MAX, DashboardData
+from sievemq.dashboard.users import OPEN, User
+from sievemq.dashboard.views import with_content
 
-__all__ = ["SECURITY_HEADERS", "STATIC_FILES", "dashboard_routes"]
+__all__ = ["SECURITY_HEADERS", "STATIC_FILES", "Reads", "dashboard_routes"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,7 @@ SECURITY_HEADERS = {
 STATIC_FILES = {
     "index.html": "text/html",
     "app.js": "text/javascript",
+    "login.js": "text/javascript",
     "views.js": "text/javascript",
     "dom.js": "text/javascript",
     "style.css": "text/css",
@@ -57,6 +66,19 @@ _EXPLAIN_LAST_MAX = 100_000
 _LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Answer = Callable[[Query, User], Awaitable[Any]]
+
+
+class Reads(Enum):
+    """What an endpoint's answer holds, for who may ask it (docs/dashboard.md §5)."""
+
+    STATE = "state"
+    """The cluster's state: names, counts, offsets, subscriptions. Every user."""
+    MESSAGES = "messages"
+    """Messages: a user who may not read contents gets them without bodies and property values."""
+    CONTENT = "content"
+    """Message contents, or what reveals them (explain evaluates selectors over properties and shows samples):
+    403 BODY_NOT_ALLOWED to a user who may not read them."""
 
 
 def _loopback(host: str) -> bool:
@@ -81,14 +103,17 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(err: ApiError) -> web.Response:
-    return _json(err.to_json(), err.status)
+    response = _json(err.to_json(), err.status)
+    response.headers.update(err.headers)
+    return response
 
 
 class _Api:
     """The handlers, over one ``DashboardData``."""
 
-    def __init__(self, data: DashboardData, listen_host: str) -> None:
+    def __init__(self, data: DashboardData, listen_host: str, auth: Authenticator | None) -> None:
         self.data = data
+        self.auth = auth
         self.local_only = _loopback(listen_host) if listen_host else False
         self.gate = asyncio.Semaphore(4)
         """API answers computed at once; more wait (a page refreshing in many tabs does not flood the brokers)."""
@@ -100,16 +125,32 @@ class _Api:
                             "http://127.0.0.1:PORT/ or http://localhost:PORT/")  # fmt: skip
         return None
 
-    def endpoint(self, answer: Callable[[Query], Awaitable[Any]]) -> Handler:
-        """A GET handler: ``answer(query)`` gives the JSON; refusals and failures become error answers."""
+    def user(self, request: web.Request) -> User:
+        """Who asks (``OPEN`` without logins); ``ApiError`` 401 or 429 refusing the request."""
+        if self.auth is None:
+            return OPEN
+        return self.auth.user(request.headers.get("Authorization"), request.remote)
+
+    def endpoint(self, answer: Answer, reads: Reads) -> Handler:
+        """A GET handler: the Host check, the login, then ``answer(query, user)`` gives the JSON (``reads`` says
+        what it holds); refusals and failures become error answers."""
 
         async def handle(request: web.Request) -> web.StreamResponse:
             refused = self.guard(request)
             if refused is not None:
                 return _error(refused)
             try:
+                user = self.user(request)
+            except ApiError as e:
+                return _error(e)
+            if reads is Reads.CONTENT and not user.read_bodies:
+                return _error(ApiError(403, ApiReason.BODY_NOT_ALLOWED, f"user {user.name} may not read message "
+                                       "bodies and property values, which this shows (readBodies in the users "
+                                       "file)"))  # fmt: skip
+            try:
                 async with self.gate, asyncio.timeout(REQUEST_TIMEOUT_S):
-                    return _json(await answer(Query(request.query.items())))
+                    body = await answer(Query(request.query.items()), user)
+                return _json(with_content(body, user.read_bodies) if reads is Reads.MESSAGES else body)
             except TimeoutError:
                 return _error(ApiError(502, ApiReason.BROKER_ERROR, f"no answer within {REQUEST_TIMEOUT_S:.0f} s: "
                                        "the cluster is slow or a broker does not answer"))  # fmt: skip
@@ -123,40 +164,43 @@ class _Api:
         return handle
 
     # ------------------------------------------------------------------------------------------ endpoints
-    async def info(self, q: Query) -> Any:
+    async def info(self, q: Query, user: User) -> Any:
         q.done()
-        return self.data.info()
+        auth: dict[str, Any] = {"enabled": self.auth is not None}
+        if self.auth is not None:
+            auth["user"] = user.to_json()
+        return {**self.data.info(), "auth": auth}
 
-    async def cluster(self, q: Query) -> Any:
+    async def cluster(self, q: Query, user: User) -> Any:
         q.done()
         return await self.data.cluster()
 
-    async def topics(self, q: Query) -> Any:
+    async def topics(self, q: Query, user: User) -> Any:
         system, limit = q.take_bool("system"), q.take_int("limit", 500, 1, LIST_MAX)
         q.done()
         return await self.data.topics(system, limit)
 
-    async def topic(self, q: Query) -> Any:
+    async def topic(self, q: Query, user: User) -> Any:
         topic = q.take_topic()
         q.done()
         return await self.data.topic(topic)
 
-    async def groups(self, q: Query) -> Any:
+    async def groups(self, q: Query, user: User) -> Any:
         system, limit = q.take_bool("system"), q.take_int("limit", 500, 1, LIST_MAX)
         q.done()
         return await self.data.groups(system, limit)
 
-    async def group(self, q: Query) -> Any:
+    async def group(self, q: Query, user: User) -> Any:
         group = q.take_group()
         q.done()
         return await self.data.group(group)
 
-    async def by_id(self, q: Query) -> Any:
+    async def by_id(self, q: Query, user: User) -> Any:
         msg_id, topic = q.take_msg_id(), q.take_optional_topic()
         q.done()
         return await self.data.by_id(msg_id, topic)
 
-    async def by_key(self, q: Query) -> Any:
+    async def by_key(self, q: Query, user: User) -> Any:
         topic, key = q.take_topic(), q.take_key()
         begin = q.take_time("begin", 0)
         end = q.take_time("end", -1)
@@ -164,7 +208,7 @@ class _Api:
         q.done()
         return await self.data.by_key(topic, key, begin, None if end < 0 else end, limit)
 
-    async def by_time(self, q: Query) -> Any:
+    async def by_time(self, q: Query, user: User) -> Any:
         topic, begin, end = q.take_topic(), q.take_time("begin"), q.take_time("end")
         limit = q.take_int("limit", 100, 1, TIME_SEARCH_MAX)
         q.done()
@@ -172,12 +216,12 @@ class _Api:
             raise ApiError(400, ApiReason.INVALID_PARAMETER, "parameter end: before begin", parameter="end")
         return await self.data.by_time(topic, begin, end, limit)
 
-    async def message(self, q: Query) -> Any:
+    async def message(self, q: Query, user: User) -> Any:
         msg_id, topic = q.take_msg_id(), q.take_optional_topic()
         q.done()
         return await self.data.message(msg_id, topic)
 
-    async def explain(self, q: Query) -> Any:
+    async def explain(self, q: Query, user: User) -> Any:
         topic = q.take_topic()
         kind = q.take_choice("type", ("SQL92", "TAG"), "SQL92")
         expression = q.take_text("expression", EXPRESSION_MAX)
@@ -187,6 +231,13 @@ class _Api:
         return await self.data.explain(topic, kind, expression, last)
 
     async def unknown(self, request: web.Request) -> web.StreamResponse:
+        refused = self.guard(request)
+        if refused is not None:
+            return _error(refused)
+        try:
+            self.user(request)
+        except ApiError as e:
+            return _error(e)
         return _error(ApiError(404, ApiReason.NOT_FOUND, f"no API endpoint {request.path[:200]} (docs/dashboard.md "
                                "lists them)"))  # fmt: skip
 
@@ -204,25 +255,30 @@ class _Api:
                             headers=SECURITY_HEADERS)  # fmt: skip
 
 
-def dashboard_routes(data: DashboardData, listen_host: str) -> list[web.RouteDef]:
+def dashboard_routes(data: DashboardData, listen_host: str, auth: Authenticator | None = None) -> list[web.RouteDef]:
     """The dashboard's routes (mount them with ``HttpServer.add_routes`` before it starts): ``/`` and its files,
     ``/api/...`` (read-only: GET only). ``listen_host``: where the HTTP port listens (loopback: loopback names
-    only)."""
-    api = _Api(data, listen_host)
-    endpoints: dict[str, Callable[[Query], Awaitable[Any]]] = {
-        "info": api.info,
-        "cluster": api.cluster,
-        "topics": api.topics,
-        "topic": api.topic,
-        "groups": api.groups,
-        "group": api.group,
-        "messages/by-id": api.by_id,
-        "messages/by-key": api.by_key,
-        "messages/by-time": api.by_time,
-        "message": api.message,
-        "explain": api.explain,
+    only). ``auth``: the logins every ``/api/`` request needs (None: none; a warning unless on loopback)."""
+    if auth is None and not _loopback(listen_host):
+        log.warning("the dashboard listens on %s without logins: anyone who reaches it reads every topic's "
+                    "messages; set authEnable true with a usersFile (docs/dashboard.md §5)",
+                    listen_host or "every interface")  # fmt: skip
+    api = _Api(data, listen_host, auth)
+    endpoints: dict[str, tuple[Answer, Reads]] = {
+        "info": (api.info, Reads.STATE),
+        "cluster": (api.cluster, Reads.STATE),
+        "topics": (api.topics, Reads.STATE),
+        "topic": (api.topic, Reads.STATE),
+        "groups": (api.groups, Reads.STATE),
+        "group": (api.group, Reads.STATE),
+        "messages/by-id": (api.by_id, Reads.MESSAGES),
+        "messages/by-key": (api.by_key, Reads.MESSAGES),
+        "messages/by-time": (api.by_time, Reads.MESSAGES),
+        "message": (api.message, Reads.MESSAGES),
+        "explain": (api.explain, Reads.CONTENT),
     }
-    routes = [web.get(f"/api/{path}", api.endpoint(fn), allow_head=False) for path, fn in endpoints.items()]
+    routes = [web.get(f"/api/{path}", api.endpoint(fn, reads), allow_head=False)
+              for path, (fn, reads) in endpoints.items()]  # fmt: skip
     routes.append(web.get("/api/{tail:.*}", api.unknown, allow_head=False))
     routes.append(web.get("/", api.static))
     routes.append(web.get("/{name:[a-z]+\\.(?:html|js|css|svg)}", api.static))

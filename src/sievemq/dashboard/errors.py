@@ -8,6 +8,7 @@ Every error answer is ``{"error": {"status", "reason", "message"}}``; ``message`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -28,6 +29,15 @@ class ApiReason(StrEnum):
     """A topic or group name breaks RocketMQ's name rules (400), checked before anything is asked."""
     INVALID_EXPRESSION = "INVALID_EXPRESSION"
     """A TAG or SQL92 expression does not parse (400); the message shows where."""
+    AUTH_REQUIRED = "AUTH_REQUIRED"
+    """The dashboard has logins and the request carries no ``Authorization: Bearer <token>`` (401)."""
+    AUTH_FAILED = "AUTH_FAILED"
+    """The request's token is malformed or no user's (401); counted against the client's address."""
+    AUTH_RATE_LIMITED = "AUTH_RATE_LIMITED"
+    """Too many failed logins from the client's address (429): ``Retry-After`` says when to try again."""
+    BODY_NOT_ALLOWED = "BODY_NOT_ALLOWED"
+    """The user may not read message bodies and property values (a viewer without ``readBodies``), which the
+    endpoint shows or reveals (403)."""
     NOT_FOUND = "NOT_FOUND"
     """No such API path (404)."""
     TOPIC_NOT_FOUND = "TOPIC_NOT_FOUND"
@@ -43,13 +53,17 @@ class ApiReason(StrEnum):
 
 
 class ApiError(Exception):
-    """A refusal to answer with ``status`` and ``reason``; ``extra`` goes into the error object too."""
+    """A refusal to answer with ``status`` and ``reason``; ``extra`` goes into the error object too, ``headers``
+    into the HTTP answer (``WWW-Authenticate``, ``Retry-After``)."""
 
-    def __init__(self, status: int, reason: str, message: str, **extra: Any) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, *, headers: Mapping[str, str] | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.headers = dict(headers or {})
         self.extra = extra
 
     def to_json(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ __all__ = [
     "message_rows",
     "topic_detail",
     "topic_row",
+    "with_content",
 ]
 
 LIST_PREVIEW_BYTES = 256
@@ -103,3 +104,25 @@ def explain_totals(reports: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def message_rows(views: Iterable[MessageView], preview: int = LIST_PREVIEW_BYTES) -> list[dict[str, Any]]:
     """Messages of a search result, each with a short body preview."""
     return [v.to_json(preview) for v in views]
+
+
+CONTENT_FIELDS = ("body", "bodyEncoding", "properties", "userProperties")
+"""A message's fields a user who may not read contents gets as null (keys, tags and sizes stay)."""
+
+
+def _message(m: Mapping[str, Any], readable: bool) -> dict[str, Any]:
+    shown = {k: (None if k in CONTENT_FIELDS and not readable else v) for k, v in m.items()}
+    shown["contentHidden"] = not readable
+    return shown
+
+
+def with_content(answer: Mapping[str, Any], readable: bool) -> dict[str, Any]:
+    """A messages answer (``messages``, ``records``: lists; ``message``: one) with ``contentHidden`` on each
+    message; without ``readable``, its ``CONTENT_FIELDS`` are null (docs/dashboard.md §5)."""
+    out = dict(answer)
+    for key in ("messages", "records"):
+        if key in out:
+            out[key] = [_message(m, readable) for m in out[key]]
+    if "message" in out:
+        out["message"] = _message(out["message"], readable)
+    return out

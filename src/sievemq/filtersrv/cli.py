@@ -94,6 +94,7 @@ def print_status(st: dict[str, Any]) -> None:
         f"batch limit {w.get('batchTimeoutSeconds')} s, cpu {w.get('cpuSeconds')} s, "
         f"memory {w.get('memoryMb')} MiB; replaced: {replaced}"
     )
+    _print_tenants(w.get("uploads") or {})
     refused = f" ({st['uploadsRefused']})" if st.get("uploadsRefused") else ""
     click.echo(
         f"uploads {'enabled' if st.get('uploadsEnabled') else 'disabled'}{refused}; "
@@ -123,6 +124,24 @@ def print_status(st: dict[str, Any]) -> None:
             click.echo(f"{fn['topic']}@{fn['consumerGroup']} last error: {fn['lastError']}")
         if fn["disabledReason"]:
             click.echo(f"{fn['topic']}@{fn['consumerGroup']} {fn['disabledReason']}")
+
+
+def _print_tenants(up: dict[str, Any]) -> None:
+    """The uploaded functions' own workers (docs/protocol/filter-server.md §8)."""
+    if not up:
+        return
+    tenants = up.get("tenants", [])
+    click.echo(
+        f"upload workers: {up.get('workers', 0)} of at most {up.get('maxWorkers')} ({up.get('workersPerTenant')} per "
+        f"function, stopped after {up.get('idleSeconds')} s idle), {len(tenants)} functions; refused "
+        f"{up.get('refused', 0)}"
+    )
+    for t in tenants:
+        pids = " ".join(str(p) for p in t.get("pids", [])) or t.get("state", "?")
+        click.echo(
+            f"  {t.get('topic')}@{t.get('consumerGroup')} '{t.get('className')}' by {t.get('account')}: pids {pids}, "
+            f"idle {t.get('idleSeconds')} s"
+        )
 
 
 async def fetch_status(addr: str, timeout: float = 5.0) -> dict[str, Any]:

@@ -16,7 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sievemq.config import ADVERTISED_IP, HOST_PORT, LISTEN_HOST, Format, check_fields, load_config, setting
+from sievemq.config import (
+    ACL_STRICT,
+    ACL_WINDOW,
+    ADVERTISED_IP,
+    HOST_PORT,
+    LISTEN_HOST,
+    AclStrictMode,
+    Format,
+    check_fields,
+    load_config,
+    setting,
+)
+from sievemq.errors import ConfigError
 from sievemq.filtersrv.layers import SKIPPABLE, SandboxRequire, parse_skip, skip_is_valid
 from sievemq.http import settings as http
 
@@ -66,7 +78,26 @@ class FiltersrvConfig:
     upload_accounts: str = setting("AccessKey accounts allowed to upload (comma-separated)", "")
     filter_modules: str = setting("modules whose functions consumers may name, module:function", "", fmt=MODULE_LIST)
     filter_paths: str = setting("folders added to the workers' sys.path (comma-separated)", "")
-    worker_count: int = setting("worker processes running filter functions", 2, lo=1)
+    worker_count: int = setting("worker processes running named filter functions (uploads have their own)", 2, lo=1)
+    upload_worker_count: int = setting(
+        "worker processes of each uploaded function, its tenant's own (upload account, group, topic, source); "
+        "never shared with another function",
+        1,
+        lo=1,
+        hi=64,
+    )
+    max_upload_workers: int = setting(
+        "uploaded functions' worker processes at most, all tenants together; an upload needing more is refused "
+        "(2, FILTER_WORKERS_FULL)",
+        8,
+        lo=1,
+        hi=4096,
+    )
+    upload_idle_seconds: float = setting(
+        "an uploaded function's workers stop after this long without a batch (they start again at its next pull)",
+        300.0,
+        above=0,
+    )
     batch_timeout_seconds: float = setting("wall-clock limit for one batch (one pull) in a worker", 2.0, above=0)
     load_timeout_seconds: float = setting("limit for importing/compiling a function at registration", 10.0, above=0)
     worker_cpu_seconds: int = setting("RLIMIT_CPU of a worker; workers are recycled at half of it", 60, lo=1)
@@ -92,11 +123,19 @@ class FiltersrvConfig:
     parent_pid: int = setting("exit when this process is gone (set by a broker that spawns us; 0: off)", 0, lo=0)
     acl_enable: bool = setting("check consumers' requests against aclFile (set by a broker with aclEnable)", False)
     acl_file: str = setting("the broker's plain_acl.yml (needed when aclEnable)", "")
+    acl_strict_signatures: AclStrictMode = setting(*ACL_STRICT)
+    acl_signature_window_seconds: int = setting(*ACL_WINDOW, lo=10, hi=3600)
     acl_access_key: str = setting("account signing the requests to the broker (set by the broker that starts us)", "")
     acl_secret_key: str = setting("secret key of aclAccessKey (prefer the environment)", "", secret=True)
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.max_upload_workers < self.upload_worker_count:
+            raise ConfigError(
+                key="maxUploadWorkers",
+                value=self.max_upload_workers,
+                allowed=f"at least uploadWorkerCount ({self.upload_worker_count})",
+            )
 
     @property
     def modules(self) -> tuple[str, ...]:

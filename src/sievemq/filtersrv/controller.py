@@ -14,14 +14,18 @@ import orjson
 
 from sievemq import __version__
 from sievemq.acl.authorizer import AclAuthorizer
-from sievemq.acl.resources import FILTERSRV
+from sievemq.acl.classification import FILTERSRV
+from sievemq.acl.early import early_check
 from sievemq.acl.signature import RequestSigner
+from sievemq.acl.strict import strict_policy
 from sievemq.filtersrv.config import FiltersrvConfig
 from sievemq.filtersrv.layers import describe, upload_refusal
+from sievemq.filtersrv.pools import WorkerPools
 from sievemq.filtersrv.processors import FiltersrvProcessor
 from sievemq.filtersrv.registry import FilterRegistry, RegistrationPolicy
 from sievemq.filtersrv.replay import NonceWindow
-from sievemq.filtersrv.workers import PoolSettings, WorkerPool
+from sievemq.filtersrv.tenants import TenantLimits
+from sievemq.filtersrv.workers import PoolSettings
 from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -45,7 +49,7 @@ class FiltersrvController:
             max_source_bytes=config.max_source_bytes,
             nonces=NonceWindow(config.upload_window_seconds),
         )
-        self.workers = WorkerPool(
+        self.workers = WorkerPools(
             PoolSettings(
                 size=config.worker_count,
                 batch_timeout=config.batch_timeout_seconds,
@@ -58,14 +62,16 @@ class FiltersrvController:
                 read_paths=config.read_paths,
                 user=config.sandbox_user,
                 skip=config.sandbox_skipped,
-            )
+            ),
+            TenantLimits(config.upload_worker_count, config.max_upload_workers, config.upload_idle_seconds),
         )
         signer = RequestSigner(config.acl_access_key, config.acl_secret_key) if config.acl_access_key else None
         self.broker_conns = ConnectionPool(rpc_hook=signer)
-        acl = AclAuthorizer(config.acl_file, FILTERSRV) if config.acl_enable else None
+        strict = strict_policy(config.acl_strict_signatures, config.acl_signature_window_seconds)
+        acl = AclAuthorizer(config.acl_file, FILTERSRV, strict=strict) if config.acl_enable else None
         self.table = ProcessorTable("filter server", check_request, acl)
         FiltersrvProcessor(self).register(self.table)
-        self.server = RemotingServer(self.table, config.listen_host, config.listen_port)
+        self.server = RemotingServer(self.table, config.listen_host, config.listen_port, screen=early_check(acl))
         self.broker_name = ""
         self.broker_id = -1
         self.last_registered = 0.0

@@ -1,7 +1,8 @@
 """The filter server's request processors.
 
 * 302 REGISTER_MESSAGE_FILTER_CLASS: check the request against the operator's policy (allowed modules, signed
-  uploads), load the function in a worker to prove it works, and key it by (topic, group).
+  uploads), load the function in a worker to prove it works (an upload in workers of its own tenant, ``pools``),
+  and key it by (topic, group); the tenant of a function it replaces loses its workers.
 * 11 PULL_MESSAGE (normally with FLAG_CLASS_FILTER 0x8): pull the same queue/offset from the broker as group
   ``FILTERSRV_CONSUMER`` with subscription ``*`` (suspend flag and time forwarded, so long polling works), run the
   function over the batch in a worker and answer with the matching records exactly as stored. Nothing matched:
@@ -21,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from sievemq.errors import RemotingError
+from sievemq.filtersrv.pools import TenantsFull
 from sievemq.filtersrv.registry import Registration
+from sievemq.filtersrv.tenants import tenant_of
 from sievemq.filtersrv.workers import FilterFailure
 from sievemq.protocol.names import FILTERSRV_CONSUMER_GROUP
 from sievemq.protocol.pull_header import PullMessageHeader, pull_sys_flag
@@ -90,8 +93,18 @@ class FiltersrvProcessor:
                     log.info("filter %s re-enabled by a new registration", reg.label)
                 self.ctl.registry.reenable(reg)
                 return cmd.response(ResponseCode.SUCCESS)
+            tenant = tenant_of(topic, group, spec)
+            current = self.ctl.registry.get(topic, group)
+            replacing = tenant_of(topic, group, current.spec) if current is not None else None
             try:
-                await self.ctl.workers.load(spec)
+                await self.ctl.workers.load(spec, tenant, replacing)
+            except TenantsFull as e:
+                log.warning("filter %r for %s@%s gets no workers: %s", class_name, topic, group, e)
+                return cmd.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"filter function '{class_name}' was not registered: {e}",
+                    {REASON_FIELD: Reason.FILTER_WORKERS_FULL},
+                )
             except FilterFailure as e:
                 log.warning("filter %r for %s@%s cannot be loaded: %s", class_name, topic, group, e.detail)
                 return cmd.response(
@@ -100,8 +113,18 @@ class FiltersrvProcessor:
                     {REASON_FIELD: Reason.FILTER_LOAD_FAILED},
                 )
             reg = self.ctl.registry.put(topic, group, spec)
+            self._retire_replaced(current, reg)
         log.info("registered filter %s (classCRC %d)", reg.label, crc)
         return cmd.response(ResponseCode.SUCCESS)
+
+    def _retire_replaced(self, old: Registration | None, new: Registration | None) -> None:
+        """``old``'s uploaded function no longer serves (topic, group): its tenant's workers stop (docs §8)."""
+        if old is None:
+            return
+        before = tenant_of(old.topic, old.group, old.spec)
+        after = tenant_of(new.topic, new.group, new.spec) if new is not None else None
+        if before is not None and before != after:
+            self.ctl.workers.drop(before)
 
     # ------------------------------------------------------------------ 11
     async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -195,7 +218,16 @@ class FiltersrvProcessor:
             return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "the broker returned no records", header)
         started = time.perf_counter()
         try:
-            matched = await self.ctl.workers.run(reg.spec, blob, len(spans))
+            matched = await self._run(reg, blob, len(spans))
+        except TenantsFull as e:
+            header["nextBeginOffset"] = str(offset)
+            header[REASON_FIELD] = Reason.FILTER_WORKERS_FULL
+            return cmd.response(
+                ResponseCode.SYSTEM_BUSY,
+                f"filter function {reg.label} has no workers now: {e}. The {len(spans)} messages from queue offset "
+                f"{offset} were not skipped (retry the same offset)",
+                header,
+            )
         except FilterFailure as e:
             elapsed = time.perf_counter() - started
             disabled = self.ctl.registry.record_failure(reg, e.detail, elapsed)
@@ -223,6 +255,16 @@ class FiltersrvProcessor:
             return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "no message matched the filter function", header)
         body = b"".join(blob[spans[i][0] : spans[i][1]] for i in matched)
         return cmd.response(ResponseCode.SUCCESS, None, header, body)
+
+    async def _run(self, reg: Registration, blob: bytes, count: int) -> list[int]:
+        """``reg``'s function over ``blob`` in its workers; should ``reg`` have been replaced meanwhile, workers its
+        tenant got for this batch stop."""
+        try:
+            return await self.ctl.workers.run(reg.spec, tenant_of(reg.topic, reg.group, reg.spec), blob, count)
+        finally:
+            current = self.ctl.registry.get(reg.topic, reg.group)
+            if current is not reg:
+                self._retire_replaced(reg, current)
 
     async def _broker_pull(
         self, topic: str, queue_id: int, offset: int, max_nums: int, suspend_ms: int

@@ -44,6 +44,8 @@ class FunctionSpec:
     """``module:function`` for a named function; the function's name for uploaded source."""
     source: str = ""
     crc: int = 0
+    account: str = ""
+    """The ``uploadAccessKey`` that signed an upload (part of its tenant: ``tenants.TenantKey``); empty when named."""
 
     @property
     def fid(self) -> str:
@@ -169,7 +171,7 @@ class RegistrationPolicy:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR, "uploaded source is not UTF-8 text", Reason.FILTER_INVALID
             ) from None
-        return FunctionSpec("source", class_name, source, crc)
+        return FunctionSpec("source", class_name, source, crc, account)
 
     def _check_signature(self, unsigned: Upload, fields: dict[str, str]) -> None:
         """Well-formed fields, a timestamp inside the window, a signature that verifies, a nonce not seen before
@@ -245,6 +247,7 @@ class Registration:
             "consumerGroup": self.group,
             "className": self.spec.name,
             "kind": self.spec.kind,
+            "account": self.spec.account,
             "classCRC": self.spec.crc,
             "registeredAt": int(self.registered_at * 1000),
             "enabled": self.enabled,
@@ -273,9 +276,10 @@ class FilterRegistry:
         return self._regs.get((topic, group))
 
     def unchanged(self, topic: str, group: str, spec: FunctionSpec) -> Registration | None:
-        """The current registration when ``spec`` is the same function with the same CRC (no reload needed)."""
+        """The current registration when ``spec`` is the same function with the same CRC, uploaded by the same account
+        (the same tenant: no reload needed)."""
         reg = self._regs.get((topic, group))
-        if reg is not None and reg.spec.crc == spec.crc and reg.spec.fid == spec.fid:
+        if reg is not None and (reg.spec.crc, reg.spec.fid, reg.spec.account) == (spec.crc, spec.fid, spec.account):
             return reg
         return None
 

@@ -13,6 +13,10 @@ Pipe protocol (both directions: a 4-byte big-endian length, then that many bytes
   on each record; reply ``{"ok": true, "m": [indexes of matches], "cpu": seconds used so far}``.
 * reply on failure: ``{"ok": false, "kind": "load"|"raise"|"memory"|"result"|"decode"|"protocol", "error": text}``.
 
+A worker serves one tenant, fixed in its settings before any user code runs: ``tenant`` empty, named functions only;
+else only the uploaded function with that content id. It refuses any other (``protocol``, and the pool replaces it),
+so even a mistake of the pool never puts two tenants' code in one interpreter (docs/protocol/filter-server.md §8).
+
 Replies are JSON (never pickle): the filter server must not trust what comes back from user code's process. An
 error of uploaded code names the exception type and the line of the uploaded source, never the exception's
 message (it could carry what the function read); a named function's error also has the message (operator code).
@@ -242,9 +246,24 @@ def read_paths(filter_paths: list[str], modules: list[str], extra: list[str]) ->
     return readable_dirs(paths)
 
 
-def _handle(kind: bytes, payload: bytes, funcs: dict[str, Loaded], modules: list[str]) -> dict[str, Any]:
+def foreign(spec: dict[str, Any], tenant: str) -> str | None:
+    """Why this worker (serving ``tenant``: a content id, or empty for named functions) must not load ``spec``."""
+    kind, fid = spec.get("kind"), spec.get("fid")
+    if tenant == "*":  # workers.ANY_FUNCTION: a test of the worker's own mechanics
+        return None
+    if not tenant:
+        return None if kind == "named" else f"this worker runs named functions only, not {kind!r} ones"
+    if kind == "source" and fid == tenant:
+        return None
+    return f"this worker runs only the uploaded function {tenant}, not {kind!r} {str(fid)[:40]!r}"
+
+
+def _handle(kind: bytes, payload: bytes, funcs: dict[str, Loaded], modules: list[str], tenant: str) -> dict[str, Any]:
     if kind == b"L":
         spec = orjson.loads(payload)
+        refusal = foreign(spec, tenant)
+        if refusal:
+            return {"ok": False, "kind": "protocol", "error": refusal}
         if spec["fid"] not in funcs:
             funcs[spec["fid"]] = load_function(spec, modules)
         return {"ok": True, "cpu": _cpu_used()}
@@ -257,6 +276,9 @@ def _handle(kind: bytes, payload: bytes, funcs: dict[str, Loaded], modules: list
             spec = header.get("spec")
             if not spec:
                 return {"ok": False, "kind": "protocol", "error": f"function {fid} is not loaded in this worker"}
+            refusal = foreign(spec, tenant)
+            if refusal:
+                return {"ok": False, "kind": "protocol", "error": refusal}
             loaded = funcs[fid] = load_function(spec, modules)
         blob = payload[4 + hlen :]
         try:
@@ -269,9 +291,9 @@ def _handle(kind: bytes, payload: bytes, funcs: dict[str, Loaded], modules: list
     return {"ok": False, "kind": "protocol", "error": f"unknown request {kind!r}"}
 
 
-def _reply(frame: bytes, funcs: dict[str, Loaded], modules: list[str]) -> dict[str, Any]:
+def _reply(frame: bytes, funcs: dict[str, Loaded], modules: list[str], tenant: str) -> dict[str, Any]:
     try:
-        return _handle(frame[:1], frame[1:], funcs, modules)
+        return _handle(frame[:1], frame[1:], funcs, modules, tenant)
     except LoadError as e:
         return {"ok": False, "kind": "load", "error": str(e)}
     except MemoryError:
@@ -289,6 +311,7 @@ def main(argv: list[str]) -> int:
     settings = orjson.loads(argv[1]) if len(argv) > 1 else {}
     modules = [str(m) for m in settings.get("modules", [])]
     filter_paths = [str(p) for p in settings.get("paths", [])]
+    tenant = str(settings.get("tenant", ""))
     rfd, wfd = _move_pipes()
     tie_to_parent(int(settings.get("parent", 0)))
     preload()
@@ -313,7 +336,7 @@ def main(argv: list[str]) -> int:
         except EOFError:
             return 0
         try:
-            data = orjson.dumps(_reply(frame, funcs, modules))
+            data = orjson.dumps(_reply(frame, funcs, modules, tenant))
         except Exception:
             data = orjson.dumps({"ok": False, "kind": "protocol", "error": "unserializable reply"})
         try:

@@ -7,6 +7,11 @@ the sandbox layers that hold; the pool keeps the layers every worker has (``sand
 worker with fewer. A batch gets a wall-clock limit; a worker that overruns it, dies, runs out of memory or answers
 garbage is killed and replaced, and the batch fails with a ``FilterFailure`` whose text says what happened. Workers
 are recycled before they reach their CPU budget, and after ``max_batches`` batches.
+
+A pool serves either named functions (``tenant`` empty: the operator's modules) or the one uploaded function whose
+content id is ``tenant``; its workers are told which at start and refuse anything else, and replacements belong to
+the same pool, so a worker never passes from one tenant to another (``pools.WorkerPools`` routes functions to pools;
+docs/protocol/filter-server.md §8).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ _BOOT = (
     "from sievemq.filtersrv.sandbox import main\n"
     "sys.exit(main(sys.argv))"
 )
+ANY_FUNCTION = "*"
+"""``PoolSettings.tenant`` of a pool whose workers load any function (tests only; the filter server never does)."""
 WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 """The whole environment of a worker."""
 T = TypeVar("T")
@@ -72,6 +79,9 @@ class PoolSettings:
     """Extra folders functions may read (``sandboxReadPaths``)."""
     user: str = "nobody"
     skip: frozenset[str] = frozenset()
+    tenant: str = ""
+    """The content id of the one uploaded function these workers may load; empty: named functions only;
+    ``ANY_FUNCTION``: any (only tests of the worker's own mechanics mix functions in one pool)."""
 
 
 class _Worker:
@@ -127,7 +137,9 @@ def _signal_name(num: int) -> str:
 class WorkerPool:
     """A fixed number of worker processes; ``run`` takes an idle one, ``load`` validates a function."""
 
-    def __init__(self, settings: PoolSettings) -> None:
+    def __init__(self, settings: PoolSettings, baseline: LayerReport | None = None) -> None:
+        """``baseline``: the sandbox layers every worker must have (a tenant's pool: the shared pool's); without it,
+        the layers the first workers have."""
         self.settings = settings
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
         self._all: dict[int, _Worker] = {}
@@ -139,8 +151,8 @@ class WorkerPool:
         self.spawned = 0
         self.replaced: dict[str, int] = {}
         self.recycled = 0
-        self.sandbox: LayerReport | None = None
-        """The sandbox layers every worker has (set by ``start``)."""
+        self.sandbox: LayerReport | None = baseline
+        """The sandbox layers every worker has (set by ``start`` unless given)."""
 
     # ------------------------------------------------------------------ lifecycle
     def _argv(self) -> list[str]:
@@ -154,6 +166,7 @@ class WorkerPool:
             "user": s.user,
             "skip": sorted(s.skip),
             "parent": os.getpid(),
+            "tenant": s.tenant,
         }
         return [sys.executable, "-I", "-c", _BOOT.format(root=_PACKAGE_ROOT), orjson.dumps(cfg).decode()]
 
@@ -197,12 +210,18 @@ class WorkerPool:
         return report
 
     async def start(self) -> None:
-        """Start every worker (fails if one cannot start)."""
-        workers = await asyncio.gather(*(self._spawn() for _ in range(self.settings.size)))
-        common = workers[0].report
-        for w in workers[1:]:
-            common = common.common(w.report)
-        self.sandbox = common
+        """Start every worker (fails, with none left running, if one cannot start)."""
+        started = await asyncio.gather(*(self._spawn() for _ in range(self.settings.size)), return_exceptions=True)
+        workers = [w for w in started if isinstance(w, _Worker)]
+        failed = [e for e in started if isinstance(e, BaseException)]
+        if failed:
+            await self.stop()
+            raise failed[0]
+        if self.sandbox is None:
+            common = workers[0].report
+            for w in workers[1:]:
+                common = common.common(w.report)
+            self.sandbox = common
         for w in workers:
             self._idle.put_nowait(w)
 

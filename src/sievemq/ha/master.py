@@ -1,9 +1,12 @@
-"""The master's side of replication: the HA port, one link per slave (docs/protocol/replication.md §2).
+"""The master's side of replication: the HA port, one link per slave (docs/protocol/replication.md §1, §2).
 
-A slave connects and reports its commit-log end; the master streams its commit log from there in frames of at
-most ``batch`` bytes, as soon as new bytes are stored (``notify``), and a heartbeat frame when it has had nothing
-to send for ``heartbeat_s``. Every report moves the slave's acknowledged offset: SYNC_MASTER sends wait for it
-(``wait_acked``). A slave that reports nothing for ``housekeeping_s`` is dropped.
+A connection is a slave only once its hello showed a ticket (``HelloGate``): before that it is not counted, not
+read past the hello and sent nothing. The port listens from ``start()`` (idempotent: a broker calls it when
+``haListenPort`` is set, or when it hands out its first ticket). A slave then reports its commit-log end; the
+master streams its commit log from there in frames of at most ``batch`` bytes, as soon as new bytes are stored
+(``notify``), and a heartbeat frame when it has had nothing to send for ``heartbeat_s``. Every report moves the
+slave's acknowledged offset: SYNC_MASTER sends wait for it (``wait_acked``). A slave that reports nothing for
+``housekeeping_s`` is dropped.
 
 Where a copy starts: at the slave's end, or for an empty slave at the master's oldest stored offset (RocketMQ
 starts an empty slave at the master's last segment, so older messages are never copied). A slave ahead of the
@@ -23,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sievemq.ha.gate import HelloGate
 from sievemq.ha.lag import LagClock
 from sievemq.ha.wire import ReportDecoder, WireError, encode_frame
 from sievemq.store import MessageStore
@@ -68,6 +72,7 @@ class HAServer:
         host: str,
         port: int,
         *,
+        gate: HelloGate,
         batch: int = 32 * 1024,
         heartbeat_s: float = 5.0,
         housekeeping_s: float = 20.0,
@@ -76,8 +81,10 @@ class HAServer:
         on_ahead: Callable[[str, int], None] | None = None,
     ) -> None:
         """``on_ahead(peer, offset)``: a connection reported more than this master holds (the caller decides what
-        that means; without it the master believes the report and sets ``behind_slave``)."""
+        that means; without it the master believes the report and sets ``behind_slave``). ``gate`` admits
+        connections (their hello and ticket)."""
         self.store = store
+        self.gate = gate
         self.host = host
         self.port = port
         self.batch = batch
@@ -90,6 +97,7 @@ class HAServer:
         self.behind_slave: str | None = None
         """Set when a slave reported more than the master holds: the master must not take writes."""
         self._server: asyncio.Server | None = None
+        self._starting = asyncio.Lock()
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
         self._links: set[asyncio.Task[None]] = set()
@@ -97,11 +105,21 @@ class HAServer:
         """The highest offset any slave has acknowledged."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
+    @property
+    def listening(self) -> bool:
+        """True once the HA port listens."""
+        return self._server is not None
+
     async def start(self) -> None:
-        """Listen (``port`` 0 picks a free one, then ``port`` holds it)."""
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("HA port listening on %s:%d", self.host, self.port)
+        """Listen, unless listening already (``port`` 0 picks a free one, then ``port`` holds it); ``OSError`` when
+        the address cannot be bound (call again to retry)."""
+        async with self._starting:
+            if self._server is not None:
+                return
+            server = await asyncio.start_server(self._serve, self.host or None, self.port, reuse_address=True)
+            self.port = int(server.sockets[0].getsockname()[1])
+            self._server = server
+        log.info("HA port listening on %s:%d", self.host or "*", self.port)
 
     async def stop(self) -> None:
         """Stop listening, drop every slave, answer every waiter "not replicated"."""
@@ -161,12 +179,26 @@ class HAServer:
     # ------------------------------------------------------------------------------------------ one slave
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
-        state = SlaveState(f"{peer[0]}:{peer[1]}", time.monotonic())
-        key = id(state)
-        self.slaves[key] = state
         task = asyncio.current_task()
         if task is not None:
             self._links.add(task)
+        try:
+            if await self.gate.admit(reader, writer, (str(peer[0]), int(peer[1]))):
+                await self._link(f"{peer[0]}:{peer[1]}", reader, writer)
+        except asyncio.CancelledError:
+            pass  # stopping: the link ends here (the server's callback must not see the cancellation)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            if task is not None:
+                self._links.discard(task)
+
+    async def _link(self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one admitted slave until its link ends."""
+        state = SlaveState(addr, time.monotonic())
+        key = id(state)
+        self.slaves[key] = state
         log.info("slave %s connected to the HA port", state.addr)
         self._changed()
         sender = asyncio.create_task(self._send(state, writer), name=f"ha-send {state.addr}")
@@ -174,18 +206,11 @@ class HAServer:
             await self._read(state, reader)
         except (ConnectionError, asyncio.IncompleteReadError, WireError, TimeoutError) as e:
             log.warning("slave %s: replication link closed: %s", state.addr, e)
-        except asyncio.CancelledError:
-            pass  # stopping: the link ends here (the server's callback must not see the cancellation)
         finally:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sender
             self.slaves.pop(key, None)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-            if task is not None:
-                self._links.discard(task)
             log.info("slave %s left the HA port (acknowledged %d)", state.addr, state.acked)
             self._changed()
 

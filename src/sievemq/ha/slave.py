@@ -1,14 +1,15 @@
 """The slave's side of replication: follow the master's HA port (docs/protocol/replication.md §3).
 
-The slave connects to the master's HA address, reports its commit-log end, and appends every frame it receives at
-the same physical offset (``MessageStore.append_commitlog``: the records are dispatched to consume queues, index
-and bitmaps by the same code as on the master), reporting its new end after each read and at least every
-``heartbeat_s``. The report goes out as soon as the bytes are written and checked, before the records are
-dispatched (RocketMQ's slave, too, acknowledges its commit log and builds its queues behind it): a SYNC_MASTER send
-does not wait for the slave's queues, and a crash in between loses nothing (recovery dispatches from the log).
-A frame that does not start at the slave's end (the master restarted elsewhere, a lost byte) or
-bytes that are not records end the link; the slave reconnects, reports its end again, and the master resumes
-from there. Nothing the slave holds is ever overwritten.
+Before each link the slave asks for a ticket (``admit``: HA_CHECK at the master's remoting port, which also checks
+that their logs agree; docs/protocol/replication.md §1). It connects to the master's HA address, sends its hello
+with the ticket and its commit-log end, and appends every frame it receives at the same physical offset
+(``MessageStore.append_commitlog``: the records are dispatched to consume queues, index and bitmaps by the same
+code as on the master), reporting its new end after each read and at least every ``heartbeat_s``. The report goes
+out as soon as the bytes are written and checked, before the records are dispatched (RocketMQ's slave, too,
+acknowledges its commit log and builds its queues behind it): a SYNC_MASTER send does not wait for the slave's
+queues, and a crash in between loses nothing (recovery dispatches from the log). A frame that does not start at the
+slave's end (the master restarted elsewhere, a lost byte) or bytes that are not records end the link; the slave
+reconnects, reports its end again, and the master resumes from there. Nothing the slave holds is ever overwritten.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from sievemq.ha.wire import FrameDecoder, WireError, encode_report
+from sievemq.ha.wire import FrameDecoder, WireError, encode_hello, encode_report
 from sievemq.store import MessageStore, StoreError
 
-__all__ = ["HAClient"]
+__all__ = ["HAClient", "LinkRefused"]
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,11 @@ RECONNECT_S = 1.0
 UNKNOWN_MASTER_POLL_S = 0.2
 """How often to look again for the master's address while none is known (it comes with a registration)."""
 REFUSED_RETRY_S = 10.0
-"""Pause before asking again after ``verify`` refused the master."""
+"""Pause before asking again after ``admit`` refused the master."""
+
+
+class LinkRefused(Exception):
+    """``admit`` gives no ticket: the slave must not follow that master now (the message says why)."""
 
 
 class HAClient:
@@ -44,10 +49,10 @@ class HAClient:
         *,
         heartbeat_s: float = 5.0,
         housekeeping_s: float = 20.0,
-        verify: Callable[[str], Awaitable[str | None]] | None = None,
+        admit: Callable[[str], Awaitable[str]],
     ) -> None:
-        """``master_addr()`` gives the master's HA address (``host:port``), None while none is known; ``verify(addr)``
-        runs before each link and returns why not to follow that master (None: follow)."""
+        """``master_addr()`` gives the master's HA address (``host:port``), None while none is known; ``admit(addr)``
+        runs before each link and returns the ticket for it, or raises ``LinkRefused`` (why not to follow)."""
         self.store = store
         self.master_addr = master_addr
         self.heartbeat_s = heartbeat_s
@@ -61,7 +66,7 @@ class HAClient:
         """Why the last link ended (None while it serves)."""
         self.heartbeats = 0
         """Heartbeat frames received (the master had nothing more to send)."""
-        self.verify = verify
+        self.admit = admit
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------------------------------ state
@@ -94,14 +99,19 @@ class HAClient:
             if addr is None:
                 await asyncio.sleep(UNKNOWN_MASTER_POLL_S)
                 continue
-            if self.verify is not None:
-                refusal = await self.verify(addr)
-                if refusal is not None:
-                    self.refusal = refusal
-                    await asyncio.sleep(REFUSED_RETRY_S)
-                    continue
             try:
-                await self._follow(addr)
+                ticket = await self.admit(addr)
+            except LinkRefused as e:
+                self.refusal = str(e)
+                await asyncio.sleep(REFUSED_RETRY_S)
+                continue
+            except Exception as e:  # a failing admit must not end the following for good
+                log.exception("asking master %s for a replication ticket failed", addr)
+                self.refusal = f"{type(e).__name__}: {e}"
+                await asyncio.sleep(REFUSED_RETRY_S)
+                continue
+            try:
+                await self._follow(addr, ticket)
             except asyncio.CancelledError:
                 raise
             except (OSError, asyncio.IncompleteReadError, TimeoutError, WireError, StoreError) as e:
@@ -112,25 +122,26 @@ class HAClient:
             self.connected_to = None
             await asyncio.sleep(RECONNECT_S)
 
-    async def _follow(self, addr: str) -> None:
+    async def _follow(self, addr: str, ticket: str) -> None:
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5.0)
         self.connected_to = addr
         self.refusal = None
         log.info("following master %s from offset %d", addr, self.store.max_phy_offset)
         try:
-            await self._exchange(reader, writer)
+            await self._exchange(reader, writer, ticket)
         finally:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ticket: str) -> None:
         store = self.store
         decoder = FrameDecoder()
-        writer.write(encode_report(store.max_phy_offset))
+        writer.write(encode_hello(ticket) + encode_report(store.max_phy_offset))
         await writer.drain()
         last_report = last_heard = time.monotonic()
+        heard = False
         while True:
             wait = max(0.05, self.heartbeat_s - (time.monotonic() - last_report))
             try:
@@ -140,9 +151,14 @@ class HAClient:
                 data = None
                 if time.monotonic() - last_heard >= self.housekeeping_s:
                     raise TimeoutError(f"nothing from the master for {self.housekeeping_s:.0f}s") from None
+            if data == b"" and not heard:  # the gate closes a refused hello without a word
+                raise ConnectionError("the master closed the replication link before sending anything: it refused "
+                                      "the ticket, or stopped (its log says which; a slave behind a relay or NAT "
+                                      "needs haTicketChecksAddress = false on the master)")  # fmt: skip
             if data == b"":
                 raise ConnectionError("the master closed the replication link")
             if data:
+                heard = True
                 last_heard = time.monotonic()
                 try:
                     for offset, body in decoder.feed(data):

@@ -1,7 +1,10 @@
 """The replication wire format (RocketMQ's HA port), pure: bytes in, values out (docs/protocol/replication.md §1).
 
-Two streams on one TCP connection, both big-endian:
+A link opens with the slave's hello, then carries two streams on one TCP connection, all big-endian:
 
+* slave -> master, once, first: the hello ``magic "SVHA" | version:short (1) | ticket: 32 ASCII hex characters``
+  (38 bytes; the ticket comes with a successful HA_CHECK, see ``tickets.py``). sievemq's own: RocketMQ's slave
+  sends no hello, and a master closes a connection whose first bytes are not a good one.
 * slave -> master: the slave's commit-log end, 8 bytes (``long``), sent when it connects, after every batch it
   appended and at least every heartbeat interval. Only the newest report matters.
 * master -> slave: frames ``phyOffset:long | size:int | size bytes of commit log``; a frame of size 0 is a
@@ -12,7 +15,22 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["HEADER", "MAX_FRAME_BODY", "FrameDecoder", "ReportDecoder", "WireError", "encode_frame", "encode_report"]
+from sievemq.ha.tickets import TICKET_CHARS
+
+__all__ = [
+    "HEADER",
+    "HELLO",
+    "HELLO_MAGIC",
+    "HELLO_VERSION",
+    "MAX_FRAME_BODY",
+    "FrameDecoder",
+    "ReportDecoder",
+    "WireError",
+    "decode_hello",
+    "encode_frame",
+    "encode_hello",
+    "encode_report",
+]
 
 HEADER = struct.Struct(">qi")
 """A frame's header: physical offset, body size (12 bytes)."""
@@ -21,8 +39,38 @@ MAX_FRAME_BODY = 4 * 1024 * 1024
 """Largest frame body a slave accepts (RocketMQ's master sends at most 32 KiB: haTransferBatchSize)."""
 
 
+HELLO_MAGIC = b"SVHA"
+HELLO_VERSION = 1
+TICKET_BYTES = TICKET_CHARS
+HELLO = struct.Struct(f">4sH{TICKET_BYTES}s")
+"""The slave's hello: magic, version, ticket (38 bytes)."""
+_HEX = frozenset(b"0123456789abcdef")
+
+
 class WireError(ValueError):
     """The peer sent something that is not the replication protocol (the connection is closed)."""
+
+
+def encode_hello(ticket: str) -> bytes:
+    """The hello that opens a link with ``ticket`` (32 lowercase hex characters)."""
+    raw = ticket.encode("ascii")
+    if len(raw) != TICKET_BYTES or not set(raw) <= _HEX:
+        raise ValueError("a replication ticket is 32 lowercase hex characters")
+    return HELLO.pack(HELLO_MAGIC, HELLO_VERSION, raw)
+
+
+def decode_hello(data: bytes) -> str:
+    """The ticket of a hello (exactly ``HELLO.size`` bytes); anything else is a ``WireError`` (say nothing back)."""
+    if len(data) != HELLO.size:
+        raise WireError(f"a hello is {HELLO.size} bytes, not {len(data)}")
+    magic, version, raw = HELLO.unpack(data)
+    if magic != HELLO_MAGIC:
+        raise WireError("no hello (a replication link starts with one; RocketMQ's slave sends none)")
+    if version != HELLO_VERSION:
+        raise WireError(f"hello version {version}, this broker speaks {HELLO_VERSION}")
+    if not set(raw) <= _HEX:
+        raise WireError("the hello's ticket is not hex")
+    return str(raw.decode("ascii"))
 
 
 def encode_report(offset: int) -> bytes:

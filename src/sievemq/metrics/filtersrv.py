@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from sievemq.filtersrv.pools import WorkerPools
 from sievemq.filtersrv.registry import FilterRegistry
-from sievemq.filtersrv.workers import WorkerPool
 from sievemq.metrics.broker import FILTER_HELP
 from sievemq.metrics.families import gauge
 from sievemq.metrics.series import OTHER
@@ -18,7 +18,7 @@ __all__ = ["FiltersrvCollector"]
 class FiltersrvCollector:
     """``sievemq_filter_messages_total{kind="function"}`` per (group, topic), functions, workers and restarts."""
 
-    def __init__(self, registry: FilterRegistry, workers: WorkerPool, limit: int) -> None:
+    def __init__(self, registry: FilterRegistry, workers: WorkerPools, limit: int) -> None:
         """``limit``: (group, topic) pairs with their own series, in the order registered; the rest add up."""
         self.registry = registry
         self.workers = workers
@@ -50,7 +50,15 @@ class FiltersrvCollector:
         state.add_metric(["disabled"], len(regs) - enabled)
         yield state
         w = self.workers
-        yield gauge("sievemq_filtersrv_workers", "Worker processes running filter functions", len(w.pids()))
+        yield gauge("sievemq_filtersrv_workers", "Worker processes running named filter functions", len(w.pids()))
+        yield gauge("sievemq_filtersrv_upload_workers", "Worker processes of uploaded filter functions, each its "
+                    "tenant's own", len(w.upload_pids()))  # fmt: skip
+        yield gauge("sievemq_filtersrv_upload_tenants", "Uploaded filter functions holding workers of their own",
+                    len(w.book))  # fmt: skip
+        refused = CounterMetricFamily("sievemq_filtersrv_upload_refusals", "Uploaded functions refused workers "
+                                      "(maxUploadWorkers reached: FILTER_WORKERS_FULL)")  # fmt: skip
+        refused.add_metric([], w.refused)
+        yield refused
         restarts = CounterMetricFamily("sievemq_filtersrv_worker_restarts", "Workers killed and replaced, by reason "
                                        "(recycled: CPU or batch budget; timeout, crash, memory, protocol ...)",
                                        labels=["reason"])  # fmt: skip

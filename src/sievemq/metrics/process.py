@@ -8,11 +8,11 @@ prometheus_client's process, platform and GC collectors (CPU seconds, resident m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sievemq import __version__, accel
@@ -31,6 +31,8 @@ class RoleMetrics:
     collectors: Sequence[Collector] = ()
     connections: Callable[[], int] | None = None
     """Open client connections of the role (None: it cannot tell, as the gRPC proxy)."""
+    closed: Callable[[], Mapping[str, int]] | None = None
+    """Connections its remoting servers closed or refused since start, by limit (``ServerGuard.closed``)."""
     health: Callable[[], dict[str, str]] = field(default=lambda: {})
     """Problems worth an operator's look (``/healthz`` lists them; empty: none)."""
 
@@ -55,7 +57,7 @@ class LoopLagCollector:
 
 
 class ProcessInfoCollector:
-    """``sievemq_build_info`` and ``sievemq_connections{role}``."""
+    """``sievemq_build_info``, ``sievemq_connections{role}`` and ``sievemq_connections_closed_total{role,reason}``."""
 
     def __init__(self, roles: Sequence[RoleMetrics]) -> None:
         self.roles = roles
@@ -73,6 +75,14 @@ class ProcessInfoCollector:
             if r.connections is not None:
                 conns.add_metric([r.role], r.connections())
         yield conns
+        closed = CounterMetricFamily("sievemq_connections_closed", "Connections a role's remoting servers closed or "
+                                     "refused to protect the others, by the limit that did (docs/server-limits.md "
+                                     "§6)", labels=["role", "reason"])  # fmt: skip
+        for r in self.roles:
+            if r.closed is not None:
+                for reason, n in sorted(r.closed().items()):
+                    closed.add_metric([r.role, reason], n)
+        yield closed
 
 
 def build_registry(roles: Sequence[RoleMetrics], loop_lag: LagStats) -> CollectorRegistry:

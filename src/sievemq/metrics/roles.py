@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client.registry import Collector
@@ -21,7 +23,9 @@ def namesrv_metrics(ns: NamesrvController) -> RoleMetrics:
     """The name server's: brokers, clusters, topics, route requests."""
     from sievemq.metrics.namesrv import NamesrvCollector
 
-    return RoleMetrics("namesrv", [NamesrvCollector(ns.processors)], lambda: len(ns.server.connections))
+    return RoleMetrics(
+        "namesrv", [NamesrvCollector(ns.processors)], lambda: len(ns.server.connections), ns.server.guard.closed.copy
+    )
 
 
 def broker_metrics(b: BrokerController) -> RoleMetrics:
@@ -44,6 +48,9 @@ def broker_metrics(b: BrokerController) -> RoleMetrics:
     def connections() -> int:
         return len(b.server.connections) + (len(b.vip_server.connections) if b.vip_server is not None else 0)
 
+    def closed() -> Mapping[str, int]:
+        return b.server.guard.closed + (b.vip_server.guard.closed if b.vip_server is not None else Counter())
+
     def health() -> dict[str, str]:
         problems = []
         disk = b.store.disk
@@ -57,7 +64,7 @@ def broker_metrics(b: BrokerController) -> RoleMetrics:
             problems.append("this slave is not following its master")
         return {"broker": "; ".join(problems)} if problems else {}
 
-    return RoleMetrics("broker", collectors, connections, health)
+    return RoleMetrics("broker", collectors, connections, closed, health)
 
 
 def proxy_metrics(p: ProxyServer) -> RoleMetrics:
@@ -74,4 +81,4 @@ def filtersrv_metrics(f: FiltersrvController) -> RoleMetrics:
     from sievemq.metrics.filtersrv import FiltersrvCollector
 
     collector = FiltersrvCollector(f.registry, f.workers, f.config.http_metrics_max_series)
-    return RoleMetrics("filtersrv", [collector], lambda: len(f.server.connections))
+    return RoleMetrics("filtersrv", [collector], lambda: len(f.server.connections), f.server.guard.closed.copy)

@@ -7,7 +7,9 @@ import logging
 import time
 
 from sievemq.acl.authorizer import AclAuthorizer
-from sievemq.acl.resources import NAMESRV
+from sievemq.acl.classification import NAMESRV
+from sievemq.acl.early import early_check
+from sievemq.acl.strict import strict_policy
 from sievemq.config import NamesrvConfig
 from sievemq.namesrv.processors import NamesrvProcessors
 from sievemq.namesrv.routes import RouteTable
@@ -26,12 +28,18 @@ class NamesrvController:
         self.config = config
         self.routes = RouteTable()
         self.processors = NamesrvProcessors(self.routes, config.order_message_enable)
-        self.acl = AclAuthorizer(config.acl_file, NAMESRV) if config.acl_enable else None
+        strict = strict_policy(config.acl_strict_signatures, config.acl_signature_window_seconds)
+        self.acl = AclAuthorizer(config.acl_file, NAMESRV, strict=strict) if config.acl_enable else None
         """With ``aclEnable``: write requests need an admin account's signature (docs/protocol/acl.md §4)."""
         table = ProcessorTable("name server", check_request, self.acl)
         self.processors.register(table)
         self.server = RemotingServer(
-            table, config.listen_host, config.listen_port, on_close=self._on_close, tls=server_tls(config)
+            table,
+            config.listen_host,
+            config.listen_port,
+            on_close=self._on_close,
+            tls=server_tls(config),
+            screen=early_check(self.acl),
         )
         self._scan: asyncio.Task[None] | None = None
 

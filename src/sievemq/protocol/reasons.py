@@ -51,6 +51,10 @@ class Reason(StrEnum):
     """The filter server's policy refuses the function (module not allowed, uploads off, bad signature)."""
     FILTER_INVALID = "FILTER_INVALID"
     """The registration request itself is malformed (name, classCRC, source size or encoding)."""
+    FILTER_WORKERS_FULL = "FILTER_WORKERS_FULL"
+    """Code 2 SYSTEM_BUSY from a filter server: an uploaded function needs workers of its own and the filter server
+    already runs ``maxUploadWorkers`` of other uploaded functions (a 302, or a pull after its idle workers stopped);
+    nothing was registered or skipped. Retry later."""
     BROKER_UNREACHABLE = "BROKER_UNREACHABLE"
     """A filter server could not pull from its broker."""
     DISK_FULL = "DISK_FULL"
@@ -65,6 +69,10 @@ class Reason(StrEnum):
     until an operator recovers it (``sievemq broker --recover-from-slave``)."""
     HA_DIVERGED = "HA_DIVERGED"
     """A master and a slave hold different bytes at the same commit-log offsets: the slave does not follow."""
+    HA_PORT_UNAVAILABLE = "HA_PORT_UNAVAILABLE"
+    """HA_CHECK (code 1): the logs agree, but the broker cannot listen on its HA port (``haListenHost``,
+    ``haListenPort``: taken, or an address it does not have), so it hands out no ticket. Free the port or change
+    the settings; the slave asks again."""
     INVALID_HEADER = "INVALID_HEADER"
     """A request field is missing, not a number, or a number outside its range; nothing was done."""
     NO_PERMISSION = "NO_PERMISSION"
@@ -76,6 +84,14 @@ class Reason(StrEnum):
     """ACL (code 16): no account of the server's ACL file has the request's AccessKey."""
     ACL_SIGNATURE = "ACL_SIGNATURE"
     """ACL (code 16): the Signature is missing or not the one the account's secret key gives (wrong secret)."""
+    ACL_SIGNATURE_EXPIRED = "ACL_SIGNATURE_EXPIRED"
+    """ACL (code 16): a strictly signed request's ``SignedAt`` is outside the server's window
+    (``aclSignatureWindowSeconds``): the clocks disagree, or the request was held back and sent later."""
+    ACL_REPLAYED = "ACL_REPLAYED"
+    """ACL (code 16): the strictly signed request's nonce was seen before (a replay), or is too old to tell."""
+    ACL_STRICT_REQUIRED = "ACL_STRICT_REQUIRED"
+    """ACL (code 16): the request needs a strict signature (``aclStrictSignatures``), or is an admin request
+    carrying a field its code does not know, which a plain signature cannot protect."""
     TOO_MANY_OPEN_TRANSACTIONS = "TOO_MANY_OPEN_TRANSACTIONS"
     """The broker holds ``transactionOpenMax`` open transactions (code 2 SYSTEM_BUSY): the half message was not
     stored. End open transactions (commit or roll back), or retry later."""

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sievemq.acl.addresses import parse_ip
+from sievemq.acl.classification import BROKER
 from sievemq.acl.decision import Refusal, authorize
 from sievemq.acl.model import AclRules
-from sievemq.acl.resources import BROKER
 from sievemq.protocol.reasons import Reason
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.remoting.codes import RequestCode as C

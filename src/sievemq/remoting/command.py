@@ -276,6 +276,30 @@ class FrameDecoder:
         """Drop the bytes of the unfinished frame (the connection is being closed)."""
         self._buf = bytearray()
 
+    def pending(self) -> tuple[int, int] | None:
+        """The unfinished frame's ``(length, header length)`` once its 8-byte prefix is in (None before), checked
+        as ``feed`` checks them (FrameError). Call after ``feed``: what is buffered then is one unfinished frame."""
+        buf = self._buf
+        if len(buf) < 8:
+            return None
+        length, word = _FRAME_PREFIX.unpack_from(buf, 0)
+        if length < 4 or length > self._max:
+            raise FrameError(f"frame length {length} outside 4..{self._max}")
+        stype, header_len = (word >> 24) & 0xFF, word & 0xFFFFFF
+        if stype not in (0, 1):
+            raise FrameError(f"unknown serialize type {stype}")
+        if header_len > length - 4:
+            raise FrameError(f"header length {header_len} exceeds frame length {length}")
+        return length, header_len
+
+    def pending_header(self) -> RemotingCommand:
+        """The unfinished frame's header decoded, its body left empty (the screen of a large frame, before its
+        body is read); call once ``pending`` said its header is all in. FrameError when it does not decode."""
+        header_len = _INT32.unpack_from(self._buf, 4)[0] & 0xFFFFFF
+        stype = SerializeType(self._buf[4])
+        with memoryview(self._buf) as view, view[8 : 8 + header_len] as header:
+            return decode_header(header, stype)
+
     def feed(self, data: bytes) -> list[RemotingCommand]:
         """Add received bytes; return every command completed by them."""
         buf = self._buf

@@ -6,8 +6,9 @@ future of the request with the same opaque. A malformed frame closes only this c
 
 A server's connections also have a ``ServerGuard`` (guard.py) and a ``FlowGate`` (limits.py): they stop reading
 while too many requests are in flight or too many answer bytes wait to be sent (back-pressure: the peer's
-requests wait in its socket, none is dropped), count their unfinished frame in the server's budget, and
-rate-limit their warnings per peer IP.
+requests wait in its socket, none is dropped), count their unfinished frame in the server's budget and their
+peer's share of it, have the header of a large frame screened before its body is read (when the server has a
+screen: ACL on), and rate-limit their warnings per peer IP (docs/server-limits.md).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from sievemq.errors import ConnectionClosedError, FrameError, RequestTimeoutError
+from sievemq.errors import ConnectionClosedError, FrameError, RemotingError, RequestTimeoutError
+from sievemq.protocol.reasons import REASON_FIELD
 from sievemq.remoting.command import FrameDecoder, RemotingCommand, encode_frame
-from sievemq.remoting.limits import FlowGate
+from sievemq.remoting.limits import FlowGate, Screen, screen_step
 from sievemq.remoting.tls import describe_failure, in_handshake
 
 if TYPE_CHECKING:
@@ -77,6 +79,14 @@ class Connection(asyncio.Protocol):
         """Bytes of the unfinished frame counted in the server's budget (server side)."""
         self.partial_since = 0.0
         """Loop time of the unfinished frame's first byte; 0 when none or while reading is paused."""
+        self.peer_key = ""
+        """The peer this connection counts against (server side: its IP, or its IPv6 /64)."""
+        self.slotted = False
+        """Server side: it holds one of its peer's connection slots (until it closes)."""
+        self.opened_at = 0.0
+        """Loop time it was accepted (server side: it must complete a frame in time)."""
+        self._screened = False
+        """The unfinished frame's header passed the server's screen, or it needs none."""
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self.local: tuple[str, int] = ("0.0.0.0", 0)
         self.attrs: dict[str, Any] = {}
@@ -93,7 +103,7 @@ class Connection(asyncio.Protocol):
         local = transport.get_extra_info("sockname")
         if local:
             self.local = (str(local[0]), int(local[1]))
-        self.last_active = self._loop.time()
+        self.last_active = self.opened_at = self._loop.time()
         guard = self._guard
         if guard is not None:
             self._transport.set_write_buffer_limits(high=guard.limits.max_unsent_bytes)
@@ -103,18 +113,26 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         now = self.last_active = self._loop.time()
         decoder = self._decoder
+        guard = self._guard
         try:
             commands = decoder.feed(data)
         except FrameError as e:
-            self._warn("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
-            self.close()
+            if guard is not None:
+                guard.bad_frame(self, e)
+            else:
+                log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
+                self.close()
             return
-        guard = self._guard
-        if guard is not None and (decoder.buffered or self.partial_bytes):
-            within = guard.partial.hold(self, decoder.buffered, bool(commands), now)
-            if not within:
-                guard.over_budget(self)
-                return
+        if guard is not None:
+            if commands:
+                self._screened = False  # what is buffered, if anything, is a new frame
+                if self.slotted and guard.unproven:
+                    guard.proven(self)
+            if decoder.buffered or self.partial_bytes:
+                if guard.screen is not None and decoder.buffered and not self._screened and not self._screen(guard):
+                    return
+                if not guard.hold(self, decoder.buffered, bool(commands), now):
+                    return
         gate = self._gate
         for cmd in commands:
             if cmd.is_response:
@@ -127,6 +145,51 @@ class Connection(asyncio.Protocol):
             change = gate.reading_change()
             if change is not None:
                 self._set_reading(change)
+
+    def _screen(self, guard: ServerGuard) -> bool:
+        """Screen the unfinished frame: True to go on reading it, False when it was refused (closed)."""
+        decoder = self._decoder
+        try:
+            prefix = decoder.pending()
+            if prefix is None:
+                return True
+            length, header_length = prefix
+            step = screen_step(length, header_length, decoder.buffered, guard.limits.screen_bytes)
+            if step is Screen.WAIT:
+                return True
+            if step is Screen.PASS:
+                self._screened = True
+                return True
+            if step is Screen.HEADER_TOO_LONG:
+                guard.screened_out(self, length, f"its header of {header_length} bytes is longer than the "
+                                   f"{guard.limits.screen_bytes} bytes read before the sender is known")  # fmt: skip
+                return False
+            head = decoder.pending_header()
+        except FrameError as e:
+            guard.bad_frame(self, e)
+            return False
+        assert guard.screen is not None
+        if head.is_response:
+            if head.opaque in self._pending:  # the answer to a request of ours: expected whatever its size
+                self._screened = True
+                return True
+            guard.screened_out(self, length, f"a response (opaque {head.opaque}) to no request of this server")
+            return False
+        try:
+            guard.screen(self.peer[0], head)
+        except RemotingError as e:
+            if not head.is_oneway:
+                self.send(head.response(e.code, e.remark, {REASON_FIELD: e.reason} if e.reason else None))
+            guard.screened_out(self, length, e.remark)
+            return False
+        self._screened = True
+        return True
+
+    @property
+    def busy(self) -> bool:
+        """True while it has requests being served or waiting, or waits for answers (server side: not idle)."""
+        gate = self._gate
+        return bool(self._pending) or (gate is not None and (gate.in_flight > 0 or gate.waiting > 0))
 
     def pause_writing(self) -> None:
         if self._gate is not None:
@@ -142,7 +205,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         if self._guard is not None:
-            self._guard.partial.release(self)
+            self._guard.left(self)
         if self._gate is not None:
             self._gate.clear()
         for fut in self._pending.values():
@@ -204,12 +267,6 @@ class Connection(asyncio.Protocol):
         else:
             transport.pause_reading()
             self.partial_since = 0.0
-
-    def _warn(self, msg: str, *args: object) -> None:
-        if self._guard is not None:
-            self._guard.warn(self, msg, *args)
-        else:
-            log.warning(msg, *args)
 
     # ------------------------------------------------------------------ API
     @property

@@ -1,9 +1,11 @@
-"""A RemotingServer's limits applied (``ServerLimits``, limits.py): what its connections hold, rate-limited
-warnings, the connection cap under the file-descriptor limit, and one sweep task per server.
+"""A RemotingServer's limits applied (``ServerLimits``, limits.py; docs/server-limits.md): what its connections
+hold, per peer and in all, rate-limited warnings, the connection caps (per peer IP, and under the file-descriptor
+limit), the screen of large frames' headers, and one sweep task per server.
 
-Connections call in on events (a frame left unfinished, a new connection, a warning); the sweep, every second
-or less, closes connections whose frame is overdue, reports the warnings it held back and recounts the file
-descriptors when the cap may matter. Nothing here runs per request.
+Connections call in on events (a frame left unfinished, a new connection, a first frame, a warning); the sweep,
+every second or less, closes connections whose frame is overdue, that never completed a frame in time or that
+went idle, reports the warnings it held back and recounts the file descriptors when the cap may matter. Nothing
+here runs per request. ``closed`` counts the connections closed or refused by each limit (the metrics show it).
 """
 
 from __future__ import annotations
@@ -14,11 +16,24 @@ import logging
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sievemq.ratelimit import RateLimitedLog, suppressed_note
-from sievemq.remoting.limits import MiB, PartialFrames, ServerLimits, connection_cap, overdue
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.limits import (
+    GivenUp,
+    MiB,
+    Over,
+    PartialFrames,
+    PeerSlots,
+    ServerLimits,
+    connection_cap,
+    evictable,
+    overdue,
+    peer_key,
+)
 
 if TYPE_CHECKING:
     from sievemq.remoting.connection import Connection
@@ -41,6 +56,25 @@ FdCounts = Callable[[], tuple[int | None, int | None]]
 """``() -> (soft RLIMIT_NOFILE or None, descriptors open or None)``."""
 REFUSED, ACCEPT_FAILED, EXHAUSTED = "refused connections", "accept failures", "out-of-descriptors errors"
 """Keys of the ERROR lines' rate limiter, as the summary of held-back lines names them."""
+HeaderScreen = Callable[[str, RemotingCommand], None]
+"""``(peer ip, header of a large frame whose body is not read yet)``: raises RemotingError when the body may not
+be read (with ACL on, ``sievemq.acl.early``: the header must name an account); the answer carries its code,
+remark and reason, and the connection is closed."""
+
+
+class Closed:
+    """Why the guard closed or refused a connection: the ``reason`` label of ``sievemq_connections_closed``."""
+
+    PEER_CAP = "peer_cap"
+    CAP = "cap"
+    EVICTED = "evicted"
+    FIRST_FRAME_TIMEOUT = "first_frame_timeout"
+    FRAME_TIMEOUT = "frame_timeout"
+    IDLE = "idle"
+    PARTIAL_PEER_SHARE = "partial_peer_share"
+    PARTIAL_BUDGET = "partial_budget"
+    SCREENED = "screened"
+    BAD_FRAME = "bad_frame"
 
 
 def fd_limit() -> int | None:
@@ -71,12 +105,30 @@ def size_text(n: int) -> str:
 class ServerGuard:
     """The limits of one RemotingServer, shared by its connections (``connections`` is the server's set)."""
 
-    def __init__(self, limits: ServerLimits, connections: set[Connection], counts: FdCounts = fd_counts) -> None:
+    def __init__(
+        self,
+        limits: ServerLimits,
+        connections: set[Connection],
+        counts: FdCounts = fd_counts,
+        screen: HeaderScreen | None = None,
+    ) -> None:
         self.limits = limits
         self.connections = connections
-        self.partial = PartialFrames(limits.partial_frame_budget)
+        self.partial: PartialFrames[Connection] = PartialFrames(
+            limits.partial_frame_budget, limits.partial_frame_ip_budget
+        )
+        self.slots = PeerSlots(limits.max_connections_per_ip)
+        """Connections per peer key: the served ones and those still in a TLS handshake."""
+        self.unproven: dict[Connection, None] = {}
+        """Served connections that have not completed a frame yet, oldest first."""
+        self.screen = screen
+        """Checks the header of a frame longer than ``limits.screen_bytes`` before its body is read (None: no
+        screen, every frame is read whole)."""
+        self.closed: Counter[str] = Counter()
+        """Connections closed or refused by each limit since start (``Closed``)."""
         self.warnings = RateLimitedLog(limits.warning_interval)
         """Connection-level warnings, one line per peer IP per interval."""
+        self._idle_log = RateLimitedLog(limits.warning_interval)
         self._errors = RateLimitedLog(limits.warning_interval)
         self.cap = sys.maxsize
         self.fd_limit: int | None = None
@@ -112,34 +164,95 @@ class ServerGuard:
                 loop.set_exception_handler(self._previous_handler)
 
     # ------------------------------------------------------------------ called by connections
-    def admit(self, conn: Connection) -> bool:
-        """False when ``conn`` (already in ``connections``) is one too many: the caller closes it."""
-        if len(self.connections) <= self.cap:
-            return True
-        self._refused = True
-        self._error(
-            REFUSED,
-            "refusing connection from %s:%d on port %d: %d connections open, the cap is %d (%s)",
-            *conn.peer,
-            self._port,
-            len(self.connections) - 1,
-            self.cap,
-            self._cap_reason(),
-        )
-        return False
+    def enter(self, peer: tuple[str, int]) -> str | None:
+        """A new connection from ``peer`` (served, or about to start its TLS handshake) takes a slot: returns its
+        peer key, or None when it is refused (the caller closes it). At the server's cap, an unproven connection
+        of a peer holding more connections may be closed to make room (``evictable``)."""
+        key = peer_key(peer[0])
+        if self.slots.full(key):
+            self.closed[Closed.PEER_CAP] += 1
+            self.warn_peer(peer[0], "refusing connection from %s:%d: %d connections from %s are open, the cap per "
+                           "peer IP", *peer, self.slots.count(key), key)  # fmt: skip
+            return None
+        if self.slots.total >= self.cap:
+            victim = evictable(self.unproven, self.slots.counts, key)
+            if victim is None:
+                self._refused = True
+                self.closed[Closed.CAP] += 1
+                self._error(REFUSED, "refusing connection from %s:%d on port %d: %d connections open, the cap is %d "
+                            "(%s)", *peer, self._port, self.slots.total, self.cap, self._cap_reason())  # fmt: skip
+                return None
+            self.closed[Closed.EVICTED] += 1
+            self.shed(victim, f"the server is at its cap of {self.cap} connections and this one never completed a "
+                      f"frame: {peer[0]}, from a peer with fewer connections, takes its place")  # fmt: skip
+        self.slots.take(key)
+        return key
 
-    def over_budget(self, conn: Connection) -> None:
-        """``conn``'s unfinished frame took the partial-frame total past the budget: close it."""
-        self.shed(
-            conn,
-            f"its unfinished frame ({size_text(conn.partial_bytes)}) would take the unfinished frames of all "
-            f"connections past their budget of {size_text(self.partial.budget)}",
-        )
+    def leave(self, key: str) -> None:
+        """A connection that took a slot with ``enter`` and was never served is gone (a TLS handshake ended)."""
+        self.slots.give_back(key)
+
+    def admit(self, conn: Connection) -> bool:
+        """A new served connection: False when it is one too many (the caller closes it)."""
+        key = self.enter(conn.peer)
+        if key is None:
+            return False
+        conn.peer_key = key
+        conn.slotted = True
+        self.unproven[conn] = None
+        return True
+
+    def proven(self, conn: Connection) -> None:
+        """``conn`` completed its first frame."""
+        self.unproven.pop(conn, None)
+
+    def left(self, conn: Connection) -> None:
+        """``conn`` is gone (or being closed): what it held and its slot are free. Idempotent."""
+        self.partial.release(conn)
+        self.unproven.pop(conn, None)
+        if conn.slotted:
+            conn.slotted = False
+            self.slots.give_back(conn.peer_key)
+
+    def hold(self, conn: Connection, held: int, completed: bool, now: float) -> bool:
+        """``conn``'s unfinished frame now holds ``held`` bytes (``PartialFrames.hold``); closes the connections
+        given up for it. False when ``conn`` is one of them."""
+        given_up = self.partial.hold(conn, held, completed, now)
+        for g in given_up:
+            self._over(g)
+        return all(g.conn is not conn for g in given_up)
+
+    def _over(self, g: GivenUp[Connection]) -> None:
+        if g.why is Over.PEER_SHARE:
+            self.closed[Closed.PARTIAL_PEER_SHARE] += 1
+            why = (
+                f"its unfinished frame ({size_text(g.held)}) was the largest of its peer's when they would hold "
+                f"{size_text(g.peer_held)}, past the share of one peer IP of {size_text(self.partial.ip_budget)}"
+            )
+        else:
+            self.closed[Closed.PARTIAL_BUDGET] += 1
+            why = (f"its unfinished frame ({size_text(g.held)}) was the largest of the peer holding the most "
+                   f"({size_text(g.peer_held)}) when the unfinished frames of all connections would go past their "
+                   f"budget of {size_text(self.partial.budget)}")  # fmt: skip
+        self.shed(g.conn, why)
+
+    def screened_out(self, conn: Connection, length: int, why: str) -> None:
+        """``conn``'s large frame (``length``) was refused by the header screen before its body was read: close
+        it (its answer, if any, was written first)."""
+        self.closed[Closed.SCREENED] += 1
+        self.shed(conn, f"a frame of {size_text(4 + length)} refused before its body was read: {why}")
+
+    def bad_frame(self, conn: Connection, problem: object) -> None:
+        """``conn`` sent a malformed frame: close it."""
+        self.closed[Closed.BAD_FRAME] += 1
+        self.warn(conn, "closing connection from %s:%d: %s", *conn.peer, problem)
+        self.left(conn)
+        conn.close()
 
     def shed(self, conn: Connection, why: str) -> None:
         """Close an offending connection at once, dropping what it holds, with one (rate-limited) warning."""
         self.warn(conn, "closing connection from %s:%d: %s", *conn.peer, why)
-        self.partial.release(conn)
+        self.left(conn)
         conn.shed()
 
     def warn(self, conn: Connection, msg: str, *args: object) -> None:
@@ -161,7 +274,9 @@ class ServerGuard:
     # ------------------------------------------------------------------ sweep
     async def _sweep_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        tick = max(0.05, min(1.0, self.limits.frame_timeout / 4))
+        limits = self.limits
+        shortest = min(limits.frame_timeout, limits.first_frame_timeout, limits.idle_timeout or math.inf)
+        tick = max(0.05, min(1.0, shortest / 4))
         while True:
             await asyncio.sleep(tick)
             try:
@@ -170,27 +285,59 @@ class ServerGuard:
                 log.exception("connection sweep failed")
 
     def sweep(self, now: float) -> None:
-        """Close connections with an overdue frame, report held-back lines, recount descriptors when due."""
-        timeout = self.limits.frame_timeout
-        for conn in [c for c in self.connections if overdue(c, now, timeout)]:
+        """Close connections with an overdue frame, unproven ones past their time and idle ones; report held-back
+        lines; recount descriptors when due."""
+        limits = self.limits
+        timeout, idle = limits.frame_timeout, limits.idle_timeout
+        stalled: list[Connection] = []
+        silent: list[Connection] = []
+        for c in self.connections:
+            if overdue(c, now, timeout):
+                stalled.append(c)
+            elif idle and now - c.last_active > idle and c.slotted and c not in self.unproven and not c.busy:
+                silent.append(c)
+        for conn in stalled:
+            self.closed[Closed.FRAME_TIMEOUT] += 1
             self.shed(
                 conn,
                 f"a frame still incomplete {timeout:g} s after its first byte ({size_text(conn.partial_bytes)} "
                 "received)",
             )
+        first = limits.first_frame_timeout
+        while self.unproven:
+            conn = next(iter(self.unproven))
+            if now - conn.opened_at <= first:
+                break
+            self.closed[Closed.FIRST_FRAME_TIMEOUT] += 1
+            self.shed(conn, f"no complete frame {first:g} s after it connected")
+        for conn in silent:
+            self._close_idle(conn, now - conn.last_active)
         for key, held_back in self.warnings.prune():
             log.warning("connections from %s: %d more similar line(s) suppressed", key, held_back)
+        for key, held_back in self._idle_log.prune():
+            log.info("connections from %s: %d more idle connection(s) closed", key, held_back)
         for key, held_back in self._errors.prune():
             log.error("port %d: %d more %s not logged", self._port, held_back, key)
         since = now - self._counted_at
-        own = len(self.connections)
+        own = self.slots.total
         near = self._refused or 2 * own >= self.cap or self.headroom <= 2 * self.limits.fd_reserve
         if since >= RECOUNT_SECONDS or (near and since >= 1.0):
             self._recount(now)
 
+    def _close_idle(self, conn: Connection, silent: float) -> None:
+        """A connection that sent nothing for ``idle_timeout`` with nothing in flight: closed as RocketMQ closes
+        it (``serverChannelMaxIdleTimeSeconds``); its client connects again when it next needs to."""
+        self.closed[Closed.IDLE] += 1
+        held_back = self._idle_log.allow(conn.peer[0])
+        if held_back is not None:
+            log.info("closing idle connection from %s:%d: nothing received for %.0f s%s", *conn.peer, silent,
+                     suppressed_note(held_back))  # fmt: skip
+        self.left(conn)
+        conn.close()
+
     def _recount(self, now: float) -> None:
         self.fd_limit, open_fds = self._counts()
-        own = len(self.connections)
+        own = self.slots.total
         self.other_fds = max(0, open_fds - own) if open_fds is not None else 0
         self.cap = connection_cap(self.limits.max_connections, self.fd_limit, open_fds, own, self.limits.fd_reserve)
         self.headroom = self.fd_limit - open_fds if self.fd_limit is not None and open_fds is not None else sys.maxsize

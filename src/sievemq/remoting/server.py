@@ -19,7 +19,7 @@ from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.codes import ResponseCode, request_name
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.guard import ServerGuard
+from sievemq.remoting.guard import HeaderScreen, ServerGuard
 from sievemq.remoting.limits import ServerLimits
 from sievemq.remoting.tls import ServerTls
 from sievemq.remoting.tls_transport import TlsAcceptor
@@ -33,6 +33,13 @@ EdgeCheck = Callable[[int, Mapping[str, str]], None]
 """``(request code, extFields)``: raises RemotingError for a request no processor may see."""
 Authorizer = Callable[[Connection, RemotingCommand], None]
 """``(connection, request)``: raises RemotingError for a request its sender may not make (the ACL)."""
+ResourceCheck = Callable[[Connection, RemotingCommand, dict[str, int]], None]
+"""``(connection, admitted request, {resource: permission})``: raises RemotingError when the request's sender lacks
+a permission a processor found it needs once it read what the request names (the ACL's ``check_more``)."""
+
+
+def allow_all(conn: Connection, cmd: RemotingCommand, resources: dict[str, int]) -> None:
+    """The ``ResourceCheck`` of a server without ACL: everything is allowed."""
 
 
 class ProcessorTable:
@@ -98,7 +105,9 @@ class RemotingServer:
         on_close: Callable[[Connection], None] | None = None,
         limits: ServerLimits | None = None,
         tls: ServerTls | None = None,
+        screen: HeaderScreen | None = None,
     ) -> None:
+        """``screen``: checks the header of a large frame before its body is read (ACL on: ``sievemq.acl.early``)."""
         self.table = table
         self.host = host
         self.port = port
@@ -106,11 +115,12 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self.connections: set[Connection] = set()
         self.limits = limits or ServerLimits()
-        self.guard = ServerGuard(self.limits, self.connections)
+        self.guard = ServerGuard(self.limits, self.connections, screen=screen)
         self.tls = tls
         self.acceptor: TlsAcceptor | None = None
         if tls is not None and tls.enabled:
-            self.acceptor = TlsAcceptor(tls, self._make, self.guard.warn_peer, self.limits.frame_timeout)
+            self.acceptor = TlsAcceptor(tls, self._make, self.guard.warn_peer, self.limits.frame_timeout,
+                                        self.guard.enter, self.guard.leave)  # fmt: skip
 
     def _make(self) -> Connection:
         conn = Connection(self.table, self._closed, guard=self.guard)

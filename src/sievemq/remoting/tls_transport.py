@@ -9,7 +9,9 @@ as a protocol's ``connection_made`` returns, so the first byte cannot be left in
 §3). Once its handshake is done, the session hands a ``TlsTransport`` to a normal ``Connection``.
 
 A connection must send its first byte and finish its handshake within ``timeout`` seconds; a refused connection,
-a failed handshake or a timeout closes that connection only, with a warning rate-limited per peer IP.
+a failed handshake or a timeout closes that connection only, with a warning rate-limited per peer IP. Until it is
+served, a connection holds one of its peer's connection slots (``enter``/``leave``: the server's ``ServerGuard``),
+so that connections in their handshake count against the per-peer and server caps too (docs/server-limits.md §3).
 """
 
 from __future__ import annotations
@@ -26,6 +28,20 @@ log = logging.getLogger(__name__)
 
 PeerWarn = Callable[..., None]
 """``(peer ip, message, *args)``: a warning, rate-limited per peer IP (``ServerGuard.warn_peer``)."""
+Enter = Callable[[tuple[str, int]], str | None]
+"""``(peer) -> slot key``, None when the connection is refused (``ServerGuard.enter``)."""
+Leave = Callable[[str], None]
+"""Gives a slot back (``ServerGuard.leave``)."""
+
+
+def _enter_any(peer: tuple[str, int]) -> str | None:
+    return peer[0]
+
+
+def _leave_any(key: str) -> None:
+    return None
+
+
 READ_SIZE = 256 * 1024
 
 
@@ -38,6 +54,8 @@ class TlsAcceptor:
         make: Callable[[], asyncio.Protocol],
         warn: PeerWarn,
         timeout: float,
+        enter: Enter = _enter_any,
+        leave: Leave = _leave_any,
     ) -> None:
         if tls.context is None:
             raise ValueError("a TlsAcceptor needs tlsMode permissive or enforcing")
@@ -47,6 +65,8 @@ class TlsAcceptor:
         """Makes the protocol that serves a connection once it is routed (the server's ``Connection``)."""
         self.warn = warn
         self.timeout = timeout
+        self.enter = enter
+        self.leave = leave
         self.pending: set[FirstByteGate] = set()
         """Connections still before their first byte or in their handshake."""
         self.refused = 0
@@ -71,6 +91,8 @@ class FirstByteGate(asyncio.Protocol):
         self._session: TlsSession | None = None
         self._ended = False
         """Served, refused, failed or timed out: nothing more to report."""
+        self._slot: str | None = None
+        """The peer slot it holds until it is served or ends."""
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -78,6 +100,13 @@ class FirstByteGate(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
+        self._slot = self._acceptor.enter(self.peer)
+        if self._slot is None:  # over a cap: the guard said why
+            self._ended = True
+            refused = self._transport
+            self._transport = None
+            refused.abort()
+            return
         self._acceptor.pending.add(self)
         self._timer = asyncio.get_running_loop().call_later(self._acceptor.timeout, self._expired)
 
@@ -136,6 +165,9 @@ class FirstByteGate(asyncio.Protocol):
     def _served(self) -> None:
         self._ended = True
         self._acceptor.pending.discard(self)
+        if self._slot is not None:
+            self._acceptor.leave(self._slot)
+            self._slot = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from sievemq.acl.classification import BROKER, BROKER_ADMIN_CODES, FILTERSRV, NAMESRV
 from sievemq.acl.decision import decide
 from sievemq.acl.loader import parse_text
-from sievemq.acl.resources import BROKER, BROKER_ADMIN_CODES, FILTERSRV, NAMESRV
 from sievemq.acl.signature import RequestSigner
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode as C

@@ -64,13 +64,26 @@ def test_content_order_is_java_string_order() -> None:
 
 def test_the_signer_signs_what_goes_on_the_wire() -> None:
     cmd = RemotingCommand.request(310, {"a": "PG", "b": "TopicA", "d": 4}, b"body")
-    RequestSigner("RocketMQ", "12345678")(cmd)
+    RequestSigner("RocketMQ", "12345678", strict=False)(cmd)
     wire = FrameDecoder().feed(encode(cmd))[0]
     assert wire.ext_fields[ACCESS_KEY] == "RocketMQ"
     expected = signature_of(b"RocketMQPGTopicA4body", "12345678")  # AccessKey sorts first
     assert wire.ext_fields[SIGNATURE] == expected
-    RequestSigner("RocketMQ", "12345678")(cmd)  # signing again (a retry) gives the same signature
+    RequestSigner("RocketMQ", "12345678", strict=False)(cmd)  # signing again (a retry) gives the same signature
     assert cmd.ext_fields[SIGNATURE] == expected
+
+
+def test_a_strict_signer_still_signs_every_field_the_rocketmq_way() -> None:
+    # sievemq's signers add SignedAt, SignNonce and StrictSignature first: RocketMQ's Signature covers them too, so
+    # a RocketMQ broker (which signs every field's value) verifies the request as it does any other
+    cmd = RemotingCommand.request(310, {"a": "PG", "b": "TopicA", "d": 4}, b"body")
+    RequestSigner("RocketMQ", "12345678")(cmd)
+    wire = FrameDecoder().feed(encode(cmd))[0]
+    assert {"SignedAt", "SignNonce", "StrictSignature"} <= set(wire.ext_fields)
+    assert wire.ext_fields[SIGNATURE] == signature_of(request_content(wire.ext_fields, wire.body), "12345678")
+    first = dict(wire.ext_fields)
+    RequestSigner("RocketMQ", "12345678")(cmd)  # a retry is signed anew: another nonce
+    assert cmd.ext_fields["SignNonce"] != first["SignNonce"]
 
 
 def test_unique_key_query_flag_is_accepted_signed_or_not() -> None:

@@ -1,15 +1,20 @@
-"""One master store, one slave store, the HA link between them over loopback TCP (no broker)."""
+"""One master store, one slave store, the HA link between them over loopback TCP (no broker); the HA port's gate."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from sievemq.ha.gate import HelloGate
 from sievemq.ha.master import HAServer
 from sievemq.ha.slave import HAClient
+from sievemq.ha.tickets import TicketBook
+from sievemq.ha.wire import encode_hello, encode_report
 from sievemq.protocol.message import MessageExt, decode_record
 from sievemq.store import MessageStore, StoreConfig
 
@@ -50,10 +55,17 @@ async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
 class Pair:
     def __init__(self, tmp: Path) -> None:
         self.master, self.slave = store(tmp / "m"), store(tmp / "s")
-        self.server = HAServer(self.master, "127.0.0.1", 0, batch=4096, heartbeat_s=0.2, housekeeping_s=2.0)
+        self.tickets = TicketBook()
+        self.gate = HelloGate(self.tickets, timeout_s=1.0, max_pending=4)
+        self.server = HAServer(self.master, "127.0.0.1", 0, gate=self.gate, batch=4096, heartbeat_s=0.2,
+                               housekeeping_s=2.0)  # fmt: skip
         self.addr: str | None = None
-        self.client = HAClient(self.slave, lambda: self.addr, heartbeat_s=0.2, housekeeping_s=2.0)
+        self.client = HAClient(self.slave, lambda: self.addr, heartbeat_s=0.2, housekeeping_s=2.0, admit=self.ticket)
         self.master.add_dispatch_listener(lambda *a: self.server.notify())
+
+    async def ticket(self, addr: str = "") -> str:
+        """What HA_CHECK hands a slave on 127.0.0.1."""
+        return self.tickets.issue("127.0.0.1", time.monotonic())
 
     async def start(self) -> None:
         await self.server.start()
@@ -121,3 +133,60 @@ async def test_a_master_behind_its_slave_sends_nothing_and_says_so(tmp_path: Pat
         assert p.slave.max_phy_offset == held  # nothing overwritten, nothing appended
     finally:
         await p.close()
+
+
+async def stranger(port: int, first: bytes) -> bytes:
+    """Connect to the HA port, send ``first``, and read whatever comes until the master closes (at most 5 s)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(first)
+    got = b""
+    try:
+        async with asyncio.timeout(5.0):
+            while chunk := await reader.read(4096):
+                got += chunk
+    finally:
+        writer.close()
+    return got
+
+
+async def test_only_a_good_hello_opens_a_link(pair: Pair) -> None:
+    end = await put(pair.master, 20)
+    await until(lambda: pair.slave.max_phy_offset == end)  # the real slave follows with its tickets
+    port = pair.server.port
+    ticket = await pair.ticket()
+    refused = pair.gate.refused
+    assert await stranger(port, encode_report(0)) == b""  # RocketMQ's first bytes: closed after the hello timeout
+    assert await stranger(port, b"GET / HTTP/1.0\r\n" * 4) == b""
+    assert await stranger(port, encode_hello("0" * 32) + encode_report(0)) == b""  # never issued
+    assert pair.gate.refused == refused + 3 and len(pair.server.slaves) == 1  # strangers never count as slaves
+    got = await stranger_link(port, ticket)
+    assert len(got) > end and pair.master.read_commitlog(0, 64) in got  # the ticket opens one link...
+    assert await stranger(port, encode_hello(ticket) + encode_report(0)) == b""  # ...once
+
+
+async def stranger_link(port: int, ticket: str) -> bytes:
+    """Open a link with ``ticket`` from offset 0 and read for a moment."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode_hello(ticket) + encode_report(0))
+    got = b""
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                while chunk := await reader.read(1 << 16):
+                    got += chunk
+    finally:
+        writer.close()
+    return got
+
+
+async def test_idle_strangers_are_pushed_out_beyond_the_pending_cap(pair: Pair) -> None:
+    idle = [await asyncio.open_connection("127.0.0.1", pair.server.port) for _ in range(pair.gate.max_pending)]
+    await until(lambda: pair.gate.pending == pair.gate.max_pending)
+    late = await asyncio.open_connection("127.0.0.1", pair.server.port)  # one more: the oldest is closed
+    async with asyncio.timeout(0.5):  # long before the hello timeout
+        assert await idle[0][0].read(10) == b""
+    assert pair.gate.pending == pair.gate.max_pending
+    late[1].write(encode_hello(await pair.ticket()) + encode_report(pair.slave.max_phy_offset))
+    await until(lambda: len(pair.server.slaves) == 2)  # a slave's hello still gets through
+    for _r, w in [*idle, late]:
+        w.close()

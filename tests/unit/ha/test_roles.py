@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,11 @@ import pytest
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.processors.ha import HaProcessor, log_crc
 from sievemq.broker.replication import Replication
+from sievemq.errors import RemotingError
 from sievemq.ha.master import SlaveState
 from sievemq.ha.settings import ReplicationSettings
+from sievemq.ha.slave import LinkRefused
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
@@ -112,13 +116,15 @@ async def test_a_slave_checks_then_follows_and_a_diverged_master_is_refused(tmp_
     await put(p.master, 3, size=101)  # ...and the master other ones at the same offsets
     refusals: list[str] = []
 
-    async def verify(addr: str) -> str | None:
+    async def admit(addr: str) -> str:
         mine = log_crc(p.slave, 0, p.slave.max_phy_offset)
         theirs = log_crc(p.master, 0, p.slave.max_phy_offset)
         refusals.append("diverged" if mine != theirs else "ok")
-        return "diverged" if mine != theirs else None
+        if mine != theirs:
+            raise LinkRefused("diverged")
+        return await p.ticket()
 
-    p.client.verify = verify
+    p.client.admit = admit
     held = p.slave.max_phy_offset
     await p.start()
     try:
@@ -127,3 +133,30 @@ async def test_a_slave_checks_then_follows_and_a_diverged_master_is_refused(tmp_
         assert refusals[0] == "diverged" and p.client.refusal == "diverged" and p.slave.max_phy_offset == held
     finally:
         await p.close()
+
+
+async def test_the_ha_port_opens_at_the_first_ticket_and_a_taken_port_is_a_refusal(tmp_path: Path) -> None:
+    r, _ = replication(tmp_path / "a", "ASYNC_MASTER", ha_host="10.1.2.3")
+    other, _ = replication(tmp_path / "b", "ASYNC_MASTER")
+    try:
+        await r.start()
+        assert not r.server.listening and r.runtime_info()["haListening"] == "false"
+        proc = HaProcessor(r.store, ConsumerOffsetManager(tmp_path / "c"), None, None, None,  # type: ignore[arg-type]
+                           r.link_fields)  # fmt: skip
+        conn = type("Conn", (), {"peer": ("127.0.0.1", 5555)})()
+        check = RemotingCommand.request(RequestCode.HA_CHECK, {"offset": 0, "length": 0, "crc": 0})
+        resp = await proc.check(conn, check)  # type: ignore[arg-type]
+        assert resp.code == ResponseCode.SUCCESS and r.server.listening and r.runtime_info()["haListening"] == "true"
+        assert resp.ext_fields["haServerAddr"] == f"10.1.2.3:{r.server.port}"
+        assert r.tickets.redeem(resp.ext_fields["haTicket"], "127.0.0.1", time.monotonic()) is None
+
+        other.server.port = r.server.port  # taken: HA_CHECK says so, the broker goes on
+        with pytest.raises(RemotingError) as refused:
+            await other.link_fields("127.0.0.1")
+        assert refused.value.reason == Reason.HA_PORT_UNAVAILABLE and str(r.server.port) in refused.value.remark
+        assert not other.server.listening and len(other.tickets) == 0
+    finally:
+        await r.stop()
+        await other.stop()
+        r.store.abandon()
+        other.store.abandon()

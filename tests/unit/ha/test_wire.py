@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sievemq.ha.wire import FrameDecoder, ReportDecoder, WireError, encode_frame, encode_report
+from sievemq.ha.wire import (
+    HELLO,
+    FrameDecoder,
+    ReportDecoder,
+    WireError,
+    decode_hello,
+    encode_frame,
+    encode_hello,
+    encode_report,
+)
 
 
 def test_byte_vectors() -> None:
@@ -43,3 +52,33 @@ def test_bad_frames_are_protocol_errors() -> None:
         FrameDecoder().feed(bytes.fromhex("ffffffffffffffff 00000000"))
     with pytest.raises(WireError):
         FrameDecoder(max_body=10).feed(bytes.fromhex("0000000000000000 0000000b"))
+
+
+def test_hello_byte_vectors() -> None:
+    ticket = "0123456789abcdef" * 2
+    hello = encode_hello(ticket)
+    assert hello == bytes.fromhex("53564841 0001") + ticket.encode() and HELLO.size == len(hello) == 38
+    assert decode_hello(hello) == ticket
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        bytes.fromhex("0000000000000000"),  # RocketMQ's slave: a report first
+        bytes(38),
+        b"SVHB\x00\x01" + b"a" * 32,  # another magic
+        b"SVHA\x00\x02" + b"a" * 32,  # another version
+        b"SVHA\x00\x01" + b"A" * 32,  # not lowercase hex
+        b"SVHA\x00\x01" + b"a" * 31 + b"\xff",
+        encode_hello("a" * 32) + b"x",
+    ],
+)
+def test_anything_but_a_hello_is_a_protocol_error(data: bytes) -> None:
+    with pytest.raises(WireError):
+        decode_hello(data)
+
+
+@pytest.mark.parametrize("ticket", ["", "a" * 31, "a" * 33, "g" * 32, "é" * 32])
+def test_only_tickets_of_32_hex_characters_are_sent(ticket: str) -> None:
+    with pytest.raises(ValueError):
+        encode_hello(ticket)

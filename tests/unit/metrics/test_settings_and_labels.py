@@ -1,5 +1,5 @@
 """The HTTP settings of each role (derived ports, errors), the proxy's bounded labels, the broker's filter rows,
-and a registry refusing two roles that export one family."""
+a registry refusing two roles that export one family, and the connections closed by each limit."""
 
 from __future__ import annotations
 
@@ -106,6 +106,17 @@ def test_a_process_registry_refuses_two_roles_exporting_one_family() -> None:
     with pytest.raises(ValueError, match="sievemq_same"):
         build_registry([RoleMetrics("a", [_Fixed("sievemq_same")]), RoleMetrics("b", [_Fixed("sievemq_same")])],
                        LagStats())  # fmt: skip
+
+
+def test_connections_closed_by_a_limit_are_counted_per_role_and_reason() -> None:
+    from prometheus_client import generate_latest
+
+    closed = {"peer_cap": 3, "partial_budget": 1}
+    registry = build_registry([RoleMetrics("broker", [], lambda: 2, closed.copy), RoleMetrics("proxy")], LagStats())
+    text = generate_latest(registry).decode()
+    assert 'sievemq_connections_closed_total{reason="partial_budget",role="broker"} 1.0' in text
+    assert 'sievemq_connections_closed_total{reason="peer_cap",role="broker"} 3.0' in text
+    assert 'role="proxy"' not in text.split("sievemq_connections_closed_total")[-1]
 
 
 @pytest.mark.parametrize(("host", "url"), [("127.0.0.1", "http://127.0.0.1:8080"), ("", "http://127.0.0.1:8080"),

@@ -78,16 +78,13 @@ def _lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if text in r.getMessage()]
 
 
-@pytest.fixture
-async def raw() -> AsyncIterator[list[socket.socket]]:
-    socks: list[socket.socket] = []
-    yield socks
-    for s in socks:
-        s.close()
-
-
-async def _raw_connect(port: int, socks: list[socket.socket], rcvbuf: int | None = None) -> socket.socket:
+async def _raw_connect(
+    port: int, socks: list[socket.socket], rcvbuf: int | None = None, source: str | None = None
+) -> socket.socket:
+    """A raw client socket (from loopback address ``source``: warnings and shares are per peer IP)."""
     s = socket.socket()
+    if source:
+        s.bind((source, 0))
     if rcvbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
     s.setblocking(False)
@@ -109,12 +106,15 @@ async def _wait(probe: Callable[[], bool], timeout: float = 3.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def _closed(s: socket.socket) -> bool:
-    """True when the peer closed ``s`` (EOF, or a reset: Linux resets when unread input is dropped)."""
+async def _closed(s: socket.socket, wait: float = 3.0) -> bool:
+    """True when the peer closed ``s`` (EOF, or a reset: Linux resets when unread input is dropped); False when
+    nothing came within ``wait`` seconds."""
     try:
-        return await asyncio.wait_for(asyncio.get_running_loop().sock_recv(s, 10), 3.0) == b""
+        return await asyncio.wait_for(asyncio.get_running_loop().sock_recv(s, 10), wait) == b""
     except ConnectionResetError:
         return True
+    except TimeoutError:
+        return False
 
 
 async def _read_answers(s: socket.socket, count: int) -> list[int]:
@@ -171,21 +171,23 @@ def _frame_head(length: int) -> bytes:
     return struct.pack(">ii", length, 100)
 
 
-async def test_partial_frames_over_the_budget_close_the_connection_that_would_exceed_it(
+async def test_past_the_budget_the_peer_holding_the_most_is_closed_not_the_newcomer(
     start: Start, raw: list[socket.socket], caplog: pytest.LogCaptureFixture
 ) -> None:
     server = await start(partial_frame_budget=1 * MiB)
     loop = asyncio.get_running_loop()
-    a = await _raw_connect(server.port, raw)
+    a = await _raw_connect(server.port, raw, source="127.0.0.2")
     await loop.sock_sendall(a, _frame_head(MiB) + b"\0" * (600 * 1024))
     await _wait(lambda: server.guard.partial.total >= 600 * 1024)
-    b = await _raw_connect(server.port, raw)
+    b = await _raw_connect(server.port, raw, source="127.0.0.3")
     with caplog.at_level(logging.WARNING, "sievemq.remoting"):
         await loop.sock_sendall(b, _frame_head(MiB) + b"\0" * (600 * 1024))
-        assert await _closed(b)
-    assert server.guard.partial.total == 8 + 600 * 1024  # a is kept, b's bytes are released
+        assert await _closed(a)  # a held the most when b's frame took the total past the budget
+    await _wait(lambda: server.guard.partial.total == 8 + 600 * 1024)  # b is kept, a's bytes are released
+    assert not await _closed(b, 0.2)
     lines = _lines(caplog, "budget")
-    assert len(lines) == 1 and "1.0 MiB" in lines[0], lines
+    assert len(lines) == 1 and "127.0.0.2" in lines[0] and "budget of 1.0 MiB" in lines[0], lines
+    assert server.guard.closed == {"partial_budget": 1}
     conn = await connect("127.0.0.1", server.port)  # others are served
     assert (await conn.request(RemotingCommand.request(ECHO, {"x": 1}), 3.0)).ext_fields["x"] == "1"
     conn.close()

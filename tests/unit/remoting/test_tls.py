@@ -128,11 +128,15 @@ class App(asyncio.Protocol):
 class Harness:
     """One acceptor, one connection through it, its warnings and the apps it made."""
 
-    def __init__(self, certs: Certs, mode: Any, timeout: float = 5.0, auth_client: bool = False) -> None:
+    def __init__(
+        self, certs: Certs, mode: Any, timeout: float = 5.0, auth_client: bool = False, slots: int = 1
+    ) -> None:
         context = server_context(str(certs.server.cert), str(certs.server.key), "", str(certs.ca.cert), auth_client)
         self.warnings: list[str] = []
         self.apps: list[App] = []
-        self.acceptor = TlsAcceptor(ServerTls(mode, context), self._make, self._warn, timeout)
+        self.slots = slots
+        """Connection slots the peer has (``ServerGuard.enter``): each gate takes one until it is served or ends."""
+        self.acceptor = TlsAcceptor(ServerTls(mode, context), self._make, self._warn, timeout, self._enter, self._leave)
         gate = self.acceptor()
         self.raw = FakeTransport(gate)
         gate.connection_made(self.raw)  # type: ignore[arg-type]
@@ -143,6 +147,16 @@ class Harness:
 
     def _warn(self, ip: str, msg: str, *args: object) -> None:
         self.warnings.append(f"{ip} " + msg % args)
+
+    def _enter(self, peer: tuple[str, int]) -> str | None:
+        if self.slots <= 0:
+            return None
+        self.slots -= 1
+        return peer[0]
+
+    def _leave(self, key: str) -> None:
+        assert key == PEER[0]
+        self.slots += 1
 
     def feed(self, data: bytes) -> None:
         self.raw.protocol.data_received(data)
@@ -213,6 +227,20 @@ async def test_plain_connection_is_handed_over_untouched(certs: Certs) -> None:
     assert h.raw.protocol is h.apps[0], "the serving protocol is the raw transport's own: no wrapper"
     assert bytes(h.apps[0].data) == b"\x00\x00\x00\x10rest of a frame"
     assert not h.acceptor.pending
+
+
+async def test_a_connection_in_its_handshake_holds_a_slot_until_it_is_served_or_ends(certs: Certs) -> None:
+    h = Harness(certs, "permissive")
+    assert h.slots == 0  # taken by the gate
+    h.feed(b"\x00\x00\x00\x10plain")
+    assert h.slots == 1 and len(h.apps) == 1  # handed to the server's Connection, which takes its own
+    timed_out = Harness(certs, "permissive", timeout=0.05)
+    await asyncio.sleep(0.2)
+    assert timed_out.raw.aborted and timed_out.slots == 1
+    refused = Harness(certs, "permissive", slots=0)  # the guard refused it: over a cap
+    assert refused.raw.aborted and not refused.acceptor.pending and refused.slots == 0
+    refused.feed(b"\x16")
+    assert refused.apps == []
 
 
 async def test_enforcing_refuses_plain_and_serves_nothing(certs: Certs) -> None:

@@ -13,9 +13,10 @@ import logging
 from dataclasses import dataclass
 
 from sievemq.broker.clients import ConsumerManager
+from sievemq.broker.records import queued_record
 from sievemq.errors import RemotingError, RequestTimeoutError
 from sievemq.protocol.consume_directly import DirectlyHeader
-from sievemq.protocol.message import MessageExt, decode_record
+from sievemq.protocol.message import MessageExt
 from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -52,20 +53,11 @@ class ConsumeDirectlyProcessor:
         except ValueError:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{msg_id!r} is not an offsetMsgId (`sievemq message "
                                 "show` gives a message's)", Reason.INVALID_HEADER) from None  # fmt: skip
-        stored = self.store.look_message_by_offset(phy)
-        raw = bytes(stored) if stored is not None else b""
-        try:
-            msg = decode_record(raw)[0] if raw else None
-        except ValueError:
-            msg = None
-        if msg is None or not self._indexed(msg, phy):
+        found = queued_record(self.store, phy)
+        if found is None:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"no message at commit-log offset {phy} of this broker "
                                 f"({msg_id})")  # fmt: skip
-        return raw, msg
-
-    def _indexed(self, msg: MessageExt, phy: int) -> bool:
-        entries = self.store.read_cq_entries(msg.topic, msg.queue_id, msg.queue_offset, 1)
-        return bool(entries) and entries[0][0] == phy
+        return found
 
     async def consume_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """309: header ``consumerGroup``, ``clientId``, ``msgId`` (an offsetMsgId of this broker), ``timeoutMillis``

@@ -1,13 +1,14 @@
 """What a broker answers its replicas: consumer offsets (43), delay offsets (45), and sievemq's private
 replication codes: HA_CHECK (30020), GET_ALL_CONSUMER_FILTER (30021), MERGE_CONSUMER_OFFSET (30022).
 
-See docs/protocol/replication.md §2 and §4.
+A successful HA_CHECK also hands the requester a one-time ticket for the HA port (``haTicket``) and this broker's
+HA address (``haServerAddr``): see docs/protocol/replication.md §1, §2 and §4.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,9 @@ class HaProcessor:
     filters: ConsumerFilterManager
     on_replica_ahead: Callable[[str, int], None] | None = None
     """Told ``(peer, offset)`` when a replica's HA_CHECK shows it holds more of the commit log than this broker."""
+    link_fields: Callable[[str], Awaitable[dict[str, str]]] | None = None
+    """``link_fields(ip)``: what a successful HA_CHECK from ``ip`` adds (a ticket for the HA port and its address);
+    raises ``RemotingError`` when the HA port cannot be offered."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the replication codes into ``table``."""
@@ -109,4 +113,6 @@ class HaProcessor:
                 f"the commit logs differ in the {length} bytes before offset {offset}",
                 {"reason": Reason.HA_DIVERGED, **info},
             )
+        if self.link_fields is not None:
+            info.update(await self.link_fields(conn.peer[0]))
         return cmd.response(ResponseCode.SUCCESS, ext_fields=info)

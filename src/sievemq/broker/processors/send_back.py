@@ -6,21 +6,23 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from sievemq.acl.permission import Perm
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.processors.send import stored_code
+from sievemq.broker.records import queued_record
 from sievemq.broker.retry import client_retry_limit, decide
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
-from sievemq.protocol.message import MessageExt, PropertyKey, decode_record
+from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import dlq_topic, retry_topic
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_int, get_str, int_or, require_int, require_str
-from sievemq.remoting.server import ProcessorTable
+from sievemq.remoting.server import ProcessorTable, ResourceCheck, allow_all
 from sievemq.store import MessageStore
 
 
@@ -35,6 +37,8 @@ class SendBackProcessor:
     max_delay_level: int
     gate: WriteGate = OPEN
     """A slave refuses send-backs (its consumers send them to the master)."""
+    check_more: ResourceCheck = allow_all
+    """The ACL's check of the record's topic (SUB: the sender must be allowed to read what it sends back)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put CONSUMER_SEND_MSG_BACK into ``table``."""
@@ -54,10 +58,11 @@ class SendBackProcessor:
         if gc is None:
             raise RemotingError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] not exist")
         revision = self.topics.revision
-        raw = self.store.look_message_by_offset(offset)
-        if raw is None:
+        found = queued_record(self.store, offset)
+        if found is None:  # no record, or bytes inside a body: RocketMQ's answer to an offset it cannot read
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
-        old, _ = decode_record(raw)
+        old = found[1]
+        self.check_more(conn, cmd, {old.topic: Perm.SUB})  # as a pull of that topic would be checked
         props = dict(old.properties)
         props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, get_str(f, "originMsgId") or old.uniq_key or old.offset_msg_id)

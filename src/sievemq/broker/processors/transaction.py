@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from sievemq.acl.permission import Perm
 from sievemq.broker.processors.send import stored_code
 from sievemq.broker.transactions.service import EndRefused, EndRequest, TransactionService
 from sievemq.broker.write_gate import OPEN, WriteGate
@@ -15,7 +16,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_str, require_int, require_str
-from sievemq.remoting.server import ProcessorTable
+from sievemq.remoting.server import ProcessorTable, ResourceCheck, allow_all
 
 __all__ = ["TransactionProcessor"]
 
@@ -51,6 +52,8 @@ class TransactionProcessor:
     transactions: TransactionService
     gate: WriteGate = OPEN
     """A slave refuses (the producer's END_TRANSACTION goes to the master that holds the half message)."""
+    check_more: ResourceCheck = allow_all
+    """The ACL's check of the half message's topic (PUB: only a producer of that topic commits or rolls back)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put END_TRANSACTION into ``table``."""
@@ -67,7 +70,7 @@ class TransactionProcessor:
         if cmd.remark:
             log.info("producer %s:%d ended transaction of %s with a note: %.200s", *conn.peer, req.msg_id, cmd.remark)
         try:
-            result, remark = await self.transactions.end(req)
+            result, remark = await self.transactions.end(req, lambda t: self.check_more(conn, cmd, {t: Perm.PUB}))
         except EndRefused as e:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, e.why) from None
         if result is None:

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
@@ -217,10 +218,13 @@ class TransactionService:
                                msg.store_timestamp, _immunity(msg))  # fmt: skip
         return result
 
-    async def end(self, req: EndRequest) -> tuple[PutResult | None, str]:
+    async def end(
+        self, req: EndRequest, may_publish: Callable[[str], None] | None = None
+    ) -> tuple[PutResult | None, str]:
         """Commit or roll back; the put result of the records written (None: nothing to write) and a remark.
 
-        Raises ``EndRefused`` when the request names no half message of this broker, or one of another group.
+        Raises ``EndRefused`` when the request names no half message of this broker, or one of another group;
+        ``may_publish(topic)`` (the ACL) raises when the sender may not publish to the half message's topic.
         """
         half = self._half_at_offset(req.half_offset)  # found through the half topic's queue, which only we write:
         if half is None or half.commit_log_offset != req.half_phy:  # a forged record inside a body is no half
@@ -231,6 +235,8 @@ class TransactionService:
         group = half.properties.get(PropertyKey.PGROUP, "")
         if group != req.producer_group:
             raise EndRefused(f"the half message belongs to producer group {group!r}, not {req.producer_group!r}")
+        if may_publish is not None:
+            may_publish(half.properties.get(PropertyKey.REAL_TOPIC, half.topic))
         offset = req.half_offset
         if self.book.is_resolved(offset) or offset in self._owed:
             return None, "the transaction was already settled: nothing changed"

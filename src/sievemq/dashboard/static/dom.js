@@ -98,9 +98,12 @@ async function api(path, params) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params || {})) if (v !== null && v !== undefined && v !== "") q.set(k, v);
   const url = `api/${path}${q.toString() ? "?" + q : ""}`;
+  const headers = {Accept: "application/json"};
+  const token = auth.token();
+  if (token) headers.Authorization = `Bearer ${token}`;
   let resp;
   try {
-    resp = await fetch(url, {headers: {Accept: "application/json"}, cache: "no-store"});
+    resp = await fetch(url, {headers, cache: "no-store"});
   } catch (e) {
     throw new ApiFailure(0, "DASHBOARD_UNREACHABLE", "the dashboard does not answer (stopped?)");
   }
@@ -108,7 +111,9 @@ async function api(path, params) {
   try { body = await resp.json(); } catch (e) { body = null; }
   if (!resp.ok) {
     const err = (body && body.error) || {};
-    throw new ApiFailure(resp.status, err.reason || "HTTP_" + resp.status, err.message || resp.statusText);
+    const failure = new ApiFailure(resp.status, err.reason || "HTTP_" + resp.status, err.message || resp.statusText);
+    if (resp.status === 401) auth.refused(failure);  // login.js: the form instead of the view
+    throw failure;
   }
   return body;
 }

@@ -223,11 +223,15 @@ function fromMs(value, fallback) {
   return isNaN(d.getTime()) ? fallback : d;
 }
 
+// What a user who may not read message contents sees instead of them (docs/dashboard.md §5).
+const HIDDEN = "hidden: this user may not read message bodies and property values";
+
 function messageTable(messages) {
   return ui.table(["Stored", "Topic", "Broker", "Queue", "Offset", "Message id", "Tags", "Keys", "Body"],
     messages.map((m) => [fmt.time(m.storeTimestamp), m.topic, m.brokerName, m.queueId, m.queueOffset,
       link("message", {id: m.offsetMsgId}, m.msgId || m.offsetMsgId), m.tags || "–", (m.keys || []).join(" ") || "–",
-      h("span", {class: "preview"}, m.bodyEncoding === "hex" ? `hex ${m.body}` : m.body)]),
+      m.contentHidden ? h("span", {class: "hidden-content", title: HIDDEN}, `hidden (${fmt.bytes(m.bodySize)})`)
+        : h("span", {class: "preview"}, m.bodyEncoding === "hex" ? `hex ${m.body}` : m.body)]),
     {numeric: ["Queue", "Offset"], empty: "no message found"});
 }
 
@@ -267,7 +271,7 @@ views.messages = async (p) => {
 views.message = async (p) => {
   const r = await api("message", {id: p.get("id"), topic: p.get("topic")});
   const m = r.message;
-  const props = Object.entries(m.properties);
+  const props = Object.entries(m.properties || {});
   const node = h("div", {},
     h("div", {class: "crumbs"}, link("messages", {}, "Messages"), " / "),
     h("h1", {}, "Message ", h("code", {}, m.msgId || m.offsetMsgId)),
@@ -281,11 +285,13 @@ views.message = async (p) => {
       ["Born", `${fmt.time(m.bornTimestamp)} from ${m.bornHost}`],
       ["Stored", `${fmt.time(m.storeTimestamp)} on ${m.storeHost}`],
       ["Reconsume times", String(m.reconsumeTimes)],
-      ["Body", `${fmt.bytes(m.bodySize)} (${m.bodyEncoding}${m.bodyTruncated ? ", preview" : ""})`]])),
-    ui.section("Properties", ui.table(["Name", "Value"], props.map(([k, v]) => [h("code", {}, k), h("span", {class: "prop-value"}, v)]),
-      {cls: "props"})),
-    ui.section(`Body${m.bodyTruncated ? " (first " + fmt.bytes(m.body.length / (m.bodyEncoding === "hex" ? 2 : 1)) + ")" : ""}`,
-      h("pre", {class: "body"}, m.body)),
+      ["Body", m.contentHidden ? `${fmt.bytes(m.bodySize)} (hidden)`
+        : `${fmt.bytes(m.bodySize)} (${m.bodyEncoding}${m.bodyTruncated ? ", preview" : ""})`]])),
+    m.contentHidden ? ui.section("Properties and body", h("p", {class: "hidden-content"}, HIDDEN)) : [
+      ui.section("Properties", ui.table(["Name", "Value"], props.map(([k, v]) => [h("code", {}, k), h("span", {class: "prop-value"}, v)]),
+        {cls: "props"})),
+      ui.section(`Body${m.bodyTruncated ? " (first " + fmt.bytes(m.body.length / (m.bodyEncoding === "hex" ? 2 : 1)) + ")" : ""}`,
+        h("pre", {class: "body"}, m.body))],
     ui.section("Consumed by", ui.table(["Group", "State", "Online", "Committed offset", "Subscription"],
       r.consumption.map((t) => [link("group", {group: t.group}, t.group),
         ui.badge(t.state, t.state === "CONSUMED" ? "ok" : t.state === "NOT_CONSUME_YET" ? "warn" : "muted"),
