@@ -10,8 +10,11 @@ from pathlib import Path
 
 import orjson
 
+from sievemq import Message, Producer, PushConsumer
 from sievemq.acl.signature import RequestSigner
+from sievemq.admin.api import AdminClient
 from sievemq.client import api
+from sievemq.client.message import ConsumeResult
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.protocol.message import MessageExt, encode_record
@@ -21,9 +24,9 @@ from sievemq.protocol.reasons import Reason, reason_of
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from tests.integration.acl_cluster import ACL, ADMIN, USER, acl_args, signed_conn
+from tests.integration.acl_cluster import ACL, ADMIN, USER, acl_args, route_or_none_via, signed_conn
 from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import call
+from tests.integration.helpers import call, eventually
 from tests.support import wire
 from tests.support.procs import Proc
 
@@ -199,3 +202,37 @@ async def test_the_name_servers_liveness_check_needs_the_brokers_account(
     assert refused(await call(conn, RequestCode.QUERY_DATA_VERSION, fields, b"{}"))
     conn.rpc_hook = RequestSigner(*ADMIN)
     assert (await call(conn, RequestCode.QUERY_DATA_VERSION, fields, b"{}")).code != ResponseCode.NO_PERMISSION
+
+
+async def test_with_strict_signatures_required_sievemqs_clients_and_tools_still_work(
+    cluster: Cluster, tmp_path: Path, open_conn: OpenConn
+) -> None:
+    """``aclStrictSignatures = all`` on the name server and the broker: registrations, sievemq's producer and
+    consumer, and the admin API all sign strictly and get in; a plainly signed request does not."""
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACL)
+    strict = ("--acl-strict-signatures", "all")
+    ns = cluster.namesrv("ns", *acl_args(path), *strict)
+    broker = cluster.broker(ns.addr, "broker-a", *acl_args(path), *strict, "--acl-access-key", ADMIN[0],
+                            "--acl-secret-key", ADMIN[1])  # fmt: skip
+    async with AdminClient(ns.addr, access_key=ADMIN[0], secret_key=ADMIN[1]) as admin:
+        await eventually(admin.brokers, timeout=20, what="the broker registered with a strict signature")
+        await admin.create_topic("TopicOK", queues=1)
+        await eventually(lambda: route_or_none_via(admin, "TopicOK"), what="the topic's route")
+    got: list[MessageExt] = []
+    consumer = PushConsumer(ns.addr, "GroupOK", access_key=USER[0], secret_key=USER[1], consume_from="first",
+                            rebalance_interval=1.0)  # fmt: skip
+    consumer.subscribe("TopicOK")
+
+    @consumer.listener
+    async def on(msgs: list[MessageExt]) -> ConsumeResult:
+        got.extend(msgs)
+        return ConsumeResult.SUCCESS
+
+    async with consumer, Producer(ns.addr, "PG", access_key=USER[0], secret_key=USER[1]) as producer:
+        await producer.send(Message("TopicOK", b"strictly signed"))
+        await eventually(lambda: got, timeout=20, what="the message consumed")
+    assert got[0].body == b"strictly signed"
+    conn = await open_conn(broker)
+    plain = await captured(conn, RequestCode.GET_TOPIC_NAME_LIST, {}, RequestSigner(*USER, strict=False))
+    assert refused(await resend(conn, plain), Reason.ACL_STRICT_REQUIRED)
