@@ -468,9 +468,14 @@ class BrokerConfig:
         return self.ha_listen_port or self.listen_port + 1
 
     @property
+    def ha_ip(self) -> str:
+        """The address others reach the HA port at (``brokerIp2``, else ``brokerIp``)."""
+        return self.broker_ip2 or self.broker_ip
+
+    @property
     def ha_address(self) -> str:
-        """``ip:port`` others reach the HA port at (``brokerIp2``, else ``brokerIp``; registered as haServerAddr)."""
-        return f"{self.broker_ip2 or self.broker_ip}:{self.ha_port}"
+        """``ip:port`` of the HA port for others (registered as haServerAddr)."""
+        return f"{self.ha_ip}:{self.ha_port}"
 
     def replication_settings(self, recover_from: str = "") -> ReplicationSettings:
         """The replication settings (``recover_from``: ``--recover-from-slave``)."""
@@ -479,7 +484,7 @@ class BrokerConfig:
             host=self.ha_listen_host or self.listen_host,
             ha_port=self.ha_port,
             listen_at_start=self.ha_listen_port != 0,
-            ha_host=self.broker_ip2 or self.broker_ip,
+            ha_host=self.ha_ip,
             warning_interval_s=self.server_warning_interval_seconds,
             ticket_checks_address=self.ha_ticket_checks_address,
             ha_master_address=self.ha_master_address,

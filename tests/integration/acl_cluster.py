@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sievemq import PushConsumer
 from sievemq.acl.signature import RequestSigner
 from sievemq.admin.api import AdminClient
+from sievemq.client.message import ConsumeResult
 from sievemq.errors import RemotingError
+from sievemq.protocol.message import MessageExt
 from sievemq.remoting.connection import Connection
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import eventually
@@ -56,6 +59,24 @@ async def route_or_none_via(admin: AdminClient, topic: str) -> bool:
     except RemotingError:
         return False
     return True
+
+
+def collecting_consumer(
+    namesrv: str, group: str, topic: str, account: tuple[str, str]
+) -> tuple[PushConsumer, list[MessageExt]]:
+    """A push consumer of ``group`` on ``topic`` (from the first offset) signing with ``account``, and the list its
+    listener fills with what it receives (start it with ``async with``)."""
+    got: list[MessageExt] = []
+    consumer = PushConsumer(namesrv, group, access_key=account[0], secret_key=account[1], consume_from="first",
+                            rebalance_interval=1.0)  # fmt: skip
+    consumer.subscribe(topic)
+
+    @consumer.listener
+    async def on(msgs: list[MessageExt]) -> ConsumeResult:
+        got.extend(msgs)
+        return ConsumeResult.SUCCESS
+
+    return consumer, got
 
 
 async def signed_conn(open_conn: OpenConn, broker: Proc, account: tuple[str, str] | None) -> Connection:

@@ -8,17 +8,15 @@ import os
 import sys
 from pathlib import Path
 
-from sievemq import Message, Producer, PushConsumer
+from sievemq import Message, Producer
 from sievemq.acl.classification import BROKER_ADMIN_CODES
 from sievemq.acl.signature import RequestSigner
 from sievemq.admin.api import AdminClient
 from sievemq.client import api
-from sievemq.client.message import ConsumeResult
 from sievemq.errors import RemotingError
-from sievemq.protocol.message import MessageExt
 from sievemq.protocol.reasons import Reason, reason_of
 from sievemq.remoting.codes import RequestCode, ResponseCode
-from tests.integration.acl_cluster import ACL, ADMIN, USER, acl_args, signed_conn
+from tests.integration.acl_cluster import ACL, ADMIN, USER, acl_args, collecting_consumer, signed_conn
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, eventually
 from tests.support.procs import Proc, free_port
@@ -72,16 +70,7 @@ async def test_each_permission(acl: tuple[Proc, Proc, Path], open_conn: OpenConn
         else:
             assert (r.code, r.reason) == (ResponseCode.NO_PERMISSION, Reason.NO_PERMISSION), f"{topic}/{group}"
     # a whole consumer (heartbeats, pulls, offset commits) with the right account receives what was sent
-    got: list[MessageExt] = []
-    consumer = PushConsumer(ns.addr, "GroupOK", access_key=USER[0], secret_key=USER[1], consume_from="first",
-                            rebalance_interval=1.0)  # fmt: skip
-    consumer.subscribe("TopicOK")
-
-    @consumer.listener
-    async def on(msgs: list[MessageExt]) -> ConsumeResult:
-        got.extend(msgs)
-        return ConsumeResult.SUCCESS
-
+    consumer, got = collecting_consumer(ns.addr, "GroupOK", "TopicOK", USER)
     async with consumer:
         await eventually(lambda: got, timeout=20, what="a message consumed")
     assert got[0].body == b"hello TopicOK"

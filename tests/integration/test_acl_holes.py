@@ -10,11 +10,10 @@ from pathlib import Path
 
 import orjson
 
-from sievemq import Message, Producer, PushConsumer
+from sievemq import Message, Producer
 from sievemq.acl.signature import RequestSigner
 from sievemq.admin.api import AdminClient
 from sievemq.client import api
-from sievemq.client.message import ConsumeResult
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.protocol.message import MessageExt, encode_record
@@ -24,7 +23,15 @@ from sievemq.protocol.reasons import Reason, reason_of
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from tests.integration.acl_cluster import ACL, ADMIN, USER, acl_args, route_or_none_via, signed_conn
+from tests.integration.acl_cluster import (
+    ACL,
+    ADMIN,
+    USER,
+    acl_args,
+    collecting_consumer,
+    route_or_none_via,
+    signed_conn,
+)
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, eventually
 from tests.support import wire
@@ -219,16 +226,7 @@ async def test_with_strict_signatures_required_sievemqs_clients_and_tools_still_
         await eventually(admin.brokers, timeout=20, what="the broker registered with a strict signature")
         await admin.create_topic("TopicOK", queues=1)
         await eventually(lambda: route_or_none_via(admin, "TopicOK"), what="the topic's route")
-    got: list[MessageExt] = []
-    consumer = PushConsumer(ns.addr, "GroupOK", access_key=USER[0], secret_key=USER[1], consume_from="first",
-                            rebalance_interval=1.0)  # fmt: skip
-    consumer.subscribe("TopicOK")
-
-    @consumer.listener
-    async def on(msgs: list[MessageExt]) -> ConsumeResult:
-        got.extend(msgs)
-        return ConsumeResult.SUCCESS
-
+    consumer, got = collecting_consumer(ns.addr, "GroupOK", "TopicOK", USER)
     async with consumer, Producer(ns.addr, "PG", access_key=USER[0], secret_key=USER[1]) as producer:
         await producer.send(Message("TopicOK", b"strictly signed"))
         await eventually(lambda: got, timeout=20, what="the message consumed")

@@ -12,23 +12,15 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from sievemq.remoting.peers import IPAddress, parse_ip
+
+__all__ = ["AddressPattern", "AddressPatternError", "IPAddress", "compile_pattern", "parse_ip"]
+
 _EVERY = frozenset(("*", "*.*.*.*", "*:*:*:*:*:*:*:*"))
 
 
 class AddressPatternError(ValueError):
     """A pattern that is none of the accepted forms (the message says why)."""
-
-
-def parse_ip(text: str) -> IPAddress | None:
-    """``text`` as an address (an IPv4-mapped IPv6 address as its IPv4 one); None when it is not one."""
-    try:
-        ip = ipaddress.ip_address(text.strip().strip("[]"))
-    except ValueError:
-        return None
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
 
 
 def _one(text: str, pattern: str) -> IPAddress:

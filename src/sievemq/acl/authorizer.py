@@ -54,7 +54,7 @@ class AclAuthorizer:
         """Raise the refusal when the admitted request's account lacks ``resources`` (the processor found them: the
         topic of a record the request names)."""
         peer = conn.peer[0]
-        refusal = authorize_more(self.file.current(), peer, cmd.ext_fields, resources)
+        refusal = authorize_more(self.file.current(), peer, cmd.ext_fields, resources, self.policy.role)
         if refusal is not None:
             self._refuse(peer, refusal)
 

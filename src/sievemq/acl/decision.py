@@ -53,6 +53,35 @@ def _what(code: int) -> str:
     return f"{request_name(code)} ({code})"
 
 
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sends a request (steps 1 to 3): its account, None from a globally trusted address; ``trusted`` when its
+    address is trusted (neither signature nor permissions are checked)."""
+
+    account: Account | None
+    trusted: bool
+
+
+def identify(rules: AclRules, peer: str, fields: Mapping[str, str], what: str, role: str) -> Caller | Refusal:
+    """Steps 1 to 3: who sends ``what`` from ``peer``, or why nobody the ``role``'s rules know."""
+    ip: IPAddress | None = None
+    if rules.global_white:
+        ip = parse_ip(peer)
+        if any(p.match(ip) for p in rules.global_white):
+            return Caller(None, True)
+    access_key = fields.get(ACCESS_KEY)
+    if not access_key:
+        return Refusal(
+            Reason.ACL_NO_CREDENTIALS,
+            f"ACL: {what} carries no AccessKey; sign requests with an account of the {role}'s ACL file",
+        )
+    account = rules.accounts.get(access_key)
+    if account is None:
+        return Refusal(Reason.ACL_UNKNOWN_ACCOUNT, f"ACL: no account has the access key {access_key!r}")
+    white = bool(account.white.text) and account.white.match(ip if ip is not None else parse_ip(peer))
+    return Caller(account, white)
+
+
 NO_STRICT = StrictPolicy()
 """Strict signatures checked when present, never required (a policy of its own for tests and tools)."""
 
@@ -71,21 +100,11 @@ def decide(
     server's clock (default: now)."""
     if not policy.checks(code):
         return None
-    ip: IPAddress | None = None
-    if rules.global_white:
-        ip = parse_ip(peer)
-        if any(p.match(ip) for p in rules.global_white):
-            return None
-    access_key = fields.get(ACCESS_KEY)
-    if not access_key:
-        return Refusal(
-            Reason.ACL_NO_CREDENTIALS,
-            f"ACL: {_what(code)} carries no AccessKey; sign requests with an account of the {policy.role}'s ACL file",
-        )
-    account = rules.accounts.get(access_key)
-    if account is None:
-        return Refusal(Reason.ACL_UNKNOWN_ACCOUNT, f"ACL: no account has the access key {access_key!r}")
-    if account.white.text and account.white.match(ip if ip is not None else parse_ip(peer)):
+    caller = identify(rules, peer, fields, _what(code), policy.role)
+    if isinstance(caller, Refusal):
+        return caller
+    account = caller.account
+    if account is None or caller.trusted:
         return None
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     refusal = _authenticate(account, policy, code, fields, body, strict, now)
@@ -147,19 +166,15 @@ def authorize(account: Account, policy: Policy, code: int, fields: Mapping[str, 
 
 
 def authorize_more(
-    rules: AclRules, peer: str, fields: Mapping[str, str], resources: Mapping[str, int]
+    rules: AclRules, peer: str, fields: Mapping[str, str], resources: Mapping[str, int], role: str
 ) -> Refusal | None:
     """For a request already admitted: may its account also have ``resources`` (found by the processor, such as the
     topic of the record the request names)? Trusted addresses and accounts pass as in ``decide``."""
-    ip = parse_ip(peer)
-    if any(p.match(ip) for p in rules.global_white):
-        return None
-    account = rules.accounts.get(fields.get(ACCESS_KEY) or "")
-    if account is None:  # the file changed since the request was admitted
-        return Refusal(Reason.ACL_UNKNOWN_ACCOUNT, "ACL: the request's account is no longer in the ACL file")
-    if account.white.text and account.white.match(ip):
-        return None
-    if account.admin and not account.perms:
+    caller = identify(rules, peer, fields, "the request", role)  # the file may have changed since it was admitted
+    if isinstance(caller, Refusal):
+        return caller
+    account = caller.account
+    if account is None or caller.trusted or (account.admin and not account.perms):
         return None
     return _check_resources(account, resources, "the record it names")
 

@@ -16,12 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from sievemq.acl.addresses import parse_ip
-from sievemq.acl.decision import Refusal
+from sievemq.acl.decision import Refusal, identify
 from sievemq.acl.model import AclRules
-from sievemq.acl.signature import ACCESS_KEY
 from sievemq.errors import RemotingError
-from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode, request_name
 from sievemq.remoting.command import RemotingCommand
 
@@ -30,25 +27,10 @@ if TYPE_CHECKING:
 
 
 def early_refusal(rules: AclRules, peer: str, code: int, fields: Mapping[str, str], role: str) -> Refusal | None:
-    """None when the body of a large request with these header ``fields`` from ``peer`` may be read, else why not."""
-    if rules.global_white:
-        ip = parse_ip(peer)
-        if any(p.match(ip) for p in rules.global_white):
-            return None
-    access_key = fields.get(ACCESS_KEY)
-    what = f"{request_name(code)} ({code})"
-    if not access_key:
-        return Refusal(
-            Reason.ACL_NO_CREDENTIALS,
-            f"ACL: a large {what} carries no AccessKey, and its body is read only for an account of the {role}'s "
-            "ACL file: sign requests with one",
-        )
-    if access_key not in rules.accounts:
-        return Refusal(
-            Reason.ACL_UNKNOWN_ACCOUNT,
-            f"ACL: no account has the access key {access_key!r}; the body of the large {what} was not read",
-        )
-    return None
+    """None when the body of a large request with these header ``fields`` from ``peer`` may be read, else why not
+    (``decision.identify``: a trusted address, or an AccessKey the file knows)."""
+    caller = identify(rules, peer, fields, f"a large {request_name(code)} ({code})", role)
+    return caller if isinstance(caller, Refusal) else None
 
 
 class EarlyCheck:

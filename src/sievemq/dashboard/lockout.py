@@ -10,10 +10,11 @@ addresses an attacker uses, and nobody is ever refused for someone else's failur
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+
+from sievemq.remoting.peers import peer_key as any_peer_key
 
 __all__ = ["MAX_PEERS", "WINDOW_SECONDS", "FailureLimiter", "peer_key"]
 
@@ -24,18 +25,9 @@ MAX_PEERS = 10_000
 
 
 def peer_key(ip: str | None) -> str:
-    """The key an address's failures count under: the IPv4 address, or an IPv6 address's /64."""
-    if not ip:
-        return "(unknown)"
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return ip[:64]
-    if isinstance(addr, ipaddress.IPv6Address):
-        if addr.ipv4_mapped is not None:
-            return str(addr.ipv4_mapped)
-        return str(ipaddress.IPv6Network((addr, 64), strict=False))
-    return str(addr)
+    """The key an address's failures count under: the IPv4 address, or an IPv6 address's /64
+    (``remoting.peers.peer_key``); ``(unknown)`` without an address."""
+    return any_peer_key(ip)[:64] if ip else "(unknown)"
 
 
 class FailureLimiter:

@@ -12,12 +12,13 @@ The clock is the caller's (``now``, monotonic seconds), and the random source ma
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+
+from sievemq.remoting.peers import canonical_ip
 
 __all__ = ["MAX_TICKETS", "TICKET_CHARS", "TICKET_TTL_S", "Refusal", "TicketBook", "same_ip"]
 
@@ -43,20 +44,9 @@ class _Issued:
     expires: float
 
 
-def _canonical(ip: str) -> str:
-    """``ip`` in one spelling (an IPv4-mapped IPv6 address as IPv4); not an IP address: as it is."""
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return ip
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return str(addr.ipv4_mapped)
-    return str(addr)
-
-
 def same_ip(a: str, b: str) -> bool:
     """True when ``a`` and ``b`` name the same address (``::ffff:10.0.0.1`` is ``10.0.0.1``)."""
-    return _canonical(a) == _canonical(b)
+    return canonical_ip(a) == canonical_ip(b)
 
 
 class TicketBook:
@@ -90,7 +80,7 @@ class TicketBook:
         while len(self._issued) >= self.max_tickets:
             self._issued.popitem(last=False)
         ticket = self._token()
-        self._issued[ticket] = _Issued(_canonical(ip), now + self.ttl)
+        self._issued[ticket] = _Issued(canonical_ip(ip), now + self.ttl)
         return ticket
 
     def redeem(self, ticket: str, ip: str, now: float) -> Refusal | None:
@@ -103,7 +93,7 @@ class TicketBook:
         if issued.expires <= now:
             self._issued.pop(ticket, None)
             return Refusal.EXPIRED
-        if self.check_address and issued.ip != _canonical(ip):
+        if self.check_address and issued.ip != canonical_ip(ip):
             return Refusal.OTHER_IP
         del self._issued[ticket]
         return None

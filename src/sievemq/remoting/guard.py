@@ -32,8 +32,8 @@ from sievemq.remoting.limits import (
     connection_cap,
     evictable,
     overdue,
-    peer_key,
 )
+from sievemq.remoting.peers import peer_key
 
 if TYPE_CHECKING:
     from sievemq.remoting.connection import Connection

@@ -4,7 +4,6 @@
 * ``FlowGate``: per connection, which requests start now, which wait, and whether to read from the socket.
 * ``PartialFrames``: bytes of unfinished frames, per peer and across all connections of a server, against a share
   and a budget; who is closed when one of them would be exceeded.
-* ``peer_key``: the peer a connection counts against (its IP; its /64 for IPv6).
 * ``PeerSlots``: connections per peer against a per-peer cap; ``evictable``: whom a newcomer may replace at the cap.
 * ``screen_step``: whether a large frame's header must be checked before its body is read.
 * ``connection_cap``: how many connections the file-descriptor limit leaves room for.
@@ -14,7 +13,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -282,20 +280,6 @@ def connection_cap(configured: int, fd_limit: int | None, open_fds: int | None, 
         other = max(0, open_fds - own) if open_fds is not None else 0
         cap = min(cap, max(0, fd_limit - other - reserve))
     return cap
-
-
-def peer_key(ip: str) -> str:
-    """The peer a connection from ``ip`` counts against: the address itself, but the /64 network for IPv6 (one
-    host commonly holds a whole /64) and the IPv4 address of an IPv4-mapped one."""
-    if ":" not in ip:
-        return ip
-    try:
-        addr = ipaddress.IPv6Address(ip)
-    except ValueError:
-        return ip
-    if addr.ipv4_mapped is not None:
-        return str(addr.ipv4_mapped)
-    return str(ipaddress.IPv6Network((int(addr), 64), strict=False))
 
 
 class PeerSlots:

@@ -20,9 +20,9 @@ from sievemq.remoting.limits import (
     connection_cap,
     evictable,
     overdue,
-    peer_key,
     screen_step,
 )
+from sievemq.remoting.peers import peer_key
 
 
 def test_gate_starts_up_to_the_limit_then_queues_in_order_and_pauses_reading() -> None:
