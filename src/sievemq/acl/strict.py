@@ -28,9 +28,10 @@ import hmac
 import re
 import secrets
 import struct
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sievemq.protocol.reasons import Reason
@@ -59,6 +60,13 @@ WINDOW_BITS = 8192
 """Sequence numbers below a session's highest that are still told apart (older ones are refused)."""
 MAX_SESSIONS = 50_000
 """Signer sessions a server remembers at most (only signers with a valid signature make one)."""
+START_SKEW_MS = 2_000
+"""A request signed more than this before the server started is refused: its nonce memory starts empty at every
+start (a ``kill -9`` included), so a request captured before a restart must not pass as new."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class StrictMode(StrEnum):
@@ -186,6 +194,8 @@ class StrictPolicy:
     mode: StrictMode = StrictMode.OFF
     window_ms: int = 300_000
     guard: ReplayGuard | None = None
+    started_ms: int = field(default_factory=_now_ms)
+    """When this server started remembering nonces."""
 
     def __post_init__(self) -> None:
         if self.guard is None:
@@ -207,6 +217,11 @@ class StrictPolicy:
             return Reason.ACL_SIGNATURE_EXPIRED, (
                 f"signed {skew / 1000:.0f} s away from this server's clock (more than {self.window_ms / 1000:g} s): "
                 "check the clocks, and sign each request when it is sent"
+            )
+        if int(at) < self.started_ms - START_SKEW_MS:
+            return Reason.ACL_SIGNATURE_EXPIRED, (
+                "signed before this server started, so it cannot tell a replay: sign each request when it is sent "
+                "(and check the clocks)"
             )
         expected = strict_signature(mac, code, fields, body)
         if not hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace")):

@@ -68,7 +68,10 @@ def logins(cfg: DashboardConfig, *, acl_enabled: bool = False, data_dir: Path | 
     elif data_dir is not None:
         path = data_dir / DEV_USERS_FILE
         if not path.exists():
-            token = create_users_file(path)
+            try:
+                token = create_users_file(path)
+            except OSError as e:  # the folder cannot be made or written at all
+                raise LoginsError(f"cannot make the dashboard's users file {path}: {e.strerror or e}") from None
     else:
         raise LoginsError("the dashboard asks for logins (authEnable true, or auto with accessKey set): give it a "
                           "users file with usersFile (--users-file; make tokens with `sievemq dashboard "

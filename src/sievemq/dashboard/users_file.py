@@ -73,11 +73,19 @@ class UsersFile(WatchedFile[Users]):
 
 def create_users_file(path: str | Path, name: str = "admin") -> str:
     """Write a new users file at ``path`` (mode 0600; ``FileExistsError`` if there is one) naming one admin, and
-    return the admin's token: it is stored nowhere else, only its hash."""
+    return the admin's token: it is stored nowhere else, only its hash. A write that fails (a full disk) leaves no
+    file behind and raises ``UsersFileError``."""
     token = new_token()
     text = HEADER + "\n" + user_entry(name, hash_token(token), Role.ADMIN)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        Path(path).unlink(missing_ok=True)
+        raise UsersFileError(f"cannot write the dashboard's users file {path}: {e.strerror or e}; free space there, "
+                             "or name an existing file with usersFile") from None  # fmt: skip
     return token

@@ -167,3 +167,17 @@ def test_any_changed_value_fails(field: str) -> None:
     f[field] += "1"
     assert reason(check(RemotingCommand.request(cmd.code, f), StrictPolicy(), int(cmd.ext_fields[SIGNED_AT]))) in (
         Reason.ACL_SIGNATURE, Reason.ACL_SIGNATURE_EXPIRED)  # fmt: skip
+
+
+def test_a_request_signed_before_the_server_started_is_refused() -> None:
+    """The nonce memory starts empty at every start (kill -9 included): a request captured before a restart is not
+    taken for a new one."""
+    cmd = signed(C.PULL_MESSAGE, {"consumerGroup": "G", "topic": "T"})
+    at = int(cmd.ext_fields[SIGNED_AT])
+    before_restart = StrictPolicy()
+    assert check(cmd, before_restart) is None
+    restarted = StrictPolicy(started_ms=at + 60_000)  # a minute later, within the window
+    assert reason(check(cmd, restarted, at + 61_000)) == Reason.ACL_SIGNATURE_EXPIRED
+    # a client whose clock is a little behind is not refused
+    assert check(signed(C.PULL_MESSAGE, {"consumerGroup": "G", "topic": "T"}), StrictPolicy(started_ms=at + 1_000),
+                 at + 1_500) is None  # fmt: skip

@@ -282,3 +282,23 @@ def test_a_dashboard_open_to_others_without_logins_warns(
     with caplog.at_level("WARNING", logger="sievemq.dashboard.app"):
         dashboard_routes(DashboardData(AdminClient("127.0.0.1:1")), host, auth)
     assert any("without logins" in r.getMessage() for r in caplog.records) is warned
+
+
+def test_a_users_file_that_cannot_be_written_leaves_nothing_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while sievemq dev makes its users file: a clear error, and no half-written file that would stop
+    the next start."""
+    import errno
+    import os
+
+    from sievemq.dashboard.users_file import create_users_file
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    path = tmp_path / "dashboard-users.toml"
+    with pytest.raises(UsersFileError, match="No space left on device"):
+        create_users_file(path)
+    assert not path.exists()
