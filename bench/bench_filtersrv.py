@@ -35,9 +35,9 @@ from tests.support import wire
 from tests.support.procs import Proc, broker_proc, free_port, namesrv_proc
 
 from sievemq.client import api
-from sievemq.filtersrv.signing import filter_class_crc
 from sievemq.protocol.batch import BatchEntry
 from sievemq.protocol.message import MessageExt, decode_records
+from sievemq.protocol.upload_signing import filter_class_crc
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand, encode_header
 from sievemq.remoting.connection import Connection, connect

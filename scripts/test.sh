@@ -17,15 +17,16 @@ if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } &
 fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 # The compiled codec (setup.py builds it when a C compiler is there) must be in place here: the suite runs with it,
-# and tests/unit/test_accel.py compares it with the pure-Python reference.
+# and tests/unit/protocol/test_accel.py compares it with the pure-Python reference.
 .venv/bin/python -c 'import sievemq.protocol._codec' || { echo "the compiled codec did not build (see pip's output)"; exit 1; }
 bash tests/interop/setup_clients.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache  # the package's layers ([tool.importlinter] in pyproject.toml)
 # Without the accelerator: the unit tests and the end-to-end send/pull paths on the pure-Python codecs.
 SIEVEMQ_PURE_PYTHON=1 .venv/bin/pytest -p no:cacheprovider -q tests/unit tests/integration/test_batch.py \
   tests/integration/test_pull.py tests/integration/test_protocol.py tests/integration/test_sql92.py \
-  --ignore tests/unit/test_accel.py
+  --ignore tests/unit/protocol/test_accel.py
 # The rest mostly waits on real processes (servers, real clients, a browser): three pytest workers run most of it
 # side by side, a file's tests together in one worker (tests/support/procs.py gives each worker its own ports,
 # netns.py its own subnets). The tests that measure limits against the clock or kill processes under load

@@ -21,6 +21,7 @@ from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.connection import connect
 from tests.client.conftest import collecting, eventually, ready, start_dev
 from tests.support.procs import Proc
+from tests.support.quiet import quiet_period
 
 Names = Callable[[str], str]
 TOPIC = "ConsumeFromTopic"
@@ -82,7 +83,7 @@ async def _first_keys(namesrv: str, group: str, **kwargs: object) -> tuple[list[
         async with Producer(namesrv, f"{group}-p") as p:
             await p.send(Message(TOPIC, BODY, keys=["after-start"]), queue_selector=lambda queues, msg: queues[0])
         await eventually(lambda: any("after-start" in m.keys for m in got.msgs), what="the message sent after start")
-        await asyncio.sleep(0.2)
+        await quiet_period(0.2, "more deliveries", unchanged=lambda: len(got.msgs))
         first_offset = min(m.queue_offset for m in got.msgs)
     finally:
         await consumer.close()

@@ -26,10 +26,12 @@ from sievemq import (
 from sievemq.client import api
 from sievemq.filter.tags import java_string_hash
 from sievemq.protocol.heartbeat import Subscription
-from sievemq.remoting.codes import RequestCode
+from sievemq.protocol.reasons import Reason
+from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.connection import connect
 from tests.client.conftest import collecting, eventually, ready, routed
 from tests.support.procs import Proc
+from tests.support.quiet import quiet_period
 
 Names = Callable[[str], str]
 
@@ -71,7 +73,7 @@ async def test_tag_filter_with_exact_recheck_of_colliding_tags(namesrv: str, nam
                     queue_selector=lambda queues, msg: queues[1],
                 )
         await eventually(lambda: len(got.msgs) >= 5, what="the Aa messages")
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
     finally:
         await consumer.close()
     assert sorted(int(b) for b in got.bodies()) == [0, 3, 6, 9, 12]
@@ -92,7 +94,7 @@ async def test_tag_expression_with_several_tags(namesrv: str, names: Names) -> N
             for i, tag in enumerate(["TagA", "TagB", "TagC", None, "TagA"]):
                 await p.send(Message(topic, f"{i}".encode(), tags=tag))
         await eventually(lambda: len(got.msgs) >= 3, what="TagA/TagB messages")
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
     finally:
         await consumer.close()
     assert sorted(got.bodies()) == [b"0", b"1", b"4"]
@@ -168,7 +170,7 @@ async def test_exhausted_retries_go_to_the_dead_letter_queue(namesrv: str, names
             await eventually(dlq_route, timeout=10.0, what="the DLQ topic")
             pc.assign([dlq])
             dead = await eventually(lambda: pc.poll(0.3), timeout=5.0, what="the dead letter")
-        await asyncio.sleep(0.5)
+        await quiet_period(0.5, "a delivery of the dead letter", unchanged=lambda: len(got.msgs))
     finally:
         await consumer.close()
     assert [m.reconsume_times for m in got.msgs if m.body == b"poison"] == [0, 1, 2]
@@ -263,7 +265,7 @@ async def test_offsets_are_committed_and_a_restart_resumes_after_them(namesrv: s
             for i in range(5):
                 await p.send(Message(topic, f"new{i}".encode()))
             await eventually(lambda: len(got2.msgs) >= 5, what="the new messages")
-            await asyncio.sleep(0.3)
+            await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got2.msgs))
         finally:
             await second.close()
     assert sorted(got2.bodies()) == sorted(f"new{i}".encode() for i in range(5))
@@ -280,8 +282,9 @@ async def test_inconsistent_subscription_in_a_group_is_refused_at_start(namesrv:
     b.subscribe(topic, "TagB")
     collecting(b)
     try:
-        with pytest.raises(SubscriptionError, match="inconsistent subscription"):
+        with pytest.raises(SubscriptionError) as e:
             await b.start()
+        assert e.value.reason == Reason.SUBSCRIPTION_INCONSISTENT, e.value
     finally:
         await a.close()
         await b.close()
@@ -302,8 +305,9 @@ async def test_bad_sql_selector_fails_start_with_the_brokers_reason(namesrv: str
     consumer = PushConsumer(namesrv, group)
     consumer.subscribe(topic, Selector.sql("region = = 'eu' AND"))
     collecting(consumer)
-    with pytest.raises(SubscriptionError, match="SQL92"):
+    with pytest.raises(SubscriptionError) as e:
         await consumer.start()
+    assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED, e.value
     await consumer.close()
 
 
@@ -331,7 +335,7 @@ async def test_sql_selector_delivers_only_matching_properties(namesrv: str, name
             for i, (region, amount) in enumerate([("eu", 20), ("us", 20), ("eu", 5), ("eu", 11)]):
                 await p.send(Message(topic, f"{i}".encode(), properties={"region": region, "amount": str(amount)}))
         await eventually(lambda: len(got.msgs) >= 2, what="matching messages")
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
     finally:
         await consumer.close()
     assert sorted(got.bodies()) == [b"0", b"3"]
@@ -357,7 +361,7 @@ async def test_flow_control_pauses_pulling_while_listeners_are_slow(namesrv: str
             for i in range(40):
                 await p.send(Message(topic, f"{i}".encode()), queue_selector=lambda queues, msg: queues[2])
         await eventually(lambda: len(seen) >= 8, what="the first messages")
-        await asyncio.sleep(0.5)
+        await quiet_period(0.5, "pulling past max_cached_messages while the listener is held")
         assert len(seen) <= 8 + 4 + 1, "pulling must pause at max_cached_messages (+ one pull batch)"
         release.set()
         await eventually(lambda: len([b for b in seen if b != b"create"]) >= 40, what="the rest after release")

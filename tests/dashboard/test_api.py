@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sievemq import __version__
+from sievemq.version import __version__
 from tests.dashboard import sample
 from tests.dashboard.conftest import Board, get, ok, refused
 from tests.support.procs import Proc, free_port
@@ -302,8 +302,7 @@ def test_standalone_dashboard_without_a_name_server_answers_502(tmp_path: Path, 
                 tmp_path / "dashboard.log", ready_text="sievemq dashboard on").start()  # fmt: skip
     try:
         for path in ("cluster", "topics", "groups", "topic?topic=orders"):
-            err = refused(get(f"http://127.0.0.1:{port}/api/{path}"), 502, "NAMESRV_UNREACHABLE")
-            assert "connection refused" in err["message"]
+            refused(get(f"http://127.0.0.1:{port}/api/{path}"), 502, "NAMESRV_UNREACHABLE")
     finally:
         proc.stop()
 

@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 
 import orjson
 
-from sievemq.filtersrv.signing import filter_class_crc, signed_fields
 from sievemq.protocol.message import MessageExt, decode_records
+from sievemq.protocol.reasons import REASON_FIELD
+from sievemq.protocol.upload_signing import filter_class_crc, signed_fields
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -34,6 +35,8 @@ class Pulled:
     max_offset: int
     messages: list[MessageExt]
     body: bytes
+    reason: str | None = None
+    """The refusal's ``reason`` field (``sievemq.protocol.reasons.Reason``), None when absent."""
 
 
 async def register(
@@ -108,6 +111,7 @@ async def class_pull(
         int(f.get("maxOffset", "-1")),
         msgs,
         resp.body,
+        f.get(REASON_FIELD),
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from sievemq.filtersrv.cli import fetch_status
+from sievemq.cli.filtersrv import fetch_status
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
 from tests.filtersrv.conftest import FilterCluster, open_conn

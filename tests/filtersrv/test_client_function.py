@@ -22,10 +22,11 @@ from sievemq import (
     Selector,
     SubscriptionError,
 )
+from sievemq.cli.filtersrv import fetch_status
 from sievemq.client import api
 from sievemq.client.subscription import SubscriptionEntry
-from sievemq.filtersrv.cli import fetch_status
-from sievemq.filtersrv.signing import (
+from sievemq.protocol.reasons import Reason
+from sievemq.protocol.upload_signing import (
     ACCESS_KEY_FIELD,
     NONCE_FIELD,
     SIGNATURE_FIELD,
@@ -34,7 +35,7 @@ from sievemq.filtersrv.signing import (
     filter_class_crc,
     verify_upload,
 )
-from sievemq.protocol.reasons import Reason
+from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
 from tests.filtersrv.helpers import BIG_EU_SOURCE as SOURCE
@@ -117,7 +118,7 @@ def test_client_imports_no_server_code() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     server = [m for m in out if m.split(".")[1] in ("broker", "namesrv", "store")]
     assert not server, server
-    assert [m for m in out if m.startswith("sievemq.filtersrv.")] == ["sievemq.filtersrv.signing"]
+    assert [m for m in out if m.startswith("sievemq.filtersrv.")] == ["sievemq.protocol.upload_signing"]
 
 
 # ---------------------------------------------------------------------------------------------- with processes
@@ -257,8 +258,9 @@ async def test_uploaded_function(fc: FilterCluster, conns: list[Connection]) -> 
     # A wrong secret: start() fails with the filter server's reason.
     forged = Selector.function_source(SOURCE, name="BigEuOrders", access_key=ACCOUNT, secret="guess")
     c, _ = consumer(ns.addr, "fn-forger", topic, forged)
-    with pytest.raises(SubscriptionError, match="does not verify"):
+    with pytest.raises(SubscriptionError) as e:
         await c.start()
+    assert (e.value.code, e.value.reason) == (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED), e.value
 
     # Uploads off (the default): start() fails and says so.
     on.kill9()

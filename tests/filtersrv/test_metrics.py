@@ -3,7 +3,7 @@ counts as its status (docs/metrics.md §10)."""
 
 from __future__ import annotations
 
-from sievemq.filtersrv.cli import fetch_status
+from sievemq.cli.filtersrv import fetch_status
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import FilterCluster, open_conn

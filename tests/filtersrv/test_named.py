@@ -10,6 +10,7 @@ import time
 import orjson
 
 from sievemq.client import api
+from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import FilterCluster, open_conn
@@ -78,7 +79,7 @@ async def test_named_function_delivers_exactly_the_matches(fc: FilterCluster, co
 
     # A group without a registration is told so.
     p = await class_pull(fconn, "nobody", TOPIC, 0, 0)
-    assert p.code == ResponseCode.SYSTEM_ERROR and "register" in (p.remark or "")
+    assert (p.code, p.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_NOT_REGISTERED), p
 
     # Counts, over the private status request and the CLI.
     out = subprocess.run(
@@ -107,15 +108,17 @@ async def test_named_function_policy(fc: FilterCluster, conns: list[Connection])
     broker = fc.broker(ns.addr)
     fs = fc.filtersrv(broker)
     fconn = await open_conn(conns, fs)
+    # each refusal has its code and reason; its remark names what to change (the setting, the form, the name)
     cases = {
-        "os:system": (ResponseCode.NO_PERMISSION, "not one of the filter server's filterModules"),
-        "shop.filters:_private": (ResponseCode.SYSTEM_ERROR, "module:function"),
-        "shop.filters": (ResponseCode.SYSTEM_ERROR, "module:function"),
-        "shop.filters:missing": (ResponseCode.SYSTEM_ERROR, "has no function 'missing'"),
-        "shop.filters.nope:f": (ResponseCode.SYSTEM_ERROR, "No module named 'shop.filters.nope'"),
+        "os:system": (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED, "filterModules"),
+        "shop.filters:_private": (ResponseCode.SYSTEM_ERROR, Reason.FILTER_INVALID, "module:function"),
+        "shop.filters": (ResponseCode.SYSTEM_ERROR, Reason.FILTER_INVALID, "module:function"),
+        "shop.filters:missing": (ResponseCode.SYSTEM_ERROR, Reason.FILTER_LOAD_FAILED, "'missing'"),
+        "shop.filters.nope:f": (ResponseCode.SYSTEM_ERROR, Reason.FILTER_LOAD_FAILED, "'shop.filters.nope'"),
     }
-    for name, (code, text) in cases.items():
+    for name, (code, reason, named) in cases.items():
         resp = await register(fconn, "g", TOPIC, name)
-        assert resp.code == code and text in (resp.remark or ""), (name, resp.code, resp.remark)
+        assert (resp.code, resp.ext_fields.get(REASON_FIELD)) == (code, reason), (name, resp.code, resp.ext_fields)
+        assert named in (resp.remark or ""), (name, resp.remark)
     resp = await register(fconn, "g", TOPIC, "shop.filters:shows_everything")
     assert resp.code == ResponseCode.SUCCESS, resp.remark

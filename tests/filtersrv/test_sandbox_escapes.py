@@ -22,7 +22,8 @@ import orjson
 import pytest
 
 from sievemq import ConsumeResult, MessageExt, PushConsumer, Selector
-from sievemq.filtersrv.cli import fetch_status
+from sievemq.cli.filtersrv import fetch_status
+from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -152,7 +153,8 @@ async def test_no_escape_succeeds(fc: FilterCluster, conns: list[Connection], mo
         fconn = await open_conn(conns, fs)
         extra = signed(ACCOUNT, SECRET, GROUP, HONEST, "BigEuOrders", BIG_EU, to=fs.addr)
         resp = await register(fconn, GROUP, HONEST, "BigEuOrders", BIG_EU, extra=extra)
-        assert resp.code == ResponseCode.NO_PERMISSION and "keeps uploads off" in (resp.remark or ""), resp.remark
+        refusal = (resp.code, resp.ext_fields.get(REASON_FIELD))
+        assert refusal == (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED), (refusal, resp.remark)
         pytest.skip(f'sandbox layers missing here ({", ".join(sandbox["missing"])}); "strict" keeps uploads off')
     print(f"sandbox layers: {sandbox['active']}")
 
@@ -245,6 +247,7 @@ async def test_load_time_escape_error_shows_no_contents(fc: FilterCluster, conns
     src = "import inspect, shop.filters\nraise ValueError(inspect.getsource(shop.filters))\ndef F(msg):\n    return 1\n"
     resp = await register(fconn, GROUP, HONEST, "F", src, extra=signed(ACCOUNT, SECRET, GROUP, HONEST, "F", src,
                                                                         to=fs.addr))  # fmt: skip
-    assert resp.code == ResponseCode.SYSTEM_ERROR, resp.remark
+    refusal = (resp.code, resp.ext_fields.get(REASON_FIELD))
+    assert refusal == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_LOAD_FAILED), (refusal, resp.remark)
     remark = resp.remark or ""
     assert "ValueError at line 2" in remark and "big_eu_orders" not in remark, remark

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sievemq.filtersrv.cli import fetch_status, print_status
+from sievemq.cli.filtersrv import fetch_status, print_status
 from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection

@@ -25,7 +25,9 @@ from sievemq.filtersrv.layers import (
 from sievemq.filtersrv.lockdown import readable_dirs
 from sievemq.filtersrv.registry import FunctionSpec, RegistrationPolicy
 from sievemq.filtersrv.replay import NonceWindow
-from sievemq.filtersrv.signing import (
+from sievemq.filtersrv.workers import ANY_FUNCTION, FilterFailure, PoolSettings, WorkerPool
+from sievemq.protocol.reasons import Reason
+from sievemq.protocol.upload_signing import (
     NONCE_FIELD,
     SIGNATURE_FIELD,
     SIGNING_TAG,
@@ -38,8 +40,6 @@ from sievemq.filtersrv.signing import (
     signed_fields,
     verify_upload,
 )
-from sievemq.filtersrv.workers import ANY_FUNCTION, FilterFailure, PoolSettings, WorkerPool
-from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 from tests.filtersrv.test_units import records
 

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from sievemq.filtersrv.cli import fetch_status, print_status
+from sievemq.cli.filtersrv import fetch_status, print_status
 from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
@@ -180,14 +180,17 @@ async def test_a_tenant_crashing_or_exhausting_its_worker_leaves_another_alone(
     assert ids(got) == [0, 2, 4, 6, 8]
     assert not spinning.done(), "the victim waited for the attacker's spinning worker"
     p = await spinning
-    assert p.code == ResponseCode.SYSTEM_ERROR and "1 s time limit" in (p.remark or ""), p.remark
+    assert (p.code, p.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_FAILED), p
+    assert "1 s time limit" in (p.remark or ""), p.remark  # the remark names the limit that stopped it
     assert time.monotonic() - started < 4.0
 
     # A worker that exits, and one that runs out of memory: the attacker's own, replaced; the victim's untouched.
     p = await class_pull(fconn, "quitter", "Noise", 0, 0)
-    assert p.code == ResponseCode.SYSTEM_ERROR and "exited (code 3)" in (p.remark or ""), p.remark
+    assert (p.code, p.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_FAILED), p
+    assert "exited (code 3)" in (p.remark or ""), p.remark
     p = await class_pull(fconn, "hog", "Noise", 0, 0)
-    assert p.code == ResponseCode.SYSTEM_ERROR and "memory limit" in (p.remark or ""), p.remark
+    assert (p.code, p.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_FAILED), p
+    assert "memory limit" in (p.remark or ""), p.remark
     got, _ = await drain(fconn, "payments", "Cards", 0)
     assert ids(got) == [0, 2, 4, 6, 8]
 
@@ -226,9 +229,9 @@ async def test_upload_workers_are_capped_and_idle_ones_stop(
     resp = await upload(fconn, fs, THIRD, "third", "Capped", "Yes", YES)
     assert resp.code == ResponseCode.SYSTEM_BUSY, resp.remark
     assert resp.ext_fields.get(REASON_FIELD) == Reason.FILTER_WORKERS_FULL, resp.ext_fields
-    assert "maxUploadWorkers 2" in (resp.remark or ""), resp.remark
+    assert "maxUploadWorkers 2" in (resp.remark or ""), resp.remark  # names the setting to raise
     p = await class_pull(fconn, "third", "Capped", 0, 0)
-    assert p.code == ResponseCode.SYSTEM_ERROR and "no filter function is registered" in (p.remark or "")
+    assert (p.code, p.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_NOT_REGISTERED), p
     st = await fetch_status(fs.addr)
     up = st["workers"]["uploads"]
     assert (up["workers"], up["refused"], len(up["tenants"])) == (2, 1, 2), up
@@ -259,8 +262,7 @@ async def test_upload_workers_are_capped_and_idle_ones_stop(
 
     # The second tenant's pull now finds no room: 2 with the reason, the offset kept, not counted as a failure.
     p = await class_pull(fconn, "second", "Capped", 0, 0)
-    assert p.code == ResponseCode.SYSTEM_BUSY and p.next_begin_offset == 0, p.remark
-    assert "maxUploadWorkers" in (p.remark or "") and "not skipped" in (p.remark or ""), p.remark
+    assert (p.code, p.reason, p.next_begin_offset) == (ResponseCode.SYSTEM_BUSY, Reason.FILTER_WORKERS_FULL, 0), p
     second = next(f for f in (await fetch_status(fs.addr))["functions"] if f["consumerGroup"] == "second")
     assert second["enabled"] and second["errors"] == 0 and second["account"] == VICTIM, second
 

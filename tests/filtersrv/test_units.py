@@ -17,12 +17,12 @@ from sievemq.filtersrv.config import load_filtersrv_config
 from sievemq.filtersrv.pools import TenantsFull, WorkerPools
 from sievemq.filtersrv.processors import split_records
 from sievemq.filtersrv.registry import FilterRegistry, FunctionSpec, RegistrationPolicy
-from sievemq.filtersrv.signing import Upload, filter_class_crc, sign_upload, signed_fields, verify_upload
 from sievemq.filtersrv.tenants import TenantLimits, tenant_of
 from sievemq.filtersrv.workers import ANY_FUNCTION, FilterFailure, PoolSettings, WorkerPool
 from sievemq.protocol.message import MessageExt, encode_record
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.sysflag import COMPRESSED_FLAG
+from sievemq.protocol.upload_signing import Upload, filter_class_crc, sign_upload, signed_fields, verify_upload
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import SHOP_FILTERS
@@ -256,10 +256,12 @@ def test_policy() -> None:
     source = b"def F(msg):\n    return True\n"
     spec = pol.spec_for("g", "T", "F", filter_class_crc(source), source, fresh(source), FS)
     assert spec.kind == "source" and spec.source == source.decode()
-    with pytest.raises(RemotingError, match="classCRC"):
+    with pytest.raises(RemotingError, match="classCRC") as ei:  # the remark names the field
         pol.spec_for("g", "T", "F", 5, source, fresh(source), FS)
-    with pytest.raises(RemotingError, match="does not verify"):
+    assert (ei.value.code, ei.value.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_INVALID)
+    with pytest.raises(RemotingError) as ei:  # signed for group g: does not verify for g2
         pol.spec_for("g2", "T", "F", filter_class_crc(source), source, fresh(source), FS)
+    assert (ei.value.code, ei.value.reason) == (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED)
     off = RegistrationPolicy(modules=("shop.filters",))
     with pytest.raises(RemotingError) as ei:
         off.spec_for("g", "T", "F", filter_class_crc(source), source, fresh(source), FS)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from sievemq.filtersrv.signing import NONCE_FIELD, SIGNATURE_FIELD, TIMESTAMP_FIELD
 from sievemq.protocol.reasons import REASON_FIELD, Reason
+from sievemq.protocol.upload_signing import NONCE_FIELD, SIGNATURE_FIELD, TIMESTAMP_FIELD
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection

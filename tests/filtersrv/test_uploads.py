@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from sievemq.filtersrv.signing import ACCESS_KEY_FIELD as ACCESS_KEY
+from sievemq.protocol.reasons import REASON_FIELD, Reason
+from sievemq.protocol.upload_signing import ACCESS_KEY_FIELD as ACCESS_KEY
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
@@ -39,8 +40,8 @@ async def test_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
         SOURCE,
         extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE, to=off.addr),
     )
-    assert resp.code == ResponseCode.NO_PERMISSION
-    assert "clientUploadFilterEnable=false" in (resp.remark or "")
+    assert (resp.code, resp.ext_fields.get(REASON_FIELD)) == (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED)
+    assert "clientUploadFilterEnable=false" in (resp.remark or ""), resp.remark  # names the setting
 
     # Uploads on but no secret configured: nothing can verify.
     conn_on = await open_conn(conns, on)
@@ -52,7 +53,8 @@ async def test_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
         SOURCE,
         extra=signed(ACCOUNT, SECRET, GROUP, TOPIC, "BigEuOrders", SOURCE, to=on.addr),
     )
-    assert resp.code == ResponseCode.NO_PERMISSION and "no uploadSecret" in (resp.remark or "")
+    assert (resp.code, resp.ext_fields.get(REASON_FIELD)) == (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED)
+    assert "no uploadSecret" in (resp.remark or ""), resp.remark  # names the missing setting
 
 
 async def test_signed_uploads(fc: FilterCluster, conns: list[Connection]) -> None:
@@ -82,8 +84,8 @@ async def test_signed_uploads(fc: FilterCluster, conns: list[Connection]) -> Non
     }
     for why, extra in refusals.items():
         resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=extra)
-        assert resp.code == ResponseCode.NO_PERMISSION, (why, resp.code, resp.remark)
-        assert "refused" in (resp.remark or ""), (why, resp.remark)
+        refusal = (resp.code, resp.ext_fields.get(REASON_FIELD))
+        assert refusal == (ResponseCode.NO_PERMISSION, Reason.FILTER_NOT_ALLOWED), (why, refusal, resp.remark)
     # Nothing was registered by those attempts.
     p = await drain_or_error(fconn)
     assert p == "not registered"
@@ -91,11 +93,13 @@ async def test_signed_uploads(fc: FilterCluster, conns: list[Connection]) -> Non
     # Signed, but not Python (a 4.x Java class filter), or a wrong CRC: clear errors.
     java = "public class BigEuOrders implements MessageFilter { }"
     resp = await register(fconn, GROUP, TOPIC, name, java, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, name, java))
-    assert resp.code == ResponseCode.SYSTEM_ERROR and "must be Python" in (resp.remark or "")
+    assert (resp.code, resp.ext_fields.get(REASON_FIELD)) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_LOAD_FAILED)
+    assert "must be Python" in (resp.remark or ""), resp.remark  # what a 4.x user of Java filters is told
     resp = await register(
         fconn, GROUP, TOPIC, name, SOURCE, crc=12345, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE)
     )
-    assert resp.code == ResponseCode.SYSTEM_ERROR and "classCRC 12345" in (resp.remark or "")
+    assert (resp.code, resp.ext_fields.get(REASON_FIELD)) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_INVALID)
+    assert "classCRC 12345" in (resp.remark or ""), resp.remark  # names the field and the value
 
     # Signed and valid: accepted, and the consumer gets exactly the matches.
     resp = await register(fconn, GROUP, TOPIC, name, SOURCE, extra=sign(ACCOUNT, SECRET, GROUP, TOPIC, name, SOURCE))
@@ -117,6 +121,6 @@ async def drain_or_error(conn: Connection) -> str:
     from tests.filtersrv.helpers import class_pull
 
     p = await class_pull(conn, GROUP, TOPIC, 0, 0)
-    if p.code == ResponseCode.SYSTEM_ERROR and "no filter function is registered" in (p.remark or ""):
+    if (p.code, p.reason) == (ResponseCode.SYSTEM_ERROR, Reason.FILTER_NOT_REGISTERED):
         return "not registered"
     return f"[{p.code}] {p.remark}"

@@ -194,7 +194,9 @@ async def test_name_server_refuses_unsigned_registrations(
     user = cluster.broker(ns.addr, "broker-user", "--acl-access-key", USER[0], "--acl-secret-key", USER[1])
     async with AdminClient(ns.addr) as reader:  # reads need no credentials
         names = await eventually(lambda: brokers_named(reader), timeout=15, what="a registered broker")
-        await asyncio.sleep(3)  # two more registration rounds of the others
+        # the others have been refused over several registration rounds (each logs every refusal)
+        await eventually(lambda: all(b.log().count("refused registration") >= 3 for b in (fake, wrong, user)),
+                         timeout=30, interval=0.2, what="three refused registrations of each other broker")  # fmt: skip
         assert await brokers_named(reader) == {"broker-good"}, names
     assert "refused registration: [16]" in fake.log()
     for b, reason in ((fake, "ACL_NO_CREDENTIALS"), (wrong, "ACL_SIGNATURE"), (user, "NO_PERMISSION")):

@@ -104,7 +104,7 @@ async def test_a_send_back_copies_only_what_the_account_may_read(
     try:
         await api.send_back(user, offset=pad_at + raw.index(fake), group="GroupOK")
     except RemotingError as e:
-        assert e.code == ResponseCode.SYSTEM_ERROR and "look message by offset failed" in e.remark, e
+        assert e.code == ResponseCode.SYSTEM_ERROR and "look message by offset failed" in e.remark, e  # 4.x's remark
     else:
         raise AssertionError("bytes inside a body were taken for a record")
     # the account's own record goes back as before, and comes back through the group's retry topic

@@ -35,6 +35,7 @@ from sievemq.remoting.connection import Connection, connect
 from tests.client.conftest import Collector, collecting, eventually, ready, routed, start_dev
 from tests.integration.conftest import _CLUSTER_KEY, Cluster
 from tests.support.procs import Proc
+from tests.support.quiet import quiet_period
 
 Names = Callable[[str], str]
 EARLIEST, LATEST = parse_reset_point("earliest"), parse_reset_point("latest")
@@ -182,7 +183,7 @@ async def test_reset_to_earliest_moves_a_running_push_consumer(namesrv: str, nam
         same = await reset_offset(admin, group, topic, LATEST)
         assert [(q.before, q.after) for q in same.queues] == [(4, 4), (1, 1)]
         assert same.clients_told == [], "nothing moved: no client is told to restart its queues"
-        await asyncio.sleep(0.5)
+        await quiet_period(0.5, "a delivery after a reset that moved nothing", unchanged=lambda: len(got.msgs))
         assert len(got.msgs) == 10, "and nothing is delivered again"
     finally:
         await consumer.close()
@@ -203,7 +204,7 @@ async def test_reset_to_a_time_redelivers_what_was_stored_since(
         r = await reset_offset(admin, group, topic, ResetPoint(since, str(since)))
         assert {(q.queue_id, q.after) for q in r.queues} == {(0, 2), (1, 0)}
         await eventually(lambda: len(got.msgs) >= 6, what="the new ones again")
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
         assert Counter(got.bodies()) == {b"old0": 1, b"old1": 1, b"new0": 2, b"new1": 2}
     finally:
         await consumer.close()
@@ -226,7 +227,7 @@ async def test_reset_without_consumers_sets_offsets_where_a_later_consumer_start
     consumer, got = await _consumer(namesrv, group, topic)
     try:
         await eventually(lambda: got.msgs, what="the new message")
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
         assert got.bodies() == [b"d"]
     finally:
         await consumer.close()
@@ -250,7 +251,7 @@ async def test_a_broker_offset_reset_reaches_the_client_instance(namesrv: str, n
         broker_conn = await inst.conn(inst.broker_addr("broker-a") or "")
         assert await inst.handle(broker_conn, cmd) is None
         await eventually(lambda: len(got.msgs) >= 5, what="x1 and x2 again")
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
         assert Counter(got.bodies()) == {b"x0": 1, b"x1": 2, b"x2": 2}
     finally:
         await consumer.close()
@@ -365,7 +366,7 @@ async def test_dlq_resend_sends_each_dead_letter_back_once(namesrv: str, names: 
     consumer, got = await _consumer(namesrv, group, topic)
     try:
         await eventually(lambda: len(got.msgs) >= 3, what="the resent messages consumed")
-        await asyncio.sleep(0.5)
+        await quiet_period(0.5, "a second delivery of a resent message", unchanged=lambda: len(got.msgs))
         assert sorted(got.bodies()) == [b"d0", b"d1", b"d2"], "each once, through the group's retry topic"
         assert {m.topic for m in got.msgs} == {topic} and sorted(m.msg_id for m in got.msgs) == sorted(ids)
         assert {m.reconsume_times for m in got.msgs} == {0} and all(RESENT_FROM in m.properties for m in got.msgs)

@@ -21,6 +21,7 @@ from tests.integration.conftest import _CLUSTER_KEY, Cluster
 from tests.integration.test_admin_api import _caught_up, _consumer, _dlq_size, _fill
 from tests.integration.test_cli import run_cli
 from tests.support.procs import Proc, free_port
+from tests.support.quiet import quiet_period
 
 Names = Callable[[str], str]
 _n = iter(range(1, 10_000))
@@ -140,7 +141,7 @@ async def test_reset_offset_to_a_time_between_two_batches_redelivers_the_second(
         assert [(q["queueId"], q["before"], q["after"]) for q in reset["queues"]] == [(0, 4, 2), (1, 0, 0)], reset
         assert reset["clientsTold"] == [consumer.client_id], reset
         await eventually(lambda: len(got.msgs) >= 6, what="the second batch again")
-        await asyncio.sleep(0.3)  # nothing more arrives
+        await quiet_period(0.3, "more deliveries", unchanged=lambda: len(got.msgs))
         assert Counter(got.bodies()) == {b"old0": 1, b"old1": 1, b"new0": 2, b"new1": 2}, got.bodies()
     finally:
         await consumer.close()

@@ -9,7 +9,7 @@ import sys
 
 import orjson
 
-from sievemq.config import BrokerConfig
+from sievemq.broker.config import BrokerConfig
 from sievemq.remoting.codes import RequestCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, eventually, route_brokers, route_or_none

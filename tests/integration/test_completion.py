@@ -1,5 +1,5 @@
-"""Shell completion of the installed ``sievemq`` command (click's, as the README documents): the script is produced,
-and bash, running it, completes a subcommand and an option's values (real processes)."""
+"""Shell completion of the installed ``sievemq`` command (click's, as docs/getting-started.md documents): the script is
+produced, and bash, running it, completes a subcommand and an option's values (real processes)."""
 
 from __future__ import annotations
 

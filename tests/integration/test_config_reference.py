@@ -1,5 +1,5 @@
-"""``sievemq config-reference`` prints every setting of every role (name server, broker, filter server, proxy), as
-text and as the README's table (a real process)."""
+"""``sievemq config-reference`` prints every setting of every role (name server, broker, filter server, proxy,
+dashboard), as text and as the table of docs/configuration.md (a real process)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from sievemq.cli import REFERENCE_SECTIONS
-from sievemq.config import describe
+from sievemq.cli.app import REFERENCE_SECTIONS
+from sievemq.settings import describe
 
 
 def run(*args: str) -> str:

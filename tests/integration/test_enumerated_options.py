@@ -17,10 +17,12 @@ from typing import Any
 import click
 import pytest
 
-from sievemq.cli import main
-from sievemq.config import BrokerConfig, NamesrvConfig, specs
+from sievemq.broker.config import BrokerConfig
+from sievemq.cli.app import main
 from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.namesrv.config import NamesrvConfig
 from sievemq.proxy.config import ProxyConfig
+from sievemq.settings import specs
 
 ROLES: list[tuple[str, type[Any]]] = [
     ("namesrv", NamesrvConfig),

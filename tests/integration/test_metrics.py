@@ -9,6 +9,7 @@ import grpc
 import orjson
 
 from sievemq.client import api, pop_api
+from sievemq.errors import RemotingError
 from sievemq.protocol.batch import BatchEntry
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.proxy.v2 import definition_pb2 as pb
@@ -225,8 +226,8 @@ async def test_name_server_route_requests_and_proxy_calls(cluster: Cluster) -> N
             try:
                 await wire.get_route(ns, "NoSuchTopic")
                 raise AssertionError("a route of a topic nobody has")
-            except Exception as e:
-                assert "No topic route info" in str(e), e
+            except RemotingError as e:
+                assert e.code == ResponseCode.TOPIC_NOT_EXIST, e
         after = await scrape(http)
         requests = "sievemq_namesrv_route_requests_total"
         assert after.value(requests, result="found") - before.value(requests, result="found") == 1

@@ -5,7 +5,6 @@ a PushConsumer subscribed with a function."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 
 import orjson
@@ -20,6 +19,7 @@ from tests.integration.test_cli import run_cli
 from tests.support import wire
 from tests.support.metrics import Scrape, scrape
 from tests.support.procs import Proc
+from tests.support.quiet import quiet_period
 
 TOPIC, GROUP = "MeteredOrders", "eu-big-metered"
 REGISTER_INTERVAL = 0.5
@@ -90,7 +90,7 @@ async def test_dev_metrics_show_what_its_filter_servers_functions_decided(cluste
 
         counts = await eventually(reported, timeout=10, what="the function's counts on dev's /metrics")
         assert counts == {"matched": len(want), "filtered_out": 40 - len(want), "error": 0}, counts
-        await asyncio.sleep(3 * REGISTER_INTERVAL)  # more reports of the same counts: nothing is added twice
+        await quiet_period(3 * REGISTER_INTERVAL, "counts added twice from later reports of the same counts")
         s = await scrape(http)
         assert _function_counts(s) == counts, f"{_function_counts(s)}: counts added again from later reports"
         assert s.find("sievemq_build_info")[0].labels["roles"] == "namesrv,broker,proxy"

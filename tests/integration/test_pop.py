@@ -15,8 +15,9 @@ from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.connection import Connection
 from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import call, create_topic, pull_all
+from tests.integration.helpers import call, create_topic, eventually, pull_all
 from tests.support import wire
+from tests.support.quiet import quiet_period
 
 TOPIC = "PopTopic"
 
@@ -60,8 +61,8 @@ async def test_leases_acks_and_redelivery_with_the_attempt_raised(cluster: Clust
     for m in again.messages:
         await pop_api.ack_message(conn, "g1", m.handle)
 
-    await asyncio.sleep(1.7)
-    late = await pop_api.pop_message(conn, "g1", TOPIC, 0, max_nums=32, invisible_ms=5000)
+    late = await eventually(lambda: _popped(conn, "g1", invisible_ms=5000), timeout=15, interval=0.1,
+                            what="a message back once its invisible time ran out")  # fmt: skip
     assert [(m.message.body, m.attempt) for m in late.messages] == [(bodies[3], 2)], (
         "only the unacked message whose invisible time ran out comes back, attempt 2"
     )
@@ -135,7 +136,7 @@ async def test_a_pop_waits_for_a_message_when_asked_to(cluster: Cluster, open_co
     await _start(conn, "lp")
     t0 = time.monotonic()
     task = asyncio.create_task(pop_api.pop_message(conn, "lp", TOPIC, 0, invisible_ms=5000, poll_ms=8000))
-    await asyncio.sleep(0.5)
+    await quiet_period(0.5, "a long-polling pop answering with nothing before its time", unchanged=task.done)
     assert not task.done(), "a long-polling pop answered with nothing before its time"
     await _send(await open_conn(broker), 1, prefix="late")
     r = await asyncio.wait_for(task, 5)
@@ -154,21 +155,27 @@ async def test_after_the_last_attempt_a_message_goes_to_the_dead_letter_topic(
     await _start(conn, "dlq-g")
     (body,) = await _send(conn, 1, ["TagD"], [{"k": "v"}])
     attempts = []
-    for _ in range(2):
-        r = await pop_api.pop_message(conn, "dlq-g", TOPIC, 0, invisible_ms=1000, poll_ms=3000)
+    for _ in range(2):  # the first delivery, then the second once the first lease (1 s) ran out
+        r = await eventually(lambda: _popped(conn, "dlq-g", invisible_ms=1000), timeout=15, interval=0.1,
+                             what="a delivery")  # fmt: skip
         attempts += [m.attempt for m in r.messages]
-        await asyncio.sleep(1.1)
     assert attempts == [1, 2], f"two deliveries (retryMaxTimes 1), got attempts {attempts}"
-    deadline = time.monotonic() + 5
-    dead: list[bytes] = []
-    while time.monotonic() < deadline and not dead:
-        await asyncio.sleep(0.3)
-        dead = [m.body for m in await pull_all(conn, "%DLQ%dlq-g", 0)] if await _has_topic(conn, "%DLQ%dlq-g") else []
+
+    async def dead_letters() -> list[bytes]:
+        return [m.body for m in await pull_all(conn, "%DLQ%dlq-g", 0)] if await _has_topic(conn, "%DLQ%dlq-g") else []
+
+    dead = await eventually(dead_letters, timeout=15, interval=0.3, what="the dead letter, once the last lease ran out")
     assert dead == [body], "the message is in the group's dead-letter topic"
     (m,) = await pull_all(conn, "%DLQ%dlq-g", 0)
     assert m.properties.get("RETRY_TOPIC") == TOPIC and m.tags == "TagD" and m.properties.get("k") == "v"
     r = await pop_api.pop_message(conn, "dlq-g", TOPIC, 0, invisible_ms=1000, poll_ms=1500)
     assert r.messages == [], "a dead-lettered message is not delivered again"
+
+
+async def _popped(conn: Connection, group: str, invisible_ms: int) -> pop_api.PopResult | None:
+    """A POP of queue 0 of TOPIC that brought something (None when it brought nothing)."""
+    r = await pop_api.pop_message(conn, group, TOPIC, 0, max_nums=32, invisible_ms=invisible_ms)
+    return r if r.messages else None
 
 
 async def _has_topic(conn: Connection, topic: str) -> bool:
@@ -229,7 +236,8 @@ async def test_a_pop_of_queue_minus_one_takes_from_every_queue_and_waits_on_all(
     r = await pop_api.pop_message(conn, "any", TOPIC, -1, max_nums=32, invisible_ms=5000)
     assert sorted(m.message.body for m in r.messages) == [b"q0", b"q1", b"q2", b"q3"]
     task = asyncio.create_task(pop_api.pop_message(conn, "any", TOPIC, -1, invisible_ms=5000, poll_ms=8000))
-    await asyncio.sleep(0.5)
+    await quiet_period(0.5, "a long-polling pop of every queue answering with nothing before its time",
+                       unchanged=task.done)  # fmt: skip
     assert not task.done(), "a long-polling pop of every queue answered with nothing before its time"
     await wire.send_message(await open_conn(broker), TOPIC, b"late", queue_id=3)
     late = await asyncio.wait_for(task, 5)

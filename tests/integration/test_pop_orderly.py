@@ -21,6 +21,7 @@ from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic, eventually, pull_all
 from tests.integration.test_cli import run_cli
 from tests.support import wire
+from tests.support.quiet import quiet_period
 
 TOPIC = "FifoTopic"
 
@@ -86,10 +87,10 @@ async def test_a_long_polling_orderly_pop_gets_the_next_message_when_the_batch_i
     assert _got(out) == [("x0", 1), ("x1", 1)], "a POP of queue -1 takes from an unlocked queue"
     waiting = asyncio.create_task(_pop(conn, "lp", -1, poll_ms=20_000))
     await _send(conn, 0, ["x2"])
-    await asyncio.sleep(1.0)
+    await quiet_period(1.0, "x2 handed out while x0, x1 lock the queue", unchanged=waiting.done)
     assert not waiting.done(), "x2 must wait for x0, x1: the locked queue hands out nothing"
     await pop_api.ack_message(conn, "lp", out.messages[0].handle)
-    await asyncio.sleep(0.5)
+    await quiet_period(0.5, "x2 handed out while x1 is still out", unchanged=waiting.done)
     assert not waiting.done(), "x1 is still out"
     await pop_api.ack_message(conn, "lp", out.messages[1].handle)
     # the poll time is 20 s: an answer within 10 s comes from the ack that freed the queue

@@ -1,14 +1,17 @@
-"""Every ```python block of the README runs as printed, against a real ``sievemq dev`` (issue 16.6).
+"""Every ```python block of the README and of the documentation's pages that hold runnable examples (``PAGES``)
+runs as printed, against a real ``sievemq dev`` (issue 16.6; issue 27 moved most of them from the README to
+``docs/``).
 
-The blocks are found anew on every run, so a section someone adds is checked too. They run in README order, one
-process each, with their addresses as printed (``127.0.0.1:9876``, ``10911``, ``8081``): ``sievemq dev`` runs on
-those default ports inside a network namespace of this test (only a loopback), so nothing else on the machine is
-touched. Where namespaces cannot be made (not root, no iproute2) the tests fail and say so: CI runs as root with
-iproute2, and no README block may pass unrun.
+The blocks are found anew on every run, so a section someone adds is checked too; a page of ``docs/`` with a
+```python block that is neither in ``PAGES`` nor in ``NOT_RUN`` fails the test, so a block cannot move out of reach.
+They run page by page in ``PAGES`` order, each page's blocks in its order, one process each, with their addresses
+as printed (``127.0.0.1:9876``, ``10911``, ``8081``): ``sievemq dev`` runs on those default ports inside a network
+namespace of this test (only a loopback), so nothing else on the machine is touched. Where namespaces cannot be
+made (not root, no iproute2) the tests fail and say so: CI runs as root with iproute2, and no block may pass unrun.
 
-The "Filter server" section's ``sievemq dev --filtersrv 1 ...`` command runs as printed too, its module where the
-README puts it (``/opt/filters``: a folder of the test bound there in a mount namespace of its own), and the
-section's client block consumes through it (``test_the_filter_server_command_runs_as_printed``).
+The "Filter server" section's ``sievemq dev --filtersrv 1 ...`` command (docs/filtering.md) runs as printed too, its
+module where the page puts it (``/opt/filters``: a folder of the test bound there in a mount namespace of its own),
+and the section's client block consumes through it (``test_the_filter_server_command_runs_as_printed``).
 
 Blocks that import RocketMQ's clients run with that client's interpreter from the interop install
 (``rocketmq.client``: the C++ core, rocketmq-client-python; ``rocketmq``: the 5.x client). What else a block needs
@@ -43,7 +46,23 @@ import pytest
 from tests.interop.clients import ensure_clients_installed, interop_dir
 from tests.support.netns import NoNamespaces, loopback_only
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+PAGES = (
+    "README.md",
+    "docs/clients.md",
+    "docs/messaging.md",
+    "docs/filtering.md",
+    "docs/operations.md",
+    "docs/monitoring.md",
+    "docs/securing.md",
+)
+"""The documents whose ```python blocks run, in this order (paths from the repository's root)."""
+NOT_RUN = {
+    "docs/internal/contracts.md": "sketches of the interfaces agreed between the parts of the code base, not programs",
+}
+"""Pages of docs/ whose ```python blocks are not programs, and why."""
+FILTER_SERVER_PAGE = "docs/filtering.md"
 DEFAULT_PORTS = (9876, 10911, 8081)
 BLOCK_TIMEOUT = 120.0
 UPLOAD_ACCOUNT, UPLOAD_SECRET = "shop-team", "readme-upload-secret"
@@ -58,11 +77,18 @@ _MARKER = re.compile(r"^<!--\s*readme-test:\s*(file|run|needs)\s+(.*?)\s*-->$")
 
 @dataclass
 class Block:
-    """One ```python block: where it starts (1-based line of the fence), its code, the markers before it."""
+    """One ```python block: where it starts (its page, the 1-based line of the fence), its code, the markers before
+    it."""
 
     line: int
     code: str
     markers: list[tuple[str, str]] = field(default_factory=list)
+    page: str = "README.md"
+
+    @property
+    def where(self) -> str:
+        """``page line N``, for messages."""
+        return f"{self.page} line {self.line}"
 
     def marked(self, kind: str) -> list[str]:
         return [v for k, v in self.markers if k == kind]
@@ -77,8 +103,9 @@ class Block:
         return None
 
 
-def readme_blocks(text: str) -> list[Block]:
-    """The ```python blocks of ``text`` with the ``readme-test`` markers on the lines right before each."""
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
+    """The ```python blocks of ``text`` (the document ``page``) with the ``readme-test`` markers on the lines right
+    before each."""
     lines = text.splitlines()
     out: list[Block] = []
     i = 0
@@ -90,7 +117,7 @@ def readme_blocks(text: str) -> list[Block]:
                 markers.insert(0, (m.group(1), m.group(2)))
                 j -= 1
             end = next(k for k in range(i + 1, len(lines)) if lines[k].strip() == "```")
-            out.append(Block(i + 1, "\n".join(lines[i + 1 : end]) + "\n", markers))
+            out.append(Block(i + 1, "\n".join(lines[i + 1 : end]) + "\n", markers, page))
             i = end
         i += 1
     return out
@@ -102,7 +129,21 @@ def _unknown_markers(text: str) -> list[str]:
     ]
 
 
-BLOCKS = readme_blocks(README.read_text())
+def page_text(page: str) -> str:
+    """The text of a document of ``PAGES`` (a path from the repository's root)."""
+    return (REPO / page).read_text(encoding="utf-8")
+
+
+def pages_with_python_blocks() -> set[str]:
+    """The pages of docs/ that hold a ```python block (paths from the repository's root)."""
+    return {
+        str(path.relative_to(REPO))
+        for path in (REPO / "docs").rglob("*.md")
+        if any(line.strip() == "```python" for line in path.read_text(encoding="utf-8").splitlines())
+    }
+
+
+BLOCKS = [block for page in PAGES for block in readme_blocks(page_text(page), page)]
 
 
 # ------------------------------------------------------------------------------------------------ the server
@@ -122,7 +163,7 @@ def own_loopback(label: str) -> Iterator[list[str]]:
     try:
         prefix = stack.enter_context(loopback_only(label))
     except NoNamespaces as e:
-        pytest.fail(f"the README's commands run sievemq dev on its default ports {DEFAULT_PORTS}, which needs a "
+        pytest.fail(f"the documents' snippets run sievemq dev on its default ports {DEFAULT_PORTS}, which needs a "
                     f"network namespace of this test's own, and none can be made here: {e}. Run the tests as root "
                     "with iproute2 (ip) installed, as CI does.")  # fmt: skip
     with stack:
@@ -145,7 +186,7 @@ def _wait_log(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: floa
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a ``sievemq dev`` started by a README test: SIGTERM, SIGKILL after 30 s."""
+    """Stop a ``sievemq dev`` started by a snippet test: SIGTERM, SIGKILL after 30 s."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -194,7 +235,7 @@ def run_block(srv: Env, block: Block) -> subprocess.CompletedProcess[str]:
     python = sys.executable
     if block.client is not None:
         python = str(interop_dir() / INTERPRETERS[block.client] / "bin" / "python")
-    script = srv.work / f"readme_line_{block.line}.py"
+    script = srv.work / f"{Path(block.page).stem.lower().replace('-', '_')}_line_{block.line}.py"
     script.write_text(block.code)
     try:
         return subprocess.run([*srv.prefix, python, script.name], cwd=srv.work, env=srv.env, capture_output=True,
@@ -204,22 +245,29 @@ def run_block(srv: Env, block: Block) -> subprocess.CompletedProcess[str]:
 
 
 # ------------------------------------------------------------------------------------------------ the tests
-def test_the_readme_has_python_blocks_and_only_known_markers() -> None:
-    assert len(BLOCKS) >= 10, [b.line for b in BLOCKS]
-    assert not _unknown_markers(README.read_text()), "a readme-test marker this test does not understand"
+def test_the_pages_have_python_blocks_and_only_known_markers() -> None:
+    assert len(BLOCKS) >= 10, [b.where for b in BLOCKS]
+    assert all(readme_blocks(page_text(page)) for page in PAGES), "a page of PAGES without a ```python block"
+    for page in PAGES:
+        assert not _unknown_markers(page_text(page)), f"{page}: a readme-test marker this test does not understand"
+
+
+def test_every_page_with_python_blocks_is_run() -> None:
+    unlisted = pages_with_python_blocks() - set(PAGES) - set(NOT_RUN)
+    assert not unlisted, f"pages with ```python blocks that this test does not run: {sorted(unlisted)}; add to PAGES"
+    assert set(NOT_RUN) <= pages_with_python_blocks(), "NOT_RUN names a page without ```python blocks"
 
 
 def _param(block: Block) -> object:
     marks = [pytest.mark.interop] if block.client else []
-    return pytest.param(block, id=f"line{block.line}", marks=marks)
+    return pytest.param(block, id=f"{block.page}:line{block.line}", marks=marks)
 
 
 @pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
 def test_readme_python_block_runs_as_printed(server: Env, block: Block) -> None:
     for need in block.marked("needs"):
         assert need in PROVIDED, (
-            f"README line {block.line} needs {need!r}, which this test does not provide ({sorted(PROVIDED)}): "
-            "provide it here, or mark the block with readme-test: skip and the reason"
+            f"{block.where} needs {need!r}, which this test does not provide ({sorted(PROVIDED)}): provide it here"
         )
     if block.marked("file"):
         py_compile.compile(str(server.work / block.marked("file")[0]), doraise=True)
@@ -228,13 +276,13 @@ def test_readme_python_block_runs_as_printed(server: Env, block: Block) -> None:
         ensure_clients_installed()
     for command in block.marked("run"):
         words = command.split()
-        assert words[0] == "sievemq", f"README line {block.line}: only sievemq commands can be run first"
+        assert words[0] == "sievemq", f"{block.where}: only sievemq commands can be run first"
         res = subprocess.run([*server.prefix, sys.executable, "-m", "sievemq.cli", *words[1:]], cwd=server.work,
                              env=server.env, capture_output=True, text=True, timeout=60)  # fmt: skip
-        assert res.returncode == 0, f"README line {block.line}: `{command}` failed:\n{res.stdout}{res.stderr}"
+        assert res.returncode == 0, f"{block.where}: `{command}` failed:\n{res.stdout}{res.stderr}"
     res = run_block(server, block)
     assert res.returncode == 0, (
-        f"README line {block.line} ({block.client or 'sievemq'}) exited with {res.returncode}\n"
+        f"{block.where} ({block.client or 'sievemq'}) exited with {res.returncode}\n"
         f"--- stdout\n{res.stdout[-5000:]}\n--- stderr\n{res.stderr[-5000:]}"
     )
 
@@ -246,9 +294,9 @@ def test_a_broken_block_fails(server: Env) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the filter server
-def _section(title: str) -> tuple[int, int]:
-    """The README's lines (1-based, first and last) of the section headed ``## title``."""
-    lines = README.read_text().splitlines()
+def _section(page: str, title: str) -> tuple[int, int]:
+    """The lines (1-based, first and last) of ``page``'s section headed ``## title``."""
+    lines = page_text(page).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"## {title}"))
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     return start + 1, end
@@ -256,8 +304,8 @@ def _section(title: str) -> tuple[int, int]:
 
 def filter_server_command() -> list[str]:
     """The "Filter server" section's ``sievemq dev --filtersrv ...`` line as its words (the comment left out)."""
-    first, last = _section("Filter server")
-    lines = README.read_text().splitlines()[first - 1 : last]
+    first, last = _section(FILTER_SERVER_PAGE, "Filter server")
+    lines = page_text(FILTER_SERVER_PAGE).splitlines()[first - 1 : last]
     (line,) = [x for x in lines if x.startswith("sievemq dev --filtersrv")]
     return shlex.split(line, comments=True)
 
@@ -272,16 +320,16 @@ def test_the_filter_server_command_runs_as_printed(tmp_path: Path) -> None:
     command = filter_server_command()
     assert command[:2] == ["sievemq", "dev"] and "--filtersrv" in command, command
     paths = Path(command[command.index("--filter-paths") + 1])
-    first, last = _section("Filter server")
-    in_section = [b for b in BLOCKS if first <= b.line <= last]
+    first, last = _section(FILTER_SERVER_PAGE, "Filter server")
+    in_section = [b for b in BLOCKS if b.page == FILTER_SERVER_PAGE and first <= b.line <= last]
     (module,) = [b for b in in_section if b.marked("file")]
     target = paths / module.marked("file")[0]
-    assert str(target) in module.code, f"the README's module says it is {target}"
+    assert str(target) in module.code, f"{module.where}: the module says it is {target}"
     (client,) = [b for b in in_section if "Selector.function(" in b.code and not b.markers]
-    # The module goes where the README says, in a folder of this test bound over paths' parent in a mount namespace
+    # The module goes where the page says, in a folder of this test bound over paths' parent in a mount namespace
     # of the command's own: the machine's own folder is not touched.
     outside = paths.parent
-    assert outside.is_dir(), f"{outside} (where the README's --filter-paths is) must exist to be bound over"
+    assert outside.is_dir(), f"{outside} (where the page's --filter-paths is) must exist to be bound over"
     bound = tmp_path / "bound"
     (bound / target.relative_to(outside)).parent.mkdir(parents=True)
     (bound / target.relative_to(outside)).write_text(module.code)
@@ -303,7 +351,7 @@ def test_the_filter_server_command_runs_as_printed(tmp_path: Path) -> None:
                                   capture_output=True, text=True, timeout=60)  # fmt: skip
             assert made.returncode == 0, made.stderr
             res = run_block(Env(prefix, run, env), client)
-            assert res.returncode == 0, f"README line {client.line}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+            assert res.returncode == 0, f"{client.where}:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
             printed = [body for line in res.stdout.splitlines() if line.startswith("[b")
                        for body in ast.literal_eval(line)]  # fmt: skip
             assert printed == [b'{"region": "eu", "total": 250}'], f"only the big EU order: {res.stdout}"

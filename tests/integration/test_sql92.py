@@ -12,6 +12,7 @@ import orjson
 
 from sievemq.client import api
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic
@@ -106,7 +107,7 @@ async def test_bad_expressions_get_subscription_parse_failed_with_position(
     for bad, hint in [("a > ", "column"), ("a = 1 b", "column"), ("a > 0.0", "column"), ("a LIKE", "column")]:
         r = await api.pull_message(conn, "g", "Orders", 0, 0, subscription=bad, expression_type="SQL92")
         assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED, (bad, r.code, r.remark)
-        assert r.remark and hint in r.remark, r.remark
+        assert r.remark and hint in r.remark, r.remark  # the remark says where the expression is wrong
     body = orjson.dumps(
         {
             "clientId": "c1",
@@ -132,7 +133,7 @@ async def test_property_filter_can_be_switched_off(cluster: Cluster, open_conn: 
     conn = await open_conn(b)
     await create_topic(conn, "Orders", 1)
     r = await api.pull_message(conn, "g", "Orders", 0, 0, subscription=EXPR, expression_type="SQL92")
-    assert r.code == ResponseCode.SYSTEM_ERROR and "SQL92" in (r.remark or "")
+    assert (r.code, r.reason) == (ResponseCode.SYSTEM_ERROR, Reason.SQL92_DISABLED), (r.code, r.remark)
 
 
 async def test_heartbeat_filter_serves_pulls_without_expression_and_survives_restart(

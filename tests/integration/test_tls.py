@@ -18,6 +18,7 @@ from sievemq.remoting.connection import connect
 from sievemq.remoting.tls import ClientTls
 from tests.dashboard.conftest import get
 from tests.integration.conftest import Cluster
+from tests.integration.helpers import eventually
 from tests.integration.test_cli import run_cli
 from tests.integration.test_tls_loops import closed_after
 from tests.support.certs import Certs, make_certs
@@ -125,8 +126,7 @@ async def test_client_certificates_required(cluster: Cluster, certs: Certs) -> N
                                           tls_key_file=str(certs.rogue_client.key))):  # fmt: skip
         with pytest.raises(SieveError):  # TLS 1.3: the refusal arrives after the client's side of the handshake
             await produce(ns, "Mutual", [b"unsigned"], **tls)
-    await asyncio.sleep(0.2)
-    assert log_lines(ns, "TLS handshake failed") >= 1, ns.log()
+    await eventually(lambda: log_lines(ns, "TLS handshake failed") >= 1, timeout=10, what="the refusal in the log")
 
 
 async def test_cli_over_tls(cluster: Cluster, certs: Certs) -> None:

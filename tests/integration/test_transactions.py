@@ -18,6 +18,7 @@ from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, create_topic, eventually, pull_all
 from tests.support import wire
 from tests.support.procs import Proc
+from tests.support.quiet import quiet_period
 
 TOPIC = "TxTopic"
 FAST_CHECKS = ("--transaction-timeout", "300", "--transaction-check-interval", "400", "--transaction-check-max", "3")
@@ -107,7 +108,7 @@ async def test_unknown_then_the_check_back_commits(cluster: Cluster, open_conn: 
         assert await _bodies(open_conn, broker) == []
         await eventually(lambda: len(checked) >= 2, timeout=10.0, what="both transactions checked")
         await eventually(lambda: _has(open_conn, broker, [b"yes"]), timeout=5.0, what="the committed message")
-        await asyncio.sleep(1.5)  # further rounds: settled transactions are not checked again
+        await quiet_period(1.5, "a check of a settled transaction in further rounds", unchanged=lambda: len(checked))
     assert sorted(c or "" for c in checked) == sorted([yes.send.msg_id, checked[1] or ""])
     assert len(checked) == 2, checked
     assert await _bodies(open_conn, broker) == [b"yes"]
@@ -135,7 +136,8 @@ async def test_a_silent_producer_is_checked_check_max_times_then_rolled_back(
     async with TransactionProducer(ns.addr, "tx-silent", check_listener=silent) as p:
         r = await p.send_in_transaction(Message(TOPIC, b"never"), unknown)
         await eventually(lambda: "rolled back" in broker.log(), timeout=15.0, what="the broker's rollback")
-        await asyncio.sleep(1.0)
+        await eventually(lambda: len(checks) >= 3, timeout=5.0, what="the checks before the rollback")
+        await quiet_period(1.0, "a check after the rollback", unchanged=lambda: len(checks))
     assert len(checks) == 3, f"checked {len(checks)} times, transactionCheckMax is 3"
     assert all(b - a >= 0.3 for a, b in itertools.pairwise(checks)), checks
     conn = await open_conn(broker)
@@ -168,7 +170,7 @@ async def test_kill9_between_half_message_and_commit_is_resolved_by_the_check_af
     async with TransactionProducer(ns.addr, "tx-crash", check_listener=late_commit, topics=[TOPIC]):
         await eventually(lambda: _has(open_conn, broker, [b"settled-before", b"open-at-kill"]), timeout=20.0,
                          what="the open transaction committed by the check after the restart")  # fmt: skip
-        await asyncio.sleep(1.5)
+        await quiet_period(1.5, "a second copy of either message (a transaction settled twice)")
     got = await pull_all(await open_conn(broker), TOPIC, 0)
     assert [m.uniq_key for m in got] == [committed.send.msg_id, open_one.send.msg_id]
 

@@ -88,7 +88,12 @@ async def test_the_listener_consumes_the_message_again_and_offsets_stay(namesrv:
     consumer, got = await _started(namesrv, group, topic)
     try:
         await eventually(lambda: b"first" in got.bodies and b"boom" in got.bodies, what="consumed once")
-        await asyncio.sleep(0.5)  # commits settle
+
+        async def committed() -> bool:  # each message done (CR_LATER and a failure go to the retry topic)
+            queues = [q for q in (await group_progress(admin, group)).queues if q.topic == topic]
+            return bool(queues) and all(q.lag == 0 for q in queues)
+
+        await eventually(committed, timeout=15, what="the group's offsets at the end of the topic")
         before = [(q.queue_id, q.consumer_offset) for q in (await group_progress(admin, group)).queues
                   if q.topic == topic]  # fmt: skip
         seen = len(got.bodies)

@@ -17,10 +17,13 @@ import pytest
 from sievemq import Message, Producer
 from sievemq.admin.api import AdminClient
 from sievemq.admin.progress import group_progress
+from sievemq.client import api
+from sievemq.remoting.connection import connect
 from tests.interop.clients import DriverProcess, start_driver, unique_name
 from tests.interop.conftest import dev_and_proxy
 from tests.interop.test_against_sievemq import consume_args, create_topic, ns, produce, received_keys
 from tests.support.procs import Proc
+from tests.support.quiet import quiet_period_blocking
 
 pytestmark = pytest.mark.interop
 
@@ -48,6 +51,20 @@ def _lag(dev: Proc, group: str, topic: str) -> int:
     return asyncio.run(go())
 
 
+def _started(dev: Proc, group: str, topic: str, queues: int) -> bool:
+    """Whether the broker holds a start offset of ``group`` for every queue of ``topic``."""
+
+    async def go() -> bool:
+        conn = await connect("127.0.0.1", dev.port)
+        try:
+            return all([await api.query_offset(conn, group, topic, q, zero_if_not_found=False) >= 0
+                        for q in range(queues)])  # fmt: skip
+        finally:
+            conn.close()
+
+    return asyncio.run(go())
+
+
 def _wait(what: str, probe: object, c: DriverProcess, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -71,7 +88,7 @@ def test_a_running_4x_consumer_consumes_again_after_a_reset(cluster: tuple[Proc,
         out = _reset(dev, group, topic)
         assert "told 1 online consumer(s)" in out, out
         _wait("every message received again", lambda: set(received_keys(c.events).values()) == {2}, c)
-        time.sleep(2)
+        quiet_period_blocking(2.0, "no third delivery", unchanged=lambda: received_keys(c.events))
     finally:
         c.stop()
     assert received_keys(c.events) == Counter({f"r{i}": 2 for i in range(n)}), c.describe()
@@ -85,7 +102,8 @@ def test_a_running_5x_push_consumer_consumes_again_after_a_reset(cluster: tuple[
                               "--count", str(2 * n), "--timeout", "90"])  # fmt: skip
     try:
         c.wait_for("ready", timeout=90)
-        time.sleep(2)  # the group's first heartbeat sets where it starts
+        # the group's first heartbeat (through the proxy) sets where it starts: the messages sent next are its own
+        _wait("the group's start on the topic", lambda: _started(dev, group, topic, queues=2), c)
 
         async def send() -> None:
             async with Producer(ns(dev), unique_name("P")) as p:

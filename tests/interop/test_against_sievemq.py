@@ -7,21 +7,24 @@ and consume through ``sievemq dev``; every test asserts on what the clients them
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sievemq.admin.api import AdminClient
 from sievemq.client import api
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.connection import connect
 from tests.interop.clients import run_driver, start_driver, unique_name
 from tests.support.procs import Proc, dev_proc
+from tests.support.quiet import quiet_period
 
 pytestmark = pytest.mark.interop
 
@@ -116,6 +119,46 @@ def consume_args(
 
 def received_keys(events: list[dict]) -> Counter[str]:
     return Counter(str(e["keys"]) for e in events if e.get("event") == "received")
+
+
+def wait_until(probe: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+    """Poll ``probe`` until it is true; AssertionError with ``what()`` (the state last seen) after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < deadline, f"not reached within {timeout}s: {what()}"
+        time.sleep(0.1)
+
+
+def queue_holders(p: Proc, group: str, topic: str) -> dict[str, list[int]]:
+    """The group's clients and the queues of ``topic`` each pulled last (as the broker saw them)."""
+
+    async def go() -> dict[str, list[int]]:
+        async with AdminClient(ns(p)) as admin:
+            statuses = await admin.group_status(group)
+        return {c["clientId"]: [q for t, q in c["queues"] if t == topic] for st in statuses for c in st["clients"]}
+
+    return asyncio.run(go())
+
+
+def wait_queues_shared(p: Proc, group: str, topic: str, clients: int, queues: int = 4, timeout: float = 90.0) -> None:
+    """Until ``clients`` clients of the group pull ``topic``, each some of its queues and together all of them (their
+    rebalance handed the queues out)."""
+
+    def shared(holders: dict[str, list[int]]) -> bool:
+        taken = [qs for qs in holders.values() if qs]
+        return len(taken) == clients and set().union(*taken) == set(range(queues))
+
+    wait_until(lambda: shared(queue_holders(p, group, topic)), timeout,
+               lambda: f"queues of {topic} by client: {queue_holders(p, group, topic)}")  # fmt: skip
+
+
+def committed_on_disk(offsets_file: Path, topic: str, group: str) -> int:
+    """The sum of the group's offsets of ``topic`` in a broker's ``consumerOffset.json`` (0 before it exists)."""
+    try:
+        table = json.loads(offsets_file.read_text())["offsetTable"]
+    except FileNotFoundError:
+        return 0
+    return sum(table.get(f"{topic}@{group}", {}).values())
 
 
 def test_rocketmq_client_python_tags_keys_properties(dev: Proc) -> None:
@@ -219,7 +262,7 @@ def test_rebalance_three_consumers_delivers_every_message(dev: Proc) -> None:
     try:
         for c in consumers:
             c.wait_for("started", timeout=60)
-        time.sleep(3)  # let the three rebalance onto the 4 queues
+        wait_queues_shared(dev, group, topic, clients=3)
         produce("rmqcp", dev, topic, n, "TagA", "r")
         deadline = time.monotonic() + 90
         union: set[str] = set()
@@ -228,7 +271,6 @@ def test_rebalance_three_consumers_delivers_every_message(dev: Proc) -> None:
             if len(union) >= n:
                 break
             time.sleep(0.5)
-        time.sleep(2)
     finally:
         for c in consumers:
             c.stop()
@@ -246,7 +288,10 @@ def test_consumers_resume_from_committed_offsets_after_kill9(tmp_path: Path, int
         first = run_driver("rmqcp", consume_args(p, topic, group, "*", 20, linger=1), timeout=150)
         assert first.returncode == 0, first.describe()
         assert set(received_keys(first.of("received"))) == {f"a{i}" for i in range(20)}
-        time.sleep(2.5)  # offsets the consumer committed at shutdown reach disk within a second
+        # the offsets it committed (the last ones oneway, at its shutdown) are on disk before the kill
+        offsets_file = tmp_path / "dev-data" / "config" / "consumerOffset.json"
+        wait_until(lambda: committed_on_disk(offsets_file, topic, group) == 20, 30.0,
+                   lambda: f"offsets on disk {committed_on_disk(offsets_file, topic, group)} of 20")  # fmt: skip
         p.kill9()
         p.start()
         assert total_messages(p, topic) == 20  # every acknowledged message survived
@@ -293,7 +338,7 @@ def test_sievemq_client_consumes_what_real_clients_produce(dev: Proc, kind: str)
             deadline = time.monotonic() + 30
             while len({m.keys[0] for m in got}) < 3 and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
-            await asyncio.sleep(1.0)
+            await quiet_period(1.0, "no TagB message and no redelivery", unchanged=lambda: len(got))
         finally:
             await c.close()
         return got

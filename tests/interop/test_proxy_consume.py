@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 from sievemq import Message, Producer
+from sievemq.cli.devcert import dev_certificate
 from sievemq.client import api
-from sievemq.devcert import dev_certificate
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.protocol.message import MessageExt
 from sievemq.protocol.reasons import Reason

@@ -13,7 +13,8 @@ a proxy that pops the whole broker for it, as RocketMQ's does.
 
 More of the Node client: its delay, FIFO and transactional messages in test_proxy_node_produce.py; its
 SimpleConsumer's changeInvisibleDuration, dead letters and subscription consistency in test_proxy_node_consume.py;
-its Producer read by the C++ core and ali-ons in test_proxy_cross.py; the README's example in test_readme_node.py."""
+its Producer read by the C++ core and ali-ons in test_proxy_cross.py; docs/clients.md's example in
+test_readme_node.py."""
 
 from __future__ import annotations
 

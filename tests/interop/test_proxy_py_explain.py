@@ -1,4 +1,4 @@
-"""``sievemq explain`` (README "Filtering") on messages the real 5.x Python client (rocketmq-python-client 5.1.2)
+"""``sievemq explain`` (docs/filtering.md) on messages the real 5.x Python client (rocketmq-python-client 5.1.2)
 sent through ``sievemq proxy``: for a SQL92 selector and for a tag expression, the counts it reports, and the
 messages it says match, are what a 5.x SimpleConsumer of that selector receives (docs/proxy.md §5, docs/pop.md)."""
 

@@ -1,6 +1,6 @@
-"""The ```js blocks of the README's "RocketMQ 5.x clients" section run as printed with the real Node.js 5.x client
-(rocketmq-client-nodejs 1.0.8 from the interop install) against a real ``sievemq dev``: the Node.js twin of
-tests/integration/test_readme.py, which runs the README's ```python blocks.
+"""The ```js blocks of the "RocketMQ 5.x clients" section (docs/clients.md, the README's until issue 27) run as
+printed with the real Node.js 5.x client (rocketmq-client-nodejs 1.0.8 from the interop install) against a real
+``sievemq dev``: the Node.js twin of tests/integration/test_readme.py, which runs the ```python blocks.
 
 The blocks are found anew on every run. They use the addresses as printed (the proxy of ``sievemq dev`` on
 ``127.0.0.1:8081``): ``sievemq dev`` runs on its default ports inside a network namespace of this test (only a
@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_readme import DEFAULT_PORTS, README, _stop, _wait_log
+from tests.integration.test_readme import DEFAULT_PORTS, REPO, _stop, _wait_log
 from tests.interop.clients import interop_dir, node_bin
 from tests.support.netns import NoNamespaces, loopback_only
 
 pytestmark = pytest.mark.interop
 
+PAGE = REPO / "docs" / "clients.md"
 SECTION = "## RocketMQ 5.x clients"
 BLOCK_TIMEOUT = 120.0
 
@@ -67,7 +68,7 @@ def sent_bodies(code: str) -> list[str]:
     return re.findall(r"Buffer\.from\('([^']*)'\)", code)
 
 
-BLOCKS = section_js_blocks(README.read_text())
+BLOCKS = section_js_blocks(PAGE.read_text(encoding="utf-8"))
 
 
 @dataclass
@@ -85,7 +86,7 @@ def namespace() -> Iterator[list[str]]:
     try:
         prefix = stack.enter_context(loopback_only("rj"))
     except NoNamespaces as e:
-        pytest.fail(f"the README's block uses sievemq dev's default ports {DEFAULT_PORTS}, which needs a network "
+        pytest.fail(f"the page's block uses sievemq dev's default ports {DEFAULT_PORTS}, which needs a network "
                     f"namespace of this test's own, and none can be made here: {e}", pytrace=False)  # fmt: skip
     with stack:
         yield prefix
@@ -127,7 +128,7 @@ def run_js(srv: Server, block: JsBlock) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_section_has_a_js_block_that_sends_to_a_topic() -> None:
-    assert BLOCKS, f"no ```js block in the README's {SECTION!r} section"
+    assert BLOCKS, f"no ```js block in the {SECTION!r} section of {PAGE.name}"
     assert all(producer_topics(b.code) and sent_bodies(b.code) for b in BLOCKS), [b.line for b in BLOCKS]
 
 
@@ -139,7 +140,7 @@ def test_readme_js_block_runs_as_printed(server: Server, block: JsBlock) -> None
                              timeout=60)  # fmt: skip
         assert res.returncode == 0, f"`sievemq topic create {topic}` failed:\n{res.stdout}{res.stderr}"
     res = run_js(server, block)
-    why = f"README line {block.line} exited with {res.returncode}\n--- stdout\n{res.stdout[-5000:]}\n"
+    why = f"{PAGE.name} line {block.line} exited with {res.returncode}\n--- stdout\n{res.stdout[-5000:]}\n"
     why += f"--- stderr\n{res.stderr[-5000:]}"
     assert res.returncode == 0, why
     printed = res.stdout.splitlines()

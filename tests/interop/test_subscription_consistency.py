@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
+from tests.interop.test_against_sievemq import queue_holders, wait_until
 from tests.support.procs import Proc, dev_proc
+from tests.support.quiet import quiet_period_blocking
 
 pytestmark = pytest.mark.interop
 
@@ -88,7 +90,21 @@ def ons_consumer(p: Proc, topic: str, group: str, expr: str) -> DriverProcess:
     )
 
 
-def run_scenario(p: Proc) -> tuple[set[str], set[str], str]:
+def queues_settled(p: Proc, group: str, topic: str, shared: bool) -> None:
+    """Until both consumers are in the group and its queues are where the mode puts them: all pulled by one client
+    (strict: the inconsistent one is left out), or some by each (rocketmq: shared out regardless)."""
+
+    def settled(holders: dict[str, list[int]]) -> bool:
+        sizes = sorted(len(qs) for qs in holders.values())
+        if len(sizes) != 2 or set().union(*holders.values()) != set(range(4)):
+            return False
+        return sizes[0] > 0 if shared else sizes == [0, 4]
+
+    wait_until(lambda: settled(queue_holders(p, group, topic)), 60.0,
+               lambda: f"queues of {topic} by client: {queue_holders(p, group, topic)}")  # fmt: skip
+
+
+def run_scenario(p: Proc, shared: bool) -> tuple[set[str], set[str], str]:
     topic, group = unique_name("T"), unique_name("G")
     cli(p, "topic", "create", topic, "-q", "4")
     ab = ons_consumer(p, topic, group, "TagA || TagB")
@@ -97,7 +113,7 @@ def run_scenario(p: Proc) -> tuple[set[str], set[str], str]:
         ab.wait_for("started", timeout=60)
         c = ons_consumer(p, topic, group, "TagC")
         c.wait_for("started", timeout=60)
-        time.sleep(4)  # a few rebalance rounds
+        queues_settled(p, group, topic, shared)
         sent = run_driver(
             "rmqcp",
             [
@@ -120,7 +136,8 @@ def run_scenario(p: Proc) -> tuple[set[str], set[str], str]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and {e["keys"] for e in ab.of("received")} < WANT_AB:
             time.sleep(0.5)
-        time.sleep(3)
+        quiet_period_blocking(3.0, "no more messages to either consumer",
+                              unchanged=lambda: (len(ab.of("received")), len(c.of("received"))))  # fmt: skip
         status = cli(p, "group", "status", group)
         status_json = cli(p, "group", "status", group, "--json")
     finally:  # the inconsistent one first: once the group's only other member left, it would be consistent and
@@ -135,7 +152,7 @@ def run_scenario(p: Proc) -> tuple[set[str], set[str], str]:
 
 def test_strict_loses_nothing_and_reports_the_inconsistent_client(dev_factory: Any) -> None:
     p = dev_factory("strict")
-    got_ab, got_c, status = run_scenario(p)
+    got_ab, got_c, status = run_scenario(p, shared=False)
     assert got_ab == WANT_AB, status
     assert got_c == set(), "the inconsistent consumer must get no queues"
     assert "INCONSISTENT" in status and "TagC" in status, status
@@ -147,7 +164,7 @@ def test_strict_loses_nothing_and_reports_the_inconsistent_client(dev_factory: A
 
 def test_rocketmq_mode_reproduces_the_loss(dev_factory: Any) -> None:
     p = dev_factory("rocketmq")
-    got_ab, got_c, status = run_scenario(p)
+    got_ab, got_c, status = run_scenario(p, shared=True)
     assert got_ab < WANT_AB, f"expected RocketMQ's loss, got every message: {status}"
     assert all(int(k[1:]) % 3 == 2 for k in got_c)
     assert "WILL be lost" in p.log()

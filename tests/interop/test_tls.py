@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sievemq import Message, Producer
-from sievemq.devcert import DEV_CERT
+from sievemq.cli.devcert import DEV_CERT
 from tests.interop.clients import run_driver, unique_name
 from tests.interop.test_against_sievemq import consume_args, create_topic, ns, produce, received_keys
 from tests.support.consume import consume

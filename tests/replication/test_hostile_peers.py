@@ -13,9 +13,15 @@ from sievemq.ha.wire import encode_report
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import connect
+from tests.support.quiet import quiet_period
 from tests.support.replica_sets import ReplicaSets, in_step, set_status, split_addr
 
 HUGE = 1 << 50
+
+
+async def master_state(namesrv: str) -> str:
+    """The master's state in ``sievemq cluster status`` ("serving", or "refusing writes: <why>")."""
+    return str((await set_status(namesrv))[0]["state"])
 
 
 async def test_claims_of_more_data_from_strangers_do_not_stop_writes(rsets: ReplicaSets) -> None:
@@ -38,7 +44,10 @@ async def test_claims_of_more_data_from_strangers_do_not_stop_writes(rsets: Repl
         reader, writer = await asyncio.open_connection(master.host, ha_port)
         writer.write(encode_report(HUGE))
         await writer.drain()
-        await asyncio.sleep(2.0)  # time for the master to ask its slave (and find it not ahead)
+        # the master asks its slave (which is not ahead) and goes on serving: no state to wait for, only a refusal
+        # of writes that must not come
+        await quiet_period(2.0, "the master refusing writes after a stranger's claim",
+                           unchanged=lambda: master_state(rsets.namesrv))  # fmt: skip
 
         assert (await p.send(Message("HostileT", b"after"))).status == SendStatus.SEND_OK
         try:  # a stranger claiming to be ahead is sent nothing of the log

@@ -6,7 +6,6 @@ Also: out-of-range numbers are refused at the edge (INVALID_HEADER) and can neve
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,9 @@ from sievemq.remoting.codes import RequestCode as C
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
+from sievemq.store.checkpoint import Checkpoint
 from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import create_topic
+from tests.integration.helpers import create_topic, eventually
 from tests.support import wire
 
 HOSTILE = ["..", "/x", "a/../..", "../x", "/", ".", "a\x00b", "x" * 300, "a\nb", "RealTopic\n", "%RETRY%..", "名字"]
@@ -83,6 +83,18 @@ NAMESRV_REQUESTS: list[tuple[int, dict[str, Any], Any]] = [
 ]  # fmt: skip
 
 
+async def _on_disk(conn: Connection, store: Path) -> bool:
+    """Whether what the broker wrote so far has all reached the disk, so that no flush round or config save is left
+    to change a file: the checkpoint covers the commit log's end for the commit log, the consume queues and the
+    index, and the topics file holds RealTopic."""
+    resp = await conn.request(RemotingCommand.request(C.GET_BROKER_RUNTIME_INFO, {}), 5.0)
+    end = int(orjson.loads(resp.body)["table"]["commitLogMaxOffset"])
+    cp = Checkpoint.decode((store / "checkpoint").read_bytes())
+    topics = store / "config" / "topics.json"
+    return (cp is not None and min(cp.physic_offset, cp.logics_offset, cp.index_offset) >= end
+            and topics.exists() and b"RealTopic" in topics.read_bytes())  # fmt: skip
+
+
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every path under ``root`` with its size and modification time (ns)."""
     out = {}
@@ -138,7 +150,7 @@ async def test_hostile_names_are_refused_and_touch_nothing(cluster: Cluster, ope
     await create_topic(conn, "RealTopic", queues=1)
     r = await wire.send_message(conn, "RealTopic", b"before", queue_id=0)
     assert r.code == ResponseCode.SUCCESS
-    await asyncio.sleep(1.2)  # let the periodic flush and offset persistence settle before the snapshot
+    await eventually(lambda: _on_disk(conn, store), timeout=20, interval=0.1, what="the send and the topic on disk")
     before = snapshot(store.parent)
 
     problems = await _walk(conn, BROKER_REQUESTS)

@@ -1,4 +1,4 @@
-"""Test certificates made on the fly (``sievemq.devcert.issue``, on the ``cryptography`` package): a CA, a server
+"""Test certificates made on the fly (``sievemq.cli.devcert.issue``, on the ``cryptography`` package): a CA, a server
 certificate for 127.0.0.1 signed by it, client certificates, and an unrelated CA that nobody trusts."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sievemq.devcert import Issued, issue
+from sievemq.cli.devcert import Issued, issue
 
 KEY_PASSWORD = "s3cret-pass"
 SERVER_HOSTS = ("127.0.0.1", "localhost")

@@ -16,10 +16,10 @@ from sievemq.acl.loader import CHECK_INTERVAL, AclFile
 from sievemq.acl.policy import Policy
 from sievemq.acl.strict import StrictPolicy
 from sievemq.errors import RemotingError
-from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
+from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
 
 log = logging.getLogger(__name__)
 

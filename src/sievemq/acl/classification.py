@@ -21,10 +21,6 @@ from sievemq.remoting.codes import RequestCode as C
 
 __all__ = ["BROKER", "BROKER_ADMIN_CODES", "FILTERSRV", "NAMESRV", "NAMESRV_ADMIN_CODES", "POLICIES"]
 
-UPDATE_BROKER_CONFIG = 25
-"""RocketMQ's admin code for broker settings (sievemq answers it with 3; listed so it stays admin-only)."""
-
-
 def _res(needs: Extractor, why: str, after_read: str = "") -> Rule:
     return Rule(Access.RESOURCES, needs, why=why, after_read=after_read)
 
@@ -90,7 +86,7 @@ BROKER_RULES: Mapping[int, Rule] = {
     C.UPDATE_AND_CREATE_TOPIC: _admin(
         "create or change a topic", "topic", "defaultTopic", "readQueueNums", "writeQueueNums", "perm",
         "topicFilterType", "topicSysFlag", "order", "attributes", "force"),
-    UPDATE_BROKER_CONFIG: _admin("broker settings (answered with 3)"),
+    C.UPDATE_BROKER_CONFIG: _admin("broker settings (answered with 3)"),
     C.DELETE_TOPIC_IN_BROKER: _admin("delete a topic", "topic"),
     C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin("create or change a group (its config in the body)"),
     C.DELETE_SUBSCRIPTIONGROUP: _admin("delete a group", "groupName", "cleanOffset"),
@@ -162,7 +158,7 @@ def markdown(policy: Policy) -> str:
               Access.ADMIN: "admin"}  # fmt: skip
     rows = ["| code | who may send it | what it needs, and why |", "| --- | --- | --- |"]
     for code, rule in sorted(policy.rules.items()):
-        name = request_name(code) if code != UPDATE_BROKER_CONFIG else "UPDATE_BROKER_CONFIG"
+        name = request_name(code)
         why = rule.why + (f"; once read: {rule.after_read}" if rule.after_read else "")
         if rule.access is Access.ADMIN and rule.fields:
             why += "; fields: " + ", ".join(f"`{f}`" for f in sorted(rule.fields))

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from sievemq.acl.model import AclFileError, AclRules, parse_rules
-from sievemq.watched_file import CHECK_INTERVAL, WatchedFile
+from sievemq.util.watched_file import CHECK_INTERVAL, WatchedFile
 
 log = logging.getLogger(__name__)
 

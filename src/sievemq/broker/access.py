@@ -14,7 +14,7 @@ from sievemq.acl.classification import BROKER
 from sievemq.acl.loader import acl_path
 from sievemq.acl.signature import RequestSigner
 from sievemq.acl.strict import strict_policy
-from sievemq.config import BrokerConfig
+from sievemq.broker.config import BrokerConfig
 
 FILTERSRV_ENV_PREFIX = "SIEVEMQ_FILTERSRV_"
 

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from sievemq import accel
 from sievemq.acl.early import early_check
 from sievemq.broker.access import broker_acl, broker_signer, filtersrv_env
 from sievemq.broker.clients import ConsumerManager, ProducerManager
+from sievemq.broker.config import BrokerConfig
 from sievemq.broker.config_files import ConfigWriter
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.filter_servers import FilterServerManager
@@ -45,17 +45,17 @@ from sievemq.broker.timer import TimerService, TimerSettings  # timer
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.transactions.book import CheckSettings
 from sievemq.broker.transactions.service import TransactionService
-from sievemq.config import BrokerConfig
-from sievemq.loop_lag import LoopLagMonitor
+from sievemq.metrics.loop_lag import LoopLagMonitor
+from sievemq.protocol import accel
+from sievemq.protocol.delay_levels import parse_levels
 from sievemq.protocol.header_rules import check_request
 from sievemq.protocol.message import MessageExt
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer, allow_all
+from sievemq.settings.tls import outgoing_tls, server_tls
 from sievemq.store import MessageStore, PutStatus
-from sievemq.store.delay_levels import parse_levels
-from sievemq.tls_settings import outgoing_tls, server_tls
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sievemq.broker.access import broker_signer
+from sievemq.broker.config import BrokerConfig
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.metadata_sync import MetadataSync
@@ -29,8 +30,6 @@ from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.set_check import SetCheck
 from sievemq.broker.topics import TopicConfigManager
-from sievemq.config import BrokerConfig
-from sievemq.config_rules import HOST_PORT
 from sievemq.errors import RecoveryError, RemotingError
 from sievemq.ha.gate import HelloGate
 from sievemq.ha.master import HAServer
@@ -42,9 +41,10 @@ from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
+from sievemq.settings.rules import HOST_PORT
+from sievemq.settings.tls import outgoing_tls
 from sievemq.store import MessageStore
 from sievemq.store.jsonfile import read_json
-from sievemq.tls_settings import outgoing_tls
 
 __all__ = ["Replication", "build_replication"]
 

@@ -1,6 +1,6 @@
 """Message counters of a broker (puts and gets, total and per topic, messages and bytes) and the latency histograms
 of sends and pulls. The processors update them per request; ``/metrics`` reads them when scraped
-(``sievemq.metrics.broker``, docs/metrics.md §3)."""
+(``sievemq.broker.metrics.collectors``, docs/metrics.md §3)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sievemq.config import BrokerConfig
+from sievemq.broker.config import BrokerConfig
 from sievemq.filter.bloom import BloomFilter
 from sievemq.store import StoreConfig
 

@@ -16,7 +16,7 @@ of the topic; the function itself runs on the filter servers that the route list
   ``FilterFunctionError`` names the topic, the function and each server's problem; the consumer logs it and
   retries the same offset later. Offsets are committed to the broker as usual.
 
-Only ``sievemq.filtersrv.signing`` (pure standard library) is used from the filter server package.
+Only ``sievemq.protocol.upload_signing`` (pure standard library) is used from the filter server package.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from sievemq.client.errors import FilterFunctionError
 from sievemq.client.instance import ClientInstance
 from sievemq.client.message import FilterFunction, MessageQueue
 from sievemq.client.subscription import SubscriptionEntry
-from sievemq.client.tasks import cancel_and_wait
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
+from sievemq.util.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

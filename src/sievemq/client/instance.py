@@ -29,7 +29,6 @@ from sievemq.client.errors import NameServerUnreachableError, NoRouteError
 from sievemq.client.message import MessageQueue
 from sievemq.client.request_reply import ReplyWaiters, pushed_reply
 from sievemq.client.route_cache import RouteCache
-from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.errors import RemotingError, SieveError
 from sievemq.protocol.admin_bodies import decode_reset_body
 from sievemq.protocol.consume_directly import ConsumeDirectlyResult
@@ -42,6 +41,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection, ConnectionPool
 from sievemq.remoting.tls import ClientTls, TlsFileError
+from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 

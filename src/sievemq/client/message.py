@@ -13,10 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sievemq.filtersrv.signing import filter_class_crc, signed_fields
 from sievemq.protocol.compression import CompressionError, decompress
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import retry_topic
+from sievemq.protocol.upload_signing import filter_class_crc, signed_fields
+from sievemq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,10 @@ class MessageQueue:
 class SendStatus(enum.Enum):
     """How a send succeeded (anything else raises)."""
 
-    SEND_OK = 0
-    FLUSH_DISK_TIMEOUT = 10
-    SLAVE_NOT_AVAILABLE = 11
-    FLUSH_SLAVE_TIMEOUT = 12
+    SEND_OK = ResponseCode.SUCCESS.value
+    FLUSH_DISK_TIMEOUT = ResponseCode.FLUSH_DISK_TIMEOUT.value
+    SLAVE_NOT_AVAILABLE = ResponseCode.SLAVE_NOT_AVAILABLE.value
+    FLUSH_SLAVE_TIMEOUT = ResponseCode.FLUSH_SLAVE_TIMEOUT.value
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ class FilterFunction:
 
     Named (``source`` empty): ``name`` is ``module:function`` of a module the filter server's operator allows
     (``filterModules``). Uploaded: ``source`` is Python source defining the function ``name``; each upload is signed
-    with HMAC-SHA256 (``sievemq.filtersrv.signing``) by ``access_key`` with the shared ``secret``, for one filter
+    with HMAC-SHA256 (``sievemq.protocol.upload_signing``) by ``access_key`` with the shared ``secret``, for one filter
     server, with the current time and a fresh nonce.
     """
 

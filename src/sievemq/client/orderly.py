@@ -27,9 +27,9 @@ from sievemq.client.message import ConsumeResult, MessageQueue, restore_retry_to
 from sievemq.client.offset_store import OffsetStore
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
-from sievemq.client.tasks import spawn
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import is_retry_topic
+from sievemq.util.tasks import spawn
 
 if TYPE_CHECKING:
     from sievemq.client.push_consumer import PushConsumer

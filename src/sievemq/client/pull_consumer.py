@@ -27,10 +27,10 @@ from sievemq.client.queue_puller import PULL_RETRY_DELAY, QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
 from sievemq.client.start_position import StartPosition, first_offset, pin
 from sievemq.client.subscription import SubscriptionEntry, to_millis
-from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
+from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 

@@ -33,12 +33,12 @@ from sievemq.client.queue_puller import QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
 from sievemq.client.start_position import StartPosition, first_offset, pin
 from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
-from sievemq.client.tasks import cancel_and_wait, spawn
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.consume_directly import ConsumeDirectlyResult
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, retry_topic
+from sievemq.util.tasks import cancel_and_wait, spawn
 
 __all__ = ["Listener", "PushConsumer", "to_millis"]
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from sievemq.client.errors import MessageValidationError
 from sievemq.client.message import Message
+from sievemq.protocol.delay_levels import DEFAULT_LEVEL_COUNT
 from sievemq.protocol.message import PropertyKey
 from sievemq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
@@ -15,9 +16,10 @@ from sievemq.protocol.names import (
     NOT_ALLOWED_SEND_TOPICS,
     is_retry_topic,
 )
+from sievemq.protocol.sizes import DEFAULT_MAX_MESSAGE_SIZE
 
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-MAX_DELAY_LEVEL = 18
+MAX_MESSAGE_SIZE = DEFAULT_MAX_MESSAGE_SIZE
+MAX_DELAY_LEVEL = DEFAULT_LEVEL_COUNT
 RESERVED_PROPERTIES = frozenset(
     v for k, v in vars(PropertyKey).items() if k.isupper() and isinstance(v, str) and k != "KEY_SEPARATOR"
 )

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sievemq.config import check_fields, setting
-from sievemq.config_rules import EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST
 from sievemq.remoting.tls import ClientTls
-from sievemq.tls_settings import check_client, connecting_settings
+from sievemq.settings import check_fields, setting
+from sievemq.settings.rules import EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST
+from sievemq.settings.tls import check_client, connecting_settings
 
 __all__ = ["ENV_PREFIX", "AuthEnable", "DashboardConfig"]
 

@@ -11,7 +11,6 @@ from typing import Any
 from aiohttp import web
 
 from sievemq.admin.api import AdminClient
-from sievemq.config import load_config
 from sievemq.dashboard.app import dashboard_routes
 from sievemq.dashboard.auth import Authenticator
 from sievemq.dashboard.config import ENV_PREFIX, DashboardConfig
@@ -19,6 +18,7 @@ from sievemq.dashboard.lockout import FailureLimiter
 from sievemq.dashboard.service import DashboardData
 from sievemq.dashboard.users_file import UsersFile, create_users_file
 from sievemq.errors import SieveError
+from sievemq.settings import load_config
 
 __all__ = ["DEV_USERS_FILE", "Dashboard", "Logins", "LoginsError", "load_dashboard_config", "logins"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sievemq import __version__
 from sievemq.admin.api import AdminClient, BrokerInfo, describe_failure
 from sievemq.admin.message_view import BODY_PREVIEW_BYTES
 from sievemq.admin.messages import FIND_MAX, consumption, find_by_key, show
@@ -21,6 +20,7 @@ from sievemq.dashboard.errors import error_of
 from sievemq.errors import RemotingError, SieveError
 from sievemq.protocol.names import is_system_topic, reply_topic
 from sievemq.protocol.route import TopicRouteData
+from sievemq.version import __version__
 
 __all__ = ["LIST_MAX", "DashboardData"]
 

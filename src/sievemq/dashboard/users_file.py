@@ -23,7 +23,7 @@ from sievemq.dashboard.users import (
     parse_users_text,
     user_entry,
 )
-from sievemq.watched_file import CHECK_INTERVAL, WatchedFile
+from sievemq.util.watched_file import CHECK_INTERVAL, WatchedFile
 
 __all__ = ["CHECK_INTERVAL", "HEADER", "UsersFile", "create_users_file", "load_users"]
 

@@ -16,21 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sievemq.config import (
-    ACL_STRICT,
-    ACL_WINDOW,
-    ADVERTISED_IP,
-    HOST_PORT,
-    LISTEN_HOST,
-    AclStrictMode,
-    Format,
-    check_fields,
-    load_config,
-    setting,
-)
+from sievemq.acl.settings import ACL_STRICT, ACL_WINDOW, AclStrictMode
 from sievemq.errors import ConfigError
 from sievemq.filtersrv.layers import SKIPPABLE, SandboxRequire, parse_skip, skip_is_valid
 from sievemq.http import settings as http
+from sievemq.settings import ADVERTISED_IP, HOST_PORT, LISTEN_HOST, Format, check_fields, load_config, setting
 
 ENV_PREFIX = "SIEVEMQ_FILTERSRV_"
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

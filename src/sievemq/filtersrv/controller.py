@@ -12,7 +12,6 @@ from typing import Any
 
 import orjson
 
-from sievemq import __version__
 from sievemq.acl.authorizer import AclAuthorizer
 from sievemq.acl.classification import FILTERSRV
 from sievemq.acl.early import early_check
@@ -31,6 +30,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
 from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from sievemq.errors import RemotingError
 from sievemq.filtersrv.replay import NonceWindow
-from sievemq.filtersrv.signing import (
+from sievemq.protocol.reasons import Reason
+from sievemq.protocol.upload_signing import (
     ACCESS_KEY_FIELD,
     NONCE_FIELD,
     SIGNATURE_FIELD,
@@ -27,7 +28,6 @@ from sievemq.filtersrv.signing import (
     parse_timestamp,
     verify_upload,
 )
-from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 
 FunctionKind = Literal["named", "source"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from sievemq.ha.tickets import TicketBook
 from sievemq.ha.wire import HELLO, WireError, decode_hello
-from sievemq.ratelimit import RateLimitedLog, suppressed_note
+from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
 
 __all__ = ["HELLO_TIMEOUT_S", "MAX_PENDING", "HelloGate"]
 

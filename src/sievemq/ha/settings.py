@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sievemq.config_rules import ADVERTISED_IP, LISTEN_HOST, Format
+from sievemq.settings.rules import ADVERTISED_IP, LISTEN_HOST, Format
 
 __all__ = ["CHECK_BYTES", "HA_ADVERTISED_IP", "HA_LISTEN_HOST", "RECOVERY_POLL_S", "BrokerRole", "ReplicationSettings"]
 

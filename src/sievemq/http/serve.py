@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from sievemq.http.server import HttpServer
-from sievemq.loop_lag import LagStats, LoopLagMonitor
+from sievemq.metrics.loop_lag import LagStats, LoopLagMonitor
 from sievemq.metrics.process import RoleMetrics, build_registry
 
 __all__ = ["ProcessHttp", "start_http"]

@@ -1,12 +1,12 @@
-"""Prometheus metrics of every role, read when ``/metrics`` is scraped (docs/metrics.md).
+"""Prometheus metrics: the pure parts every role uses (docs/metrics.md).
 
-- ``histogram.py`` / ``series.py``: pure parts (fixed-bucket latency counters; bounding label sets);
+- ``histogram.py`` / ``series.py``: fixed-bucket latency counters; bounding label sets;
 - ``families.py``: metric families from what a collector read;
-- ``process.py``: what every process exports (event-loop lag, connections per role, build info, CPU and memory)
-  and ``build_registry``, which puts a process's roles into one ``CollectorRegistry``;
-- ``broker.py``, ``consumers.py``, ``store.py``, ``namesrv.py``, ``proxy.py``, ``filtersrv.py``: one collector per
-  subject, each given the services it reads;
-- ``roles.py``: which collectors each role has (``RoleMetrics``), wired from its controller.
+- ``loop_lag.py``: the event loop's lag, measured;
+- ``process.py``: what every process exports (event-loop lag, connections per role, build info, CPU and memory),
+  ``RoleMetrics`` and ``build_registry``, which puts a process's roles into one ``CollectorRegistry``.
 
-The HTTP port that serves them is ``sievemq.http``.
+Each role's collectors live beside the role and receive the services they read: ``sievemq.broker.metrics``,
+``sievemq.namesrv.metrics``, ``sievemq.proxy.metrics``, ``sievemq.filtersrv.metrics`` (each with its
+``*_metrics`` function wiring a running role). The HTTP port that serves them is ``sievemq.http``.
 """

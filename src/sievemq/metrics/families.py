@@ -11,9 +11,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from sievemq.metrics.histogram import LatencyHistogram
 from sievemq.metrics.series import OTHER, first_n, top_n
 
-__all__ = ["counter", "gauge", "histogram", "labelled_counter", "labelled_gauge", "labelled_histogram"]
+__all__ = [
+    "FILTER_HELP",
+    "counter", "gauge", "histogram", "labelled_counter", "labelled_gauge", "labelled_histogram"]
 
 LabelValues = tuple[str, ...]
+FILTER_HELP = ("Messages a consumer group's filter decided on, by kind (tag: the tag hash in the consume queue; "
+               "bitmap: the SQL92 group's Bloom bits, skipping the message unread; sql: the SQL92 expression on its "
+               "properties; function: a filter server's function, on a broker as its filter servers reported) and "
+               "outcome (matched, filtered_out, error: for sql a message the expression could not be evaluated on, "
+               "not delivered; for function a batch that failed)")  # fmt: skip
+"""The help of ``sievemq_filter_messages``, which the broker and the filter server both export."""
+
 Keep = Callable[[Iterable[tuple[LabelValues, float]], int], tuple[list[tuple[LabelValues, float]], float | None]]
 
 

@@ -15,9 +15,10 @@ from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sievemq import __version__, accel
-from sievemq.loop_lag import LagStats
 from sievemq.metrics.families import counter, gauge, histogram
+from sievemq.metrics.loop_lag import LagStats
+from sievemq.protocol import accel
+from sievemq.version import __version__
 
 __all__ = ["LoopLagCollector", "ProcessInfoCollector", "RoleMetrics", "build_registry"]
 
@@ -38,7 +39,7 @@ class RoleMetrics:
 
 
 class LoopLagCollector:
-    """``sievemq_event_loop_*`` from the process's ``LagStats`` (sievemq/loop_lag.py)."""
+    """``sievemq_event_loop_*`` from the process's ``LagStats`` (sievemq/metrics/loop_lag.py)."""
 
     def __init__(self, stats: LagStats) -> None:
         self.stats = stats

@@ -10,13 +10,13 @@ from sievemq.acl.authorizer import AclAuthorizer
 from sievemq.acl.classification import NAMESRV
 from sievemq.acl.early import early_check
 from sievemq.acl.strict import strict_policy
-from sievemq.config import NamesrvConfig
+from sievemq.namesrv.config import NamesrvConfig
 from sievemq.namesrv.processors import NamesrvProcessors
 from sievemq.namesrv.routes import RouteTable
 from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
-from sievemq.tls_settings import server_tls
+from sievemq.settings.tls import server_tls
 
 log = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@
 
 Each function here takes the common case (4.x records with IPv4 hosts, well-formed input) and hands anything
 else -- IPv6 hosts, MAGIC_V2, a field out of range, malformed bytes -- to the pure-Python reference it twins,
-which then produces the very result or error the reference always gives. ``tests/unit/test_accel.py`` runs both
+which then produces the very result or error the reference always gives. ``tests/unit/protocol/test_accel.py`` runs both
 on generated input and compares results byte for byte. ``init`` wires the reference module in; ``message.py`` and
-``batch.py`` call it and swap these functions in unless ``SIEVEMQ_PURE_PYTHON=1`` (``sievemq/accel.py``).
+``batch.py`` call it and swap these functions in unless ``SIEVEMQ_PURE_PYTHON=1`` (``sievemq/protocol/accel.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE

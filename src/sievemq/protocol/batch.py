@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sievemq import accel as _accel
+from sievemq.protocol import accel as _accel
 from sievemq.protocol.message import (
     MAX_PROPERTIES_LENGTH,
     MessageExt,

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sievemq import accel as _accel
+from sievemq.protocol import accel as _accel
 from sievemq.protocol.msgid import ip_to_bytes, make_offset_msg_id
 from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 

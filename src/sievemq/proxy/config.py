@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sievemq.config import check_fields, setting
-from sievemq.config_rules import ADVERTISED_IP, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, split_addrs
 from sievemq.errors import ConfigError
 from sievemq.http import settings as http
-from sievemq.tls_settings import connecting_settings
+from sievemq.protocol.sizes import DEFAULT_MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE_LIMIT
+from sievemq.settings import check_fields, setting
+from sievemq.settings.rules import ADVERTISED_IP, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, split_addrs
+from sievemq.settings.tls import connecting_settings
 
 __all__ = ["ProxyConfig"]
 
@@ -35,7 +36,7 @@ class ProxyConfig:
         fmt=ADVERTISED_IP,
     )
     max_body_size: int = setting(
-        "largest message body a 5.x client may send (bytes)", 4 * 1024 * 1024, lo=1, hi=15 * 1024 * 1024
+        "largest message body a 5.x client may send (bytes)", DEFAULT_MAX_MESSAGE_SIZE, lo=1, hi=MAX_MESSAGE_SIZE_LIMIT
     )
     request_timeout_seconds: float = setting(
         "timeout of the proxy's requests to brokers and name servers", 3.0, above=0

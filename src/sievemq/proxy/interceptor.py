@@ -22,7 +22,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.proxy.access import check, needs_of, peer_ip, settings_needs
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
-from sievemq.ratelimit import RateLimitedLog, suppressed_note
+from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
 
 __all__ = ["AclInterceptor"]
 

@@ -8,9 +8,9 @@ import grpc
 
 from sievemq.acl.loader import AclFile
 from sievemq.client.producer import Producer
-from sievemq.metrics.proxy import GrpcMetricsInterceptor, GrpcStats
 from sievemq.proxy.config import ProxyConfig
 from sievemq.proxy.interceptor import AclInterceptor
+from sievemq.proxy.metrics import GrpcMetricsInterceptor, GrpcStats
 from sievemq.proxy.service import MessagingService
 from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
@@ -35,7 +35,7 @@ class ProxyServer:
         self.acl = AclInterceptor(AclFile(config.acl_file), config.acl_max_clock_skew_seconds) if config.acl_enable \
             else None  # fmt: skip
         self.grpc_stats = GrpcStats()
-        """Calls by method and code, for ``/metrics`` (sievemq/metrics/proxy.py); ACL refusals counted too."""
+        """Calls by method and code, for ``/metrics`` (sievemq/proxy/metrics.py); ACL refusals counted too."""
         interceptors: list[grpc.aio.ServerInterceptor] = [GrpcMetricsInterceptor(self.grpc_stats)]
         if self.acl is not None:
             interceptors.append(self.acl)

@@ -110,7 +110,8 @@ class VerifyRelay:
             h = DirectlyHeader.parse(cmd.ext_fields)
             msg, _ = decode_record(cmd.body)
         except ValueError as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"unreadable CONSUME_MESSAGE_DIRECTLY: {e}")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"unreadable CONSUME_MESSAGE_DIRECTLY: {e}",
+                                {REASON_FIELD: Reason.INVALID_HEADER})  # fmt: skip
         queue = self.streams.get(h.client_id)
         if queue is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"5.x client {h.client_id} has no Telemetry stream at "

@@ -6,7 +6,8 @@ from enum import IntEnum
 
 
 class RequestCode(IntEnum):
-    """Request codes understood by sievemq's roles (a subset of RocketMQ's RequestCode)."""
+    """Request codes sievemq's roles know (a subset of RocketMQ's RequestCode): the ones they serve, and the few they
+    refuse on purpose."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
@@ -16,6 +17,7 @@ class RequestCode(IntEnum):
     UPDATE_AND_CREATE_TOPIC = 17
     GET_ALL_TOPIC_CONFIG = 21
     GET_TOPIC_NAME_LIST = 23
+    UPDATE_BROKER_CONFIG = 25  # not served: answered with 3, classified admin-only (sievemq.acl.classification)
     GET_BROKER_RUNTIME_INFO = 28
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30

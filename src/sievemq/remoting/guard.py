@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.limits import (
     GivenUp,
@@ -34,6 +33,7 @@ from sievemq.remoting.limits import (
     overdue,
 )
 from sievemq.remoting.peers import peer_key
+from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
 
 if TYPE_CHECKING:
     from sievemq.remoting.connection import Connection

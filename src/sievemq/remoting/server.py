@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from sievemq.errors import RemotingError
 from sievemq.protocol.reasons import REASON_FIELD
-from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.codes import ResponseCode, request_name
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -23,6 +22,7 @@ from sievemq.remoting.guard import HeaderScreen, ServerGuard
 from sievemq.remoting.limits import ServerLimits
 from sievemq.remoting.tls import ServerTls
 from sievemq.remoting.tls_transport import TlsAcceptor
+from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,12 @@ class ProcessorTable:
         self._failures = RateLimitedLog(FAILURE_LOG_INTERVAL)
 
     def register(self, code: int, processor: Processor) -> None:
-        """Route ``code`` to ``processor``."""
-        self._table[int(code)] = processor
+        """Route ``code`` to ``processor``; a code registered twice is a wiring mistake (ValueError), never a silent
+        replacement of the first handler."""
+        code = int(code)
+        if code in self._table:
+            raise ValueError(f"{self.role}: request code {code} is registered twice")
+        self._table[code] = processor
 
     def codes(self) -> list[int]:
         """The request codes this table answers."""

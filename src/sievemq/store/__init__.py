@@ -6,9 +6,9 @@ and probe types (``consume_queue_ext.py``), the delay-level table (``delay_level
 JSON files (``jsonfile.py``).
 """
 
+from sievemq.protocol.delay_levels import SCHEDULE_TOPIC, parse_levels
 from sievemq.store.config import StoreConfig
 from sievemq.store.consume_queue_ext import BitmapProbe, CqExtUnit, is_ext_address
-from sievemq.store.delay_levels import SCHEDULE_TOPIC, parse_levels
 from sievemq.store.dispatch import BitmapCalculator, DispatchListener
 from sievemq.store.filtering import AcceptingFilter, MessageFilter
 from sievemq.store.jsonfile import atomic_write_json, read_json

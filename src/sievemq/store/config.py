@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from sievemq.protocol.delay_levels import DEFAULT_DELAY_LEVELS
+from sievemq.protocol.sizes import DEFAULT_MAX_MESSAGE_SIZE
 from sievemq.store.consume_queue_ext import MAX_BITMAP_LENGTH
-from sievemq.store.delay_levels import DEFAULT_DELAY_LEVELS
 
 __all__ = ["StoreConfig"]
 
@@ -29,7 +30,7 @@ class StoreConfig:
     delete_when_hour: int = 4
     """Cron hour for time-based deletion (-1 = any time)."""
     disk_max_used_space_ratio: float = 0.75
-    max_message_size: int = 4 * 1024 * 1024
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_transfer_bytes_per_pull: int = 256 * 1024
     max_transfer_msgs_per_pull: int = 32
     max_cq_scan_entries: int = 800

@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sievemq.ratelimit import RateLimitedLog
 from sievemq.store.results import DiskFull
+from sievemq.util.ratelimit import RateLimitedLog
 
 __all__ = ["DiskGuard", "allocate", "decide", "is_allocated", "is_no_space", "statvfs_free"]
 

@@ -24,10 +24,10 @@ import logging
 from collections.abc import Callable
 
 from sievemq.filter.tags import tag_code
+from sievemq.protocol.delay_levels import SCHEDULE_TOPIC, delay_ms_for_level
 from sievemq.protocol.message import MessageExt, RecordSummary
 from sievemq.store.consume_queue import CQ_ENTRY, ConsumeQueue
 from sievemq.store.consume_queue_ext import MIN_UNIT_SIZE
-from sievemq.store.delay_levels import SCHEDULE_TOPIC, delay_ms_for_level
 from sievemq.store.index_file import IndexService
 from sievemq.store.queues import QueueTable
 from sievemq.store.recovery import dispatchable

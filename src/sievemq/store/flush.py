@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sievemq.ratelimit import RateLimitedLog
 from sievemq.store.checkpoint import Checkpoint, CheckpointFile
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.consume_queue import ConsumeQueue
 from sievemq.store.index_file import IndexService
 from sievemq.store.mapped_file import MappedFile, fsync_dir, sync_fd
 from sievemq.store.mapped_file_queue import SyncSlice
+from sievemq.util.ratelimit import RateLimitedLog
 
 __all__ = ["CheckpointCaps", "FlushPlan", "FlushService", "sync_job"]
 

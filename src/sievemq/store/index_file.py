@@ -33,7 +33,7 @@ import zlib
 from array import array
 from pathlib import Path
 
-from sievemq import accel as _accel
+from sievemq.protocol import accel as _accel
 from sievemq.store.mapped_file import MappedFile, file_name, fsync_dir
 from sievemq.store.mapped_file_queue import SPARE_SUFFIX
 

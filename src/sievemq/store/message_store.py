@@ -39,13 +39,13 @@ import os
 import struct
 from dataclasses import replace
 
+from sievemq.protocol.delay_levels import parse_levels
 from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded
 from sievemq.protocol.msgid import make_offset_msg_id
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.config import StoreConfig
 from sievemq.store.consume_queue import BLANK_SIZE
 from sievemq.store.consume_queue_ext import CqExtUnit
-from sievemq.store.delay_levels import parse_levels
 from sievemq.store.disk import DiskGuard
 from sievemq.store.dispatch import BitmapCalculator, Dispatcher, DispatchListener
 from sievemq.store.filtering import MessageFilter

@@ -9,10 +9,11 @@ import pytest
 
 from sievemq.acl.classification import BROKER, FILTERSRV, NAMESRV, markdown
 from sievemq.acl.policy import UNCLASSIFIED, Access, Policy
+from sievemq.broker.config import BrokerConfig
 from sievemq.broker.controller import BrokerController
-from sievemq.config import BrokerConfig, NamesrvConfig
 from sievemq.filtersrv.config import FiltersrvConfig
 from sievemq.filtersrv.controller import FiltersrvController
+from sievemq.namesrv.config import NamesrvConfig
 from sievemq.namesrv.controller import NamesrvController
 from sievemq.remoting.codes import RequestCode as C
 

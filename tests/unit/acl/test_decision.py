@@ -169,7 +169,7 @@ def test_filter_server_policy() -> None:
 def test_remark_names_account_permission_and_resource() -> None:
     cmd = signed(C.PULL_MESSAGE, {"consumerGroup": "groupA", "topic": "topicC"})
     refusal = decide(RULES, BROKER, PEER, cmd.code, cmd.ext_fields, cmd.body)
-    assert refusal is not None
+    assert refusal is not None and refusal.reason == Reason.NO_PERMISSION, refusal
     assert "'RocketMQ'" in refusal.remark and "SUB" in refusal.remark and "group groupA" in refusal.remark
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from sievemq.broker.access import broker_acl, broker_signer, filtersrv_env
+from sievemq.broker.config import BrokerConfig
 from sievemq.client.instance import ClientConfig
-from sievemq.config import BrokerConfig, NamesrvConfig
 from sievemq.errors import ConfigError
 from sievemq.filtersrv.config import FiltersrvConfig
+from sievemq.namesrv.config import NamesrvConfig
 
 
 def test_pairs_and_required_file(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from sievemq.broker import config_files
 from sievemq.broker.config_files import ConfigWriter
 from sievemq.store.jsonfile import read_json
+from tests.support.quiet import quiet_period
 
 
 async def test_writes_happen_off_the_loop_thread_and_coalesce(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,10 +62,11 @@ def test_without_an_event_loop_save_writes_at_once(tmp_path: Path) -> None:
 async def test_settled_waits_for_the_write_running_and_the_one_pending(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    gate = threading.Event()
+    gate, entered = threading.Event(), threading.Event()
     real = config_files.atomic_write_json
 
     def slow_write(path: Path, document: Any) -> None:
+        entered.set()
         gate.wait(5)
         real(path, document)
 
@@ -73,11 +75,12 @@ async def test_settled_waits_for_the_write_running_and_the_one_pending(
     path = tmp_path / "topics.json"
     await w.settled(path)  # nothing saved yet: at once
     w.save(path, {"n": 1})
-    await asyncio.sleep(0.05)  # the write of n=1 is running (held at the gate)
+    assert await asyncio.to_thread(entered.wait, 5), "the write of n=1 never started"  # now held at the gate
     running = asyncio.ensure_future(w.settled(path))
     w.save(path, {"n": 2})
     pending = asyncio.ensure_future(w.settled(path))
-    await asyncio.sleep(0.05)
+    await quiet_period(0.05, "settled returning before the disk had the document",
+                       unchanged=lambda: (running.done(), pending.done()))  # fmt: skip
     assert not running.done() and not pending.done(), "settled returned before the disk had the document"
     gate.set()
     await running

@@ -17,6 +17,8 @@ from sievemq.protocol.pull_header import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, 
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
+from tests.integration.helpers import eventually
+from tests.support.quiet import quiet_period
 from tests.unit.broker.conftest import Parts
 
 
@@ -112,10 +114,9 @@ async def test_a_held_pull_wakes_on_a_matching_dispatch_only(parts: Parts) -> No
     parts.topics.create_system_topic("T", 1)
     cmd = pull_cmd("T", flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, subscription="B", suspend_timeout_millis=10_000)
     task = asyncio.create_task(puller(parts).pull(parts.conn(), cmd))
-    await asyncio.sleep(0.05)
-    assert parts.hold.held() == 1
+    await eventually(lambda: parts.hold.held() == 1, timeout=5.0, what="the pull held")
     await parts.put("T", b"a", TAGS="A")  # not for this subscription: it keeps waiting
-    await asyncio.sleep(0.05)
+    await quiet_period(0.05, "the pull answered by a dispatch it does not match", unchanged=task.done)
     assert not task.done()
     t0 = time.monotonic()
     await parts.put("T", b"b", TAGS="B")

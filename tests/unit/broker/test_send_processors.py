@@ -82,9 +82,10 @@ async def test_batch(parts: Parts) -> None:
     resp = await sender(parts).send(parts.conn(), send_cmd("B", body, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=0))
     assert resp.code == ResponseCode.SUCCESS and len(resp.ext_fields["msgId"].split(",")) == 2
     assert [m.body for m in stored(parts, "B")] == [b"a", b"b"]  # type: ignore[attr-defined]
-    with pytest.raises(RemotingError, match="DELAY"):
+    with pytest.raises(RemotingError, match="DELAY") as e:  # the remark names the property
         bad = encode_batch([BatchEntry(0, b"a", {"DELAY": "1"})])
         await sender(parts).send(parts.conn(), send_cmd("B", bad, code=RequestCode.SEND_BATCH_MESSAGE))
+    assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
 
 
 async def test_a_clients_exhausted_retry_send_is_dead_lettered(parts: Parts) -> None:
@@ -122,5 +123,6 @@ async def test_send_back_retries_then_dead_letters(parts: Parts) -> None:
     # delayLevel -1 asks for the dead letter at once.
     await sb.send_back(parts.conn(), back(m.commit_log_offset, delayLevel=-1))
     assert len(stored(parts, dlq_topic("g"))) == 2
-    with pytest.raises(RemotingError, match="look message by offset failed"):
+    with pytest.raises(RemotingError, match="look message by offset failed") as e:  # RocketMQ 4.x's own remark
         await sb.send_back(parts.conn(), back(10**9))
+    assert e.value.code == ResponseCode.SYSTEM_ERROR

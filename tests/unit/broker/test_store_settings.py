@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from sievemq.broker.config import BrokerConfig
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.store_settings import bloom_filter, store_config
-from sievemq.config import BrokerConfig, load_config
 from sievemq.filter.bloom import BloomFilter
 from sievemq.protocol.message import MessageExt, PropertyKey
+from sievemq.settings import load_config
 from sievemq.store import SCHEDULE_TOPIC, MessageStore, StoreConfig
 
 HOST = ("127.0.0.1", 10911)

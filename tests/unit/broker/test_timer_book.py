@@ -60,13 +60,12 @@ def test_illegal_values_are_refused_with_stable_reasons() -> None:
     for raw in ("soon", "", "1.5", "1e3", " 5", "12345678901234567890"):
         e = refusal({"TIMER_DELIVER_MS": raw})
         assert (e.code, e.reason) == (ResponseCode.MESSAGE_ILLEGAL, Reason.TIMER_INVALID), (raw, e)
-        assert "TIMER_DELIVER_MS" in e.remark and "whole number" in e.remark, e.remark
+        assert "TIMER_DELIVER_MS" in e.remark, e.remark  # the remark names the property
     e = refusal({"TIMER_DELAY_SEC": "-5"})
     assert (e.code, e.reason) == (ResponseCode.MESSAGE_ILLEGAL, Reason.TIMER_INVALID), e
-    assert "negative" in e.remark, e.remark
     e = refusal({"TIMER_DELIVER_MS": str(NOW + MAX + 1)})
     assert (e.code, e.reason) == (ResponseCode.MESSAGE_ILLEGAL, Reason.TIMER_TOO_FAR), e
-    assert "timerMaxDelaySec 259200" in e.remark, e.remark
+    assert "timerMaxDelaySec 259200" in e.remark, e.remark  # names the setting and its value
     assert deliver_time({"TIMER_DELIVER_MS": str(NOW + MAX)}, NOW, MAX) == NOW + MAX, "the limit itself is allowed"
 
 

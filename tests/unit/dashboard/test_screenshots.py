@@ -1,6 +1,6 @@
-"""The dashboard's screenshots (docs/dashboard/*.png, made by scripts/dashboard_screenshots.py): every one the README
-and docs/dashboard.md show exists and is a real PNG of a reasonable size, both documents show the same ones, and
-every file of docs/dashboard/ is shown."""
+"""The dashboard's screenshots (docs/dashboard/*.png, made by scripts/dashboard_screenshots.py): every one the guide's
+dashboard section (docs/monitoring.md, the README's until issue 27) and docs/dashboard.md show exists and is a real
+PNG of a reasonable size, both documents show the same ones, and every file of docs/dashboard/ is shown."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 SHOTS = ROOT / "docs" / "dashboard"
-DOCS = (ROOT / "README.md", ROOT / "docs" / "dashboard.md")
+DOCS = (ROOT / "docs" / "monitoring.md", ROOT / "docs" / "dashboard.md")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
 MIN_BYTES = 15_000
@@ -40,12 +40,12 @@ def test_every_screenshot_shown_is_a_real_png() -> None:
 
 
 def test_both_documents_show_every_screenshot() -> None:
-    readme, design = (referenced(doc) for doc in DOCS)
+    guide, design = (referenced(doc) for doc in DOCS)
     files = {p.resolve() for p in SHOTS.glob("*.png")}
     assert len(files) >= 8, sorted(p.name for p in files)
-    assert readme == design == files, {
-        "only in the README": sorted(p.name for p in readme - design),
-        "only in docs/dashboard.md": sorted(p.name for p in design - readme),
-        "in docs/dashboard/ but not shown": sorted(p.name for p in files - readme - design),
-        "shown but not in docs/dashboard/": sorted(str(p) for p in (readme | design) - files),
+    assert guide == design == files, {
+        "only in docs/monitoring.md": sorted(p.name for p in guide - design),
+        "only in docs/dashboard.md": sorted(p.name for p in design - guide),
+        "in docs/dashboard/ but not shown": sorted(p.name for p in files - guide - design),
+        "shown but not in docs/dashboard/": sorted(str(p) for p in (guide | design) - files),
     }

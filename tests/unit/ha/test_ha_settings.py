@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sievemq.config import BrokerConfig, load_config
+from sievemq.broker.config import BrokerConfig
 from sievemq.errors import ConfigError
+from sievemq.settings import load_config
 
 
 def test_defaults_listen_on_demand_beside_the_remoting_port() -> None:

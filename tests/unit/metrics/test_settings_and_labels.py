@@ -8,15 +8,17 @@ from collections.abc import Iterable
 import pytest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from sievemq.broker.config import BrokerConfig
 from sievemq.broker.filter_manager import FilterCounts
-from sievemq.config import BrokerConfig, ConfigError, NamesrvConfig
+from sievemq.broker.metrics.collectors import filter_outcomes
+from sievemq.errors import ConfigError
 from sievemq.filtersrv.config import FiltersrvConfig
 from sievemq.http.settings import derived_problem, http_port
-from sievemq.loop_lag import LagStats
-from sievemq.metrics.broker import filter_outcomes
+from sievemq.metrics.loop_lag import LagStats
 from sievemq.metrics.process import RoleMetrics, build_registry
-from sievemq.metrics.proxy import GrpcStats, code_label, method_label
+from sievemq.namesrv.config import NamesrvConfig
 from sievemq.proxy.config import ProxyConfig
+from sievemq.proxy.metrics import GrpcStats, code_label, method_label
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.proxy.v2 import service_pb2 as svc
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sievemq.ratelimit import OVERFLOW_KEY, RateLimitedLog, suppressed_note
+from sievemq.util.ratelimit import OVERFLOW_KEY, RateLimitedLog, suppressed_note
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""A RemotingServer's limits in one process over loopback (as tests/unit/test_connection.py): back-pressure
+"""A RemotingServer's limits in one process over loopback (as tests/unit/remoting/test_connection.py): back-pressure
 without dropping requests, the partial-frame budget, the frame timeout, the connection cap, warnings per peer.
 
 The broker-level tests with real processes and memory bounds are tests/robustness/test_connection_limits.py.
@@ -18,6 +18,7 @@ from sievemq.remoting.command import FrameDecoder, RemotingCommand, encode
 from sievemq.remoting.connection import Connection, connect
 from sievemq.remoting.limits import MiB, ServerLimits
 from sievemq.remoting.server import ProcessorTable, RemotingServer
+from tests.support.quiet import quiet_period
 
 BIG, HOLD, ECHO = 9101, 9102, 9103
 ANSWER = 64 * 1024
@@ -136,10 +137,11 @@ async def test_unread_answers_pause_reading_and_every_request_is_answered_later(
         asyncio.get_running_loop().sock_sendall(s, b"".join(_request(BIG, i + 1) for i in range(n)))
     )
     await _wait(lambda: served.calls > 0)
-    await asyncio.sleep(0.3)
     (conn,) = server.connections
     gate = conn._gate
-    assert gate is not None and not gate.reading, "reading goes on while the answers are not read"
+    assert gate is not None
+    # the answers pile up unread: writing pauses at the mark, then reading stops
+    await _wait(lambda: gate.write_paused and not gate.reading, timeout=10.0)
     assert conn._transport is not None
     unsent = conn._transport.get_write_buffer_size()
     # the mark, the answer that crossed it and one whose handler was already running
@@ -158,7 +160,7 @@ async def test_held_requests_fill_the_cap_then_later_ones_wait_unread_not_droppe
     conn = await connect("127.0.0.1", server.port)
     held = [asyncio.ensure_future(conn.request(RemotingCommand.request(HOLD), 10.0)) for _ in range(4)]
     echo = asyncio.ensure_future(conn.request(RemotingCommand.request(ECHO, {"x": "late"}), 10.0))
-    await asyncio.sleep(0.2)
+    await quiet_period(0.2, "a fifth request served past the cap of 4", unchanged=echo.done)
     assert not echo.done(), "a fifth request was served past the cap of 4"
     served.release.set()
     assert (await echo).ext_fields["x"] == "late"

@@ -22,6 +22,7 @@ from sievemq.remoting.tls import (
     server_context,
 )
 from sievemq.remoting.tls_transport import TlsAcceptor
+from tests.integration.helpers import eventually
 from tests.support.certs import Certs, make_certs
 
 PEER = ("10.1.2.3", 4567)
@@ -235,7 +236,7 @@ async def test_a_connection_in_its_handshake_holds_a_slot_until_it_is_served_or_
     h.feed(b"\x00\x00\x00\x10plain")
     assert h.slots == 1 and len(h.apps) == 1  # handed to the server's Connection, which takes its own
     timed_out = Harness(certs, "permissive", timeout=0.05)
-    await asyncio.sleep(0.2)
+    await eventually(lambda: timed_out.raw.aborted, timeout=5.0, what="the silent connection's timeout")
     assert timed_out.raw.aborted and timed_out.slots == 1
     refused = Harness(certs, "permissive", slots=0)  # the guard refused it: over a cap
     assert refused.raw.aborted and not refused.acceptor.pending and refused.slots == 0
@@ -299,7 +300,7 @@ async def test_client_certificate_required(certs: Certs) -> None:
 
 async def test_silent_connection_times_out(certs: Certs) -> None:
     h = Harness(certs, "permissive", timeout=0.05)
-    await asyncio.sleep(0.2)
+    await eventually(lambda: h.raw.aborted, timeout=5.0, what="the silent connection's timeout")
     assert h.raw.aborted and h.apps == [] and not h.acceptor.pending
     assert h.warnings == [f"{PEER[0]} closing connection from {PEER[0]}:{PEER[1]}: no first byte within 0.05 s"]
 
@@ -312,7 +313,7 @@ async def test_stalled_handshake_times_out(certs: Certs) -> None:
     except ssl.SSLWantReadError:
         pass
     h.feed(client.outgoing.read())  # the ClientHello, then nothing more
-    await asyncio.sleep(0.2)
+    await eventually(lambda: h.raw.aborted, timeout=5.0, what="the handshake's timeout")
     assert h.raw.aborted and h.apps == [] and h.acceptor.failed == 1
     assert len(h.warnings) == 1 and "no TLS handshake within 0.05 s" in h.warnings[0], h.warnings
 

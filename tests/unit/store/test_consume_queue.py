@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from sievemq.protocol.delay_levels import delay_ms_for_level
 from sievemq.store import MessageStore, parse_levels
 from sievemq.store.consume_queue import BLANK_SIZE, CQ_ENTRY, ConsumeQueue
-from sievemq.store.delay_levels import delay_ms_for_level
 
 from .conftest import CQ_PER_FILE, msg
 

@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
-from sievemq import __version__
 from sievemq.broker.clients import ConsumerManager
 from sievemq.broker.config_files import ConfigWriter
 from sievemq.broker.groups import SubscriptionGroupManager
@@ -30,6 +29,7 @@ from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_bool, get_str, int_or, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
+from sievemq.version import __version__
 
 PREPARED_QUEUES_MAX = 16
 """How many of a created topic's queues get their first file ahead (``MessageStore.prepare_queues``): enough for the

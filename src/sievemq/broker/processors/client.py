@@ -28,12 +28,12 @@ from sievemq.protocol.reasons import (
     RefusedSubscription,
     encode_refused_subscriptions,
 )
-from sievemq.ratelimit import RateLimitedLog, suppressed_note
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_str, require_str
 from sievemq.remoting.server import ProcessorTable
+from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
 
 
 def _json_body(cmd: RemotingCommand, what: str) -> dict[str, Any]:

@@ -1,0 +1,444 @@
+"""The broker's settings: one frozen dataclass, loaded from a TOML file, environment variables and flags.
+
+Precedence, lowest to highest: defaults < TOML file < environment (``SIEVEMQ_<NAME>``) < command-line flags.
+Keys may be written in RocketMQ's camelCase (``brokerName``, ``flushDiskType``) or in snake_case.
+
+Every value is checked when a config is built, by ``check_fields`` (called from each class's ``__post_init__``),
+against two declarations of its field: the type (a ``Literal`` lists the accepted words, matched in any letter
+case and kept as listed) and the ``Rule`` given with ``setting(...)`` (an inclusive range, a strict lower bound, a
+format). The same declarations feed ``describe`` (``sievemq config-reference``, the README's reference) and the
+flags' ``--help``. A bad value raises ``ConfigError`` naming the camelCase key, the value, what is allowed and, from
+``load_config``, where the value came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from sievemq.acl.settings import ACL_STRICT, ACL_WINDOW, AclStrictMode
+from sievemq.errors import ConfigError
+from sievemq.ha.settings import HA_ADVERTISED_IP, HA_LISTEN_HOST, BrokerRole, ReplicationSettings
+from sievemq.http import settings as http
+from sievemq.protocol.delay_levels import DEFAULT_DELAY_LEVELS
+from sievemq.protocol.sizes import DEFAULT_MAX_MESSAGE_SIZE, MAX_MESSAGE_SIZE_LIMIT
+from sievemq.remoting.command import MAX_FRAME_LENGTH
+from sievemq.remoting.limits import ServerLimits
+from sievemq.remoting.tls import TlsMode
+from sievemq.settings import (
+    ADVERTISED_IP,
+    DELAY_LEVELS,
+    EXISTING_FILE,
+    HOST_PORT_LIST,
+    LISTEN_HOST,
+    NAME,
+    OPTIONAL_HOST_PORT,
+    STORE_DIR,
+    check_fields,
+    setting,
+    split_addrs,
+)
+from sievemq.settings.tls import CLIENT_SETTINGS as CLIENT_TLS
+from sievemq.settings.tls import SERVER_SETTINGS as SERVER_TLS
+from sievemq.settings.tls import TlsEnable, check_broker
+
+__all__ = ["MAX_MESSAGE_SIZE_LIMIT", "BrokerConfig", "FlushDiskType", "SubscriptionConsistency"]
+
+MIN_COMMITLOG_FILE_SIZE = 64 * 1024
+INT32_MAX = (1 << 31) - 1
+"""RocketMQ's file sizes are Java ints; sievemq's record and blank sizes are 32-bit too."""
+
+FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
+SubscriptionConsistency = Literal["strict", "rocketmq"]
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Broker settings (RocketMQ names in camelCase are accepted in the TOML file)."""
+
+    broker_name: str = setting("this broker's name; queues of a topic are addressed by it", "broker-a", fmt=NAME)
+    broker_cluster_name: str = setting("cluster the broker belongs to", "DefaultCluster", fmt=NAME)
+    broker_id: int = setting("0 for a master", 0, lo=0)
+    broker_ip: str = setting(
+        "address clients use to reach this broker (advertised, IPv4)", "127.0.0.1", fmt=ADVERTISED_IP
+    )
+    listen_host: str = setting("address to listen on", "127.0.0.1", fmt=LISTEN_HOST)
+    listen_port: int = setting("TCP port for clients", 10911, lo=0, hi=65535)
+    listen_vip_channel: bool = setting(
+        "also listen on listenPort - 2 for old Java clients (VIP channel; listenPort must then be >= 2)", False
+    )
+    http_listen_host: str = setting(*http.host_doc(), fmt=LISTEN_HOST)
+    http_listen_port: int = setting(*http.port_doc("broker"), lo=-1, hi=65535)
+    http_metrics_max_series: int = setting(
+        "/metrics: series one labelled metric family exports at most (per-topic counters keep the topics counted "
+        "first, lag and in-flight gauges the largest values; the rest add up in one series labelled (other))",
+        2000,
+        lo=1,
+        hi=1_000_000,
+    )
+    namesrv_addr: str = setting(
+        "name servers, ';'-separated host:port list (empty: none)", "127.0.0.1:9876", fmt=HOST_PORT_LIST
+    )
+    store_path_root_dir: str = setting(
+        "folder of the store (commit log, queues, index, config)", "./sievemq-data", fmt=STORE_DIR
+    )
+    register_broker_interval_seconds: float = setting("how often to register with every name server", 30.0, above=0)
+    auto_create_topic_enable: bool = setting("create unknown topics on first send (from TBW102)", True)
+    auto_create_subscription_group: bool = setting("create unknown consumer groups on first use", True)
+    max_topics: int = setting(
+        "topics a broker holds at most, its own system topics and the groups' retry and dead-letter topics not "
+        "counted; a send that would create one more, or a topic creation, is refused (reason TOO_MANY_TOPICS). Each "
+        "queue that holds messages costs a 6 MB file, so this bounds the disk auto-creation lets any client take",
+        1024,
+        lo=1,
+        hi=1_000_000,
+    )
+    max_subscription_groups: int = setting(
+        "consumer groups a broker holds at most; a new group beyond it is refused (reason TOO_MANY_GROUPS)",
+        10_000,
+        lo=1,
+        hi=1_000_000,
+    )
+    default_topic_queue_nums: int = setting("queues of TBW102 and of admin-created topics", 8, lo=1, hi=1024)
+    flush_disk_type: FlushDiskType = setting(
+        "ASYNC_FLUSH (reply at once) or SYNC_FLUSH (reply after fsync)", "ASYNC_FLUSH"
+    )
+    flush_interval_commitlog_ms: int = setting("async flush period", 500, lo=1)
+    sync_flush_timeout_ms: int = setting("wait at most this for fsync under SYNC_FLUSH", 5000, lo=1)
+    mapped_file_size_commitlog: int = setting(
+        "bytes per commit-log segment file", 1 << 30, lo=MIN_COMMITLOG_FILE_SIZE, hi=INT32_MAX
+    )
+    mapped_file_size_consume_queue_entries: int = setting(
+        "entries per consume-queue file (20 bytes each)", 300_000, lo=100, hi=INT32_MAX // 20
+    )
+    file_reserved_time: float = setting("hours a commit-log segment is kept", 72.0, above=0)
+    delete_when: int = setting("hour of day when expired segments are deleted (-1: any time)", 4, lo=-1, hi=23)
+    disk_max_used_space_ratio: int = setting(
+        "percent of disk use past which old segments are deleted", 75, lo=10, hi=95
+    )
+    disk_space_clean_forcibly_ratio: int = setting(
+        "percent of disk use past which the oldest segments are deleted even if not expired (100: never)",
+        85,
+        lo=10,
+        hi=100,
+    )
+    disk_full_reserve_bytes: int = setting(
+        "free bytes the store keeps on its disk: a send that needs new space (a file, or the next chunk of a "
+        "segment) is refused (code 14, reason DISK_FULL) unless this many stay free after it",
+        128 * 1024 * 1024,
+        lo=0,
+    )
+    max_hash_slot_num: int = setting("key index: hash slots per index file (4 bytes each)", 5_000_000, lo=1,
+                                     hi=INT32_MAX // 24)  # fmt: skip
+    max_index_num: int = setting("key index: entries per index file (24 bytes each)", 20_000_000, lo=1,
+                                 hi=INT32_MAX // 24)  # fmt: skip
+    max_message_size: int = setting(
+        "largest message body in bytes (at most 15 MiB, so that it fits one 16 MiB remoting frame; a message "
+        "larger than a commit-log segment is refused too)",
+        DEFAULT_MAX_MESSAGE_SIZE,
+        lo=1,
+        hi=MAX_MESSAGE_SIZE_LIMIT,
+    )
+    long_polling_enable: bool = setting("hold pulls until a message arrives (else short polling)", True)
+    short_polling_time_mills: int = setting("hold time when long polling is off", 1000, lo=1)
+    message_delay_level: str = setting("delay levels 1..N", DEFAULT_DELAY_LEVELS, fmt=DELAY_LEVELS)
+    timer_max_delay_sec: int = setting(
+        "longest wait a timer message may ask for (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS), in seconds "
+        "from its arrival; a longer one is refused (code 13, reason TIMER_TOO_FAR). Keep it below fileReservedTime: "
+        "a waiting message's commit-log segment must outlive its wait",
+        259_200,
+        lo=1,
+        hi=INT32_MAX,
+    )
+    timer_max_pending: int = setting(
+        "timer messages waiting at most (each costs ~90 bytes of memory until delivered); one beyond it is refused "
+        "with SYSTEM_BUSY, reason TOO_MANY_TIMERS",
+        1_000_000,
+        lo=1,
+        hi=INT32_MAX,
+    )
+    max_reconsume_times: int = setting("default retries before a message goes to %DLQ%group", 16, lo=0)
+    new_group_starts_at_end: bool = setting(
+        "a consumer group that has committed no offset of a topic here is told it has none (QUERY_NOT_FOUND), so "
+        "RocketMQ's clients that consume from the last offset start at each queue's end; false: RocketMQ's rule "
+        "(offset 0 while a queue still holds its first message in memory, so such a new group reads what the queue "
+        "holds). Clients that consume from the first offset or a timestamp are not affected; sievemq's client "
+        "starts at the end either way",
+        False,
+    )
+    transaction_timeout: int = setting(
+        "ms after its store time before an open transaction's half message is checked (a message's own "
+        "CHECK_IMMUNITY_TIME_IN_SECONDS replaces it)",
+        6000,
+        lo=0,
+    )
+    transaction_check_max: int = setting(
+        "checks of an open transaction before the broker rolls it back", 15, lo=1, hi=INT32_MAX
+    )
+    transaction_open_max: int = setting(
+        "open transactions the broker keeps at most (each costs ~200 bytes of memory until it ends or expires); "
+        "a half message beyond it is refused with SYSTEM_BUSY, reason TOO_MANY_OPEN_TRANSACTIONS",
+        1_000_000,
+        lo=1,
+        hi=INT32_MAX,
+    )
+    pop_inflight_max: int = setting(
+        "POP: messages one queue of one group may have handed out and not acked (each lease costs ~100 bytes of "
+        "memory); a queue at the limit hands out only messages whose invisible time ran out",
+        20_000,
+        lo=1,
+        hi=INT32_MAX,
+    )
+    transaction_check_interval: int = setting(
+        "ms between two checks of one open transaction (CHECK_TRANSACTION_STATE to a producer of its group)",
+        60_000,
+        lo=10,
+    )
+    channel_expired_seconds: float = setting("drop a client connection silent for this long", 120.0, above=0)
+    server_max_unsent_bytes: int = setting(
+        "per connection: stop reading its requests while more than this many bytes of answers wait to be sent "
+        "(the peer does not read them)",
+        ServerLimits.max_unsent_bytes,
+        lo=64 * 1024,
+    )
+    server_max_requests_in_flight: int = setting(
+        "per connection: requests served at once, held long-polling pulls included (a RocketMQ client holds one "
+        "per queue); further requests wait unread until one is answered",
+        ServerLimits.max_requests_in_flight,
+        lo=1,
+    )
+    server_partial_frame_budget: int = setting(
+        "bytes of frames not yet complete, held for all connections together; past it, the connection holding the "
+        "most of the peer IP holding the most is closed (a newcomer only when it is that one)",
+        ServerLimits.partial_frame_budget,
+        lo=MAX_FRAME_LENGTH,
+    )
+    server_partial_frame_ip_percent: int = setting(
+        "percent of serverPartialFrameBudget the unfinished frames of one peer IP (one IPv6 /64) may hold, but "
+        "at least one whole frame (16 MiB); past it, that peer's connection holding the most is closed",
+        ServerLimits.partial_frame_ip_percent,
+        lo=1,
+        hi=100,
+    )
+    server_frame_timeout_seconds: float = setting(
+        "close a connection whose frame is still incomplete this long after its first byte",
+        ServerLimits.frame_timeout,
+        above=0,
+    )
+    server_first_frame_timeout_seconds: float = setting(
+        "close a connection that has not completed a frame this long after it connected",
+        ServerLimits.first_frame_timeout,
+        above=0,
+    )
+    server_channel_max_idle_time_seconds: float = setting(
+        "close a connection that sent nothing for this long and has no request in flight, as RocketMQ does (its "
+        "clients send a heartbeat every 30 s and connect again when needed); 0: never",
+        ServerLimits.idle_timeout,
+        lo=0,
+    )
+    server_max_connections: int = setting(
+        "connections at most (0: no fixed cap); new ones are refused anyway when fewer than serverFdReserve file "
+        "descriptors would stay free under RLIMIT_NOFILE; at the cap, a connection that never completed a frame "
+        "gives way to one from a peer IP with fewer connections",
+        ServerLimits.max_connections,
+        lo=0,
+    )
+    server_max_connections_per_ip: int = setting(
+        "connections from one peer IP (one IPv6 /64) at most, those in a TLS handshake included (0: no cap)",
+        ServerLimits.max_connections_per_ip,
+        lo=0,
+    )
+    server_fd_reserve: int = setting(
+        "file descriptors kept free for the store's files and outgoing connections: the connection cap is "
+        "RLIMIT_NOFILE less the descriptors open for other uses less this",
+        ServerLimits.fd_reserve,
+        lo=0,
+    )
+    server_warning_interval_seconds: float = setting(
+        "connection warnings (bad frames, closed offenders): at most one line per peer IP per this long, then a "
+        "count of the lines held back",
+        ServerLimits.warning_interval,
+        above=0,
+    )
+    server_acl_early_check_bytes: int = setting(
+        "with aclEnable: a frame longer than this is read only once its header names an account of aclFile (or "
+        "comes from globalWhiteRemoteAddresses), else it is refused (code 16) before its body is read; its header "
+        "may not be longer than this",
+        ServerLimits.screen_bytes,
+        lo=1024,
+        hi=MAX_FRAME_LENGTH,
+    )
+    tls_mode: TlsMode = setting(*SERVER_TLS["mode"])
+    tls_server_cert_path: str = setting(*SERVER_TLS["cert"], fmt=EXISTING_FILE)
+    tls_server_key_path: str = setting(*SERVER_TLS["key"], fmt=EXISTING_FILE)
+    tls_server_key_password: str = setting(*SERVER_TLS["password"], secret=True)
+    tls_server_auth_client: bool = setting(*SERVER_TLS["auth_client"])
+    tls_server_trust_cert_path: str = setting(*SERVER_TLS["trust"], fmt=EXISTING_FILE)
+    tls_enable: TlsEnable = setting(*CLIENT_TLS["enable"])
+    tls_client_trust_cert_path: str = setting(*CLIENT_TLS["trust"], fmt=EXISTING_FILE)
+    tls_client_auth_server: bool = setting(*CLIENT_TLS["auth_server"])
+    tls_client_cert_path: str = setting(*CLIENT_TLS["cert"], fmt=EXISTING_FILE)
+    tls_client_key_path: str = setting(*CLIENT_TLS["key"], fmt=EXISTING_FILE)
+    enable_property_filter: bool = setting("allow SQL92 subscriptions", True)
+    enable_calc_filter_bit_map: bool = setting(
+        "compute Bloom bitmaps of SQL92 groups at dispatch, so pulls skip non-matching messages unread", True
+    )
+    expect_consumer_num_use_filter: int = setting(
+        "Bloom filter: expected SQL92 groups per topic (n)", 32, lo=1, hi=16384
+    )
+    max_error_rate_of_bloom_filter: int = setting("Bloom filter: false-positive rate in percent", 20, lo=1, hi=99)
+    filter_server_nums: int = setting("filter servers this broker starts and supervises (0: none)", 0, lo=0, hi=64)
+    filter_server_config: str = setting("TOML file for the filter servers this broker starts", "", fmt=EXISTING_FILE)
+    subscription_consistency: SubscriptionConsistency = setting(
+        "strict: clients of a group that subscribe a topic differently are refused (nothing is lost); "
+        "rocketmq: RocketMQ's behaviour (newest subscription wins, messages can be lost), with a warning",
+        "strict",
+    )
+    acl_enable: bool = setting(
+        "check every request against aclFile (RocketMQ's plain ACL: signatures, PUB/SUB per topic and group, "
+        "admin-only codes); refusals are code 16",
+        False,
+    )
+    acl_file: str = setting(
+        "the plain_acl.yml, reloaded when it changes (empty: plain_acl.yml in storePathRootDir)", "", fmt=EXISTING_FILE
+    )
+    acl_access_key: str = setting(
+        "account the broker signs its own requests with (registrations with name servers, and the requests of "
+        "the filter servers it starts); an admin account where they check ACL",
+        "",
+    )
+    acl_secret_key: str = setting(
+        "secret key of aclAccessKey (prefer the environment: SIEVEMQ_ACL_SECRET_KEY)", "", secret=True
+    )
+    acl_strict_signatures: AclStrictMode = setting(*ACL_STRICT)
+    acl_signature_window_seconds: int = setting(*ACL_WINDOW, lo=10, hi=3600)
+    broker_role: BrokerRole = setting(
+        "ASYNC_MASTER (answer sends at once), SYNC_MASTER (after a slave has them) or SLAVE (a copy of the master "
+        "of the same brokerName; brokerId > 0)",
+        "ASYNC_MASTER",
+    )
+    ha_listen_port: int = setting(
+        "HA port, where slaves (and a master recovering from this broker) copy the commit log, with a ticket from "
+        "HA_CHECK. Set: it listens from the start; 0: listenPort + 1, opened only when the first ticket is handed out",
+        0,
+        lo=0,
+        hi=65535,
+    )
+    ha_listen_host: str = setting(
+        "address the HA port listens on (empty: listenHost's); an internal one keeps the commit log off the "
+        "clients' network",
+        "",
+        fmt=HA_LISTEN_HOST,
+    )
+    broker_ip2: str = setting(
+        "address others reach the HA port at (RocketMQ's brokerIP2; empty: brokerIp), registered as haServerAddr",
+        "",
+        fmt=HA_ADVERTISED_IP,
+    )
+    ha_ticket_checks_address: bool = setting(
+        "a ticket opens a replication link only from the address that asked HA_CHECK for it; false: from any "
+        "address (a slave behind a relay or NAT, or reaching the HA port over another network than the remoting port)",
+        True,
+    )
+    ha_master_address: str = setting(
+        "a slave's master HA address host:port (empty: the one the name servers give)", "", fmt=OPTIONAL_HOST_PORT
+    )
+    ha_send_heartbeat_interval: int = setting("replication heartbeat, milliseconds", 5000, lo=100)
+    ha_housekeeping_interval: int = setting("drop a silent replication link after this, milliseconds", 20000, lo=500)
+    ha_transfer_batch_size: int = setting("largest replication frame, bytes", 32 * 1024, lo=1024, hi=4 * 1024 * 1024)
+    ha_slave_fallbehind_max: int = setting(
+        "SYNC_MASTER: a slave this many bytes behind counts as unavailable (SLAVE_NOT_AVAILABLE)",
+        256 * 1024 * 1024,
+        lo=0,
+    )
+    slave_read_enable: bool = setting(
+        "pulls far behind the commit log's end (beyond accessMessageInMemoryMaxRatio of memory) are sent to the "
+        "group's whichBrokerWhenConsumeSlowly (a slave); false: always read from the master",
+        False,
+    )
+    access_message_in_memory_max_ratio: int = setting(
+        "percent of this machine's memory behind the commit log's end that counts as in memory: with "
+        "slaveReadEnable, how far a pull may lag and still read from the master; and how far a queue's first "
+        "message may be for a new group to be told offset 0 (see newGroupStartsAtEnd)",
+        40,
+        lo=0,
+        hi=100,
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_broker(self)  # loads the TLS files: a bad one is a ConfigError naming its key
+        if bool(self.acl_access_key) != bool(self.acl_secret_key):
+            key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
+            raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")
+        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+            allowed = "an integer > 0 for a SLAVE" if self.broker_role == "SLAVE" else "0 for a master (brokerRole)"
+            raise ConfigError(key="brokerId", value=self.broker_id, allowed=allowed)
+        if self.listen_vip_channel and self.listen_port < 2:
+            raise ConfigError(
+                key="listenPort",
+                value=self.listen_port,
+                allowed="an integer in 2..65535 when listenVipChannel is true (the VIP channel is listenPort - 2)",
+            )
+
+    def namesrv_list(self) -> list[str]:
+        """The configured name server addresses."""
+        return split_addrs(self.namesrv_addr)
+
+    @property
+    def advertised_addr(self) -> str:
+        """``ip:port`` that clients use for this broker."""
+        return f"{self.broker_ip}:{self.listen_port}"
+
+    @property
+    def ha_port(self) -> int:
+        """The HA port (``haListenPort``, else ``listenPort + 1``)."""
+        return self.ha_listen_port or self.listen_port + 1
+
+    @property
+    def ha_ip(self) -> str:
+        """The address others reach the HA port at (``brokerIp2``, else ``brokerIp``)."""
+        return self.broker_ip2 or self.broker_ip
+
+    @property
+    def ha_address(self) -> str:
+        """``ip:port`` of the HA port for others (registered as haServerAddr)."""
+        return f"{self.ha_ip}:{self.ha_port}"
+
+    def replication_settings(self, recover_from: str = "") -> ReplicationSettings:
+        """The replication settings (``recover_from``: ``--recover-from-slave``)."""
+        return ReplicationSettings(
+            role=self.broker_role,
+            host=self.ha_listen_host or self.listen_host,
+            ha_port=self.ha_port,
+            listen_at_start=self.ha_listen_port != 0,
+            ha_host=self.ha_ip,
+            warning_interval_s=self.server_warning_interval_seconds,
+            ticket_checks_address=self.ha_ticket_checks_address,
+            ha_master_address=self.ha_master_address,
+            heartbeat_s=self.ha_send_heartbeat_interval / 1000,
+            housekeeping_s=self.ha_housekeeping_interval / 1000,
+            batch=self.ha_transfer_batch_size,
+            max_fallbehind=self.ha_slave_fallbehind_max,
+            sync_timeout_s=self.sync_flush_timeout_ms / 1000,
+            broker_name=self.broker_name,
+            namesrv=tuple(self.namesrv_list()),
+            recover_from=recover_from,
+        )
+
+    def server_limits(self) -> ServerLimits:
+        """The bounds of the broker's remoting servers (the ``server*`` settings)."""
+        return ServerLimits(
+            max_unsent_bytes=self.server_max_unsent_bytes,
+            max_requests_in_flight=self.server_max_requests_in_flight,
+            partial_frame_budget=self.server_partial_frame_budget,
+            partial_frame_ip_percent=self.server_partial_frame_ip_percent,
+            frame_timeout=self.server_frame_timeout_seconds,
+            first_frame_timeout=self.server_first_frame_timeout_seconds,
+            idle_timeout=self.server_channel_max_idle_time_seconds,
+            max_connections=self.server_max_connections,
+            max_connections_per_ip=self.server_max_connections_per_ip,
+            fd_reserve=self.server_fd_reserve,
+            warning_interval=self.server_warning_interval_seconds,
+            screen_bytes=self.server_acl_early_check_bytes,
+        )

@@ -1,0 +1,5 @@
+"""``python -m sievemq.cli ARGS``: the ``sievemq`` command."""
+
+from sievemq.cli import main
+
+main()

@@ -1,0 +1,302 @@
+"""``sievemq produce`` and ``sievemq consume``: the client API from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import click
+import orjson
+
+from sievemq.acl.credentials import Credentials, credential_options, keys_of
+from sievemq.cli.tls import client_kwargs, tls_options
+from sievemq.errors import SieveError
+from sievemq.protocol.delay_levels import DEFAULT_LEVEL_COUNT
+from sievemq.remoting.tls import ClientTls
+
+_namesrv_option = click.option(
+    "--namesrv",
+    "-n",
+    default="127.0.0.1:9876",
+    envvar="SIEVEMQ_NAMESRV",
+    show_default=True,
+    help="name server address(es), ';'-separated",
+)
+
+
+def _props(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values:
+        k, sep, val = v.partition("=")
+        if not sep or not k:
+            raise click.BadParameter(f"{v!r} is not k=v", param_hint="--prop")
+        out[k] = val
+    return out
+
+
+def _run(coro: Any) -> None:
+    try:
+        asyncio.run(coro)
+    except SieveError as e:
+        raise click.ClickException(str(e)) from None
+    except (OSError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+@click.command()
+@click.argument("topic")
+@_namesrv_option
+@click.option("--tag", "-t", default=None, help="message tag")
+@click.option("--key", "-k", "keys", multiple=True, help="business key (repeatable)")
+@click.option("--prop", "-p", "props", multiple=True, help="user property k=v (repeatable)")
+@click.option("--body", "-b", default=None, help="message body text (default: generated, or stdin with '-')")
+@click.option("--count", "-c", default=1, show_default=True, type=click.IntRange(min=1), help="messages to send")
+@click.option("--size", "-s", default=64, show_default=True, type=click.IntRange(min=1), help="generated body bytes")
+@click.option(
+    "--delay", default=0, show_default=True, type=click.IntRange(0, DEFAULT_LEVEL_COUNT), help="delay level (1 = 1 s)"
+)
+@click.option("--group", "-g", default="sievemq-cli-producer", show_default=True, help="producer group")
+@click.option("--concurrency", default=64, show_default=True, type=click.IntRange(min=1), help="sends in flight")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar, only the summary")
+@credential_options
+@tls_options
+def produce(
+    topic: str,
+    namesrv: str,
+    tag: str | None,
+    keys: tuple[str, ...],
+    props: tuple[str, ...],
+    body: str | None,
+    count: int,
+    size: int,
+    delay: int,
+    group: str,
+    concurrency: int,
+    quiet: bool,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
+) -> None:
+    """Send COUNT messages to TOPIC (a progress bar shows bulk sends)."""
+    from sievemq.client.message import Message
+    from sievemq.client.producer import Producer
+
+    properties = _props(props)
+    if body == "-":
+        payload = sys.stdin.buffer.read()
+    elif body is not None:
+        payload = body.encode()
+    else:
+        payload = None
+
+    def make(i: int) -> Message:
+        data = payload if payload is not None else (f"message {i} ".encode() * (size // 8 + 1))[:size]
+        return Message(topic, data, tags=tag, keys=list(keys), properties=dict(properties), delay_level=delay)
+
+    async def go() -> None:
+        sent = failed = 0
+        first_error: str | None = None
+        statuses: Counter[str] = Counter()
+        started = time.monotonic()
+        ak, sk = keys_of(credentials)
+        async with Producer(namesrv, group, access_key=ak, secret_key=sk, **client_kwargs(tls)) as p:
+            if count == 1:
+                r = await p.send(make(0))
+                mq = r.message_queue
+                click.echo(
+                    f"{r.status.name} msgId={r.msg_id} offsetMsgId={r.offset_msg_id} "
+                    f"queue={mq.broker_name}:{mq.queue_id} offset={r.queue_offset}"
+                )
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            sem = asyncio.Semaphore(concurrency)
+            with Progress(
+                TextColumn(f"[bold]{topic}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]:>8.0f} msg/s"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                disable=quiet or not sys.stderr.isatty(),
+                transient=False,
+            ) as progress:
+                bar = progress.add_task("send", total=count, rate=0.0)
+
+                async def one(i: int) -> None:
+                    nonlocal sent, failed, first_error
+                    async with sem:
+                        try:
+                            statuses[(await p.send(make(i))).status.name] += 1
+                            sent += 1
+                        except SieveError as e:
+                            failed += 1
+                            first_error = first_error or str(e)
+                    elapsed = max(time.monotonic() - started, 1e-6)
+                    progress.update(bar, advance=1, rate=(sent + failed) / elapsed)
+
+                await asyncio.gather(*(one(i) for i in range(count)))
+        elapsed = max(time.monotonic() - started, 1e-6)
+        click.echo(f"sent {sent} of {count} messages to {topic} in {elapsed:.2f}s ({sent / elapsed:.0f} msg/s)")
+        for status, n in sorted(statuses.items()):
+            if status != "SEND_OK":  # stored on the master, not (yet) on a slave: see the README's Replication
+                click.echo(f"  {n} answered {status}: stored on the master, not confirmed by a slave")
+        if failed:
+            raise click.ClickException(f"{failed} sends failed; first error: {first_error}")
+
+    _run(go())
+
+
+async def check_topic(namesrv: str, topic: str, **settings: Any) -> None:
+    """Before consuming: a name server answers and knows ``topic`` (else a ClickException saying which is missing and
+    what to do), so that ``consume`` never waits in silence for a topic that is not there."""
+    from sievemq.client.errors import NameServerUnreachableError, NoRouteError
+    from sievemq.client.instance import ClientConfig, ClientInstance
+
+    inst = ClientInstance(ClientConfig.create(namesrv, f"sievemq-cli-check-{os.getpid()}", **settings))
+    try:
+        await inst.fetch_route(topic, missing_ok=False)
+    except NameServerUnreachableError as e:
+        raise click.ClickException(f"{e} (--namesrv or $SIEVEMQ_NAMESRV; `sievemq dev` runs one)") from None
+    except NoRouteError as e:
+        if e.reason:  # the name server knows why (BROKER_GONE: the brokers that served it left)
+            raise click.ClickException(e.detail) from None
+        raise click.ClickException(
+            f"topic {topic!r} does not exist: the name servers at {namesrv} know no route for it. Create it "
+            f"(sievemq topic create {topic}), or send to it first where brokers create topics on first send "
+            "(sievemq dev does)"
+        ) from None
+    finally:
+        await inst.close()
+
+
+def _message_json(m: Any) -> dict[str, Any]:
+    try:
+        body: str = m.body.decode()
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        body = base64.b64encode(m.body).decode()
+        encoding = "base64"
+    return {
+        "topic": m.topic,
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "tags": m.tags,
+        "keys": m.keys,
+        "properties": m.properties,
+        "reconsumeTimes": m.reconsume_times,
+        "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp,
+        "body": body,
+        "bodyEncoding": encoding,
+    }
+
+
+def _message_line(m: Any) -> str:
+    body = m.body.decode(errors="replace")
+    keys = f" keys={','.join(m.keys)}" if m.keys else ""
+    tags = f" tags={m.tags}" if m.tags else ""
+    return f"{m.msg_id} {m.topic}:{m.queue_id}:{m.queue_offset}{tags}{keys} {body}"
+
+
+@click.command()
+@click.argument("topic")
+@_namesrv_option
+@click.option("--expr", "-e", default=None, help="tag expression, e.g. 'TagA || TagB' [default: *]")
+@click.option("--sql", default=None, help="SQL92 selector on properties, instead of --expr")
+@click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
+@click.option("--from", "from_", type=click.Choice(["first", "last"], case_sensitive=False), default="last",
+              show_default=True,
+              help="where a group without committed offsets starts: last (the messages sent from now on) or "
+                   "first (every stored message); a group with offsets resumes from them")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
+@click.option("--count", "-c", default=0, type=click.IntRange(min=0), help="stop after N messages (0: run on)")
+@click.option("--timeout", default=0.0, type=click.FloatRange(min=0), help="stop after this many idle seconds")
+@click.option("--broadcast", is_flag=True, help="broadcasting consumption (offsets kept locally)")
+@credential_options
+@tls_options
+def consume(
+    topic: str,
+    namesrv: str,
+    expr: str | None,
+    sql: str | None,
+    group: str | None,
+    from_: str,
+    as_json: bool,
+    count: int,
+    timeout: float,
+    broadcast: bool,
+    credentials: Credentials | None,
+    tls: ClientTls | None,
+) -> None:
+    """Print the messages of TOPIC as they arrive (one line, or one JSON object, per message)."""
+    from sievemq.client.message import ConsumeResult, Selector
+    from sievemq.client.push_consumer import PushConsumer
+    from sievemq.protocol.message import MessageExt
+
+    if expr is not None and sql is not None:
+        raise click.UsageError("--expr (a tag expression) and --sql (a SQL92 selector) exclude each other: give one")
+    selector = Selector.sql(sql) if sql is not None else Selector.tag(expr if expr is not None else "*")
+    group = group or f"sievemq-cli-{os.getpid()}"
+
+    ak, sk = keys_of(credentials)
+
+    async def go() -> None:
+        await check_topic(namesrv, topic, access_key=ak, secret_key=sk, **client_kwargs(tls))
+        done = asyncio.Event()
+        printed = 0
+        last = time.monotonic()
+        consumer = PushConsumer(
+            namesrv,
+            group,
+            consume_from=from_,
+            broadcasting=broadcast,
+            concurrency=1,
+            consume_batch_size=1,  # the listener below decides message by message
+            rebalance_interval=5.0,
+            access_key=ak,
+            secret_key=sk,
+            **client_kwargs(tls),
+        )
+        consumer.subscribe(topic, selector)
+
+        @consumer.listener
+        async def show(msgs: list[MessageExt]) -> ConsumeResult:
+            nonlocal printed, last
+            if count and printed >= count:
+                # Past the count (one message per call): leave it unconsumed. Neither an ack (the group would never
+                # see it) nor a failure (it would be sent back): the abandoned call keeps the message out of the
+                # offset the consumer commits when it closes, so the group's next run starts at it.
+                done.set()
+                raise asyncio.CancelledError
+            for m in msgs:
+                click.echo(orjson.dumps(_message_json(m)).decode() if as_json else _message_line(m))
+                printed += 1
+                last = time.monotonic()
+            sys.stdout.flush()
+            if count and printed >= count:
+                done.set()
+            return ConsumeResult.SUCCESS
+
+        await consumer.start()
+        try:
+            while not done.is_set():
+                try:
+                    async with asyncio.timeout(0.2):
+                        await done.wait()
+                except TimeoutError:
+                    if timeout and time.monotonic() - last > timeout:
+                        break
+        finally:
+            await consumer.close()
+
+    _run(go())
