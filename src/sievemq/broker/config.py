@@ -52,9 +52,11 @@ FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 SubscriptionConsistency = Literal["strict", "rocketmq"]
 
 
+# The broker's settings come in groups, each a frozen dataclass that the next one extends, so that the reference lists
+# them in this order; ``BrokerConfig`` adds replication and the checks that span groups.
 @dataclass(frozen=True)
-class BrokerConfig:
-    """Broker settings (RocketMQ names in camelCase are accepted in the TOML file)."""
+class _BrokerIdentity:
+    """Name, addresses, name servers, where the store lives, and the topic and group tables."""
 
     broker_name: str = setting("this broker's name; queues of a topic are addressed by it", "broker-a", fmt=NAME)
     broker_cluster_name: str = setting("cluster the broker belongs to", "DefaultCluster", fmt=NAME)
@@ -100,6 +102,12 @@ class BrokerConfig:
         hi=1_000_000,
     )
     default_topic_queue_nums: int = setting("queues of TBW102 and of admin-created topics", 8, lo=1, hi=1024)
+
+
+@dataclass(frozen=True)
+class _BrokerMessages(_BrokerIdentity):
+    """The store, delays, timers, retries, transactions and POP."""
+
     flush_disk_type: FlushDiskType = setting(
         "ASYNC_FLUSH (reply at once) or SYNC_FLUSH (reply after fsync)", "ASYNC_FLUSH"
     )
@@ -194,6 +202,12 @@ class BrokerConfig:
         60_000,
         lo=10,
     )
+
+
+@dataclass(frozen=True)
+class _BrokerConnections(_BrokerMessages):
+    """What one connection, one peer and all of them may take (docs/server-limits.md)."""
+
     channel_expired_seconds: float = setting("drop a client connection silent for this long", 120.0, above=0)
     server_max_unsent_bytes: int = setting(
         "per connection: stop reading its requests while more than this many bytes of answers wait to be sent "
@@ -268,6 +282,12 @@ class BrokerConfig:
         lo=1024,
         hi=MAX_FRAME_LENGTH,
     )
+
+
+@dataclass(frozen=True)
+class _BrokerTls(_BrokerConnections):
+    """TLS on the listening port and on the broker's own connections (docs/protocol/tls.md)."""
+
     tls_mode: TlsMode = setting(*SERVER_TLS["mode"])
     tls_server_cert_path: str = setting(*SERVER_TLS["cert"], fmt=EXISTING_FILE)
     tls_server_key_path: str = setting(*SERVER_TLS["key"], fmt=EXISTING_FILE)
@@ -279,6 +299,12 @@ class BrokerConfig:
     tls_client_auth_server: bool = setting(*CLIENT_TLS["auth_server"])
     tls_client_cert_path: str = setting(*CLIENT_TLS["cert"], fmt=EXISTING_FILE)
     tls_client_key_path: str = setting(*CLIENT_TLS["key"], fmt=EXISTING_FILE)
+
+
+@dataclass(frozen=True)
+class _BrokerFiltering(_BrokerTls):
+    """SQL92, Bloom bitmaps, filter servers and subscription consistency."""
+
     enable_property_filter: bool = setting("allow SQL92 subscriptions", True)
     enable_calc_filter_bit_map: bool = setting(
         "compute Bloom bitmaps of SQL92 groups at dispatch, so pulls skip non-matching messages unread", True
@@ -294,6 +320,12 @@ class BrokerConfig:
         "rocketmq: RocketMQ's behaviour (newest subscription wins, messages can be lost), with a warning",
         "strict",
     )
+
+
+@dataclass(frozen=True)
+class _BrokerAcl(_BrokerFiltering):
+    """The plain ACL (docs/protocol/acl.md)."""
+
     acl_enable: bool = setting(
         "check every request against aclFile (RocketMQ's plain ACL: signatures, PUB/SUB per topic and group, "
         "admin-only codes); refusals are code 16",
@@ -312,6 +344,13 @@ class BrokerConfig:
     )
     acl_strict_signatures: AclStrictMode = setting(*ACL_STRICT)
     acl_signature_window_seconds: int = setting(*ACL_WINDOW, lo=10, hi=3600)
+
+
+@dataclass(frozen=True)
+class BrokerConfig(_BrokerAcl):
+    """Broker settings (RocketMQ names in camelCase are accepted in the TOML file): the groups above, and
+    replication."""
+
     broker_role: BrokerRole = setting(
         "ASYNC_MASTER (answer sends at once), SYNC_MASTER (after a slave has them) or SLAVE (a copy of the master "
         "of the same brokerName; brokerId > 0)",

@@ -32,6 +32,7 @@ from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
+from sievemq.util.tasks import Background
 
 __all__ = ["MetadataSync"]
 
@@ -67,7 +68,7 @@ class MetadataSync:
         self.last_error: str | None = None
         self.source_behind: str | None = None
         """Why the last round only added (the source holds less of the commit log than we do), or None."""
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("slave-metadata-sync")
         self._kick = asyncio.Event()
 
     def on_dispatch(self, topic: str, queue_id: int, *_rest: object) -> None:
@@ -81,17 +82,11 @@ class MetadataSync:
 
     def start(self) -> None:
         """Copy every ``interval`` in the background (the first round at once)."""
-        self._task = asyncio.create_task(self._loop(), name="slave-metadata-sync")
+        self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Stop copying."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        await self._task.stop()
 
     async def _loop(self) -> None:
         while True:

@@ -13,6 +13,7 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool, RpcHook
 from sievemq.remoting.tls import ClientTls
+from sievemq.util.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class NamesrvRegistrar:
         self._pool = ConnectionPool(rpc_hook=rpc_hook, tls=tls.context() if tls is not None else None)
         self._on_answer = on_answer
         self._soon = soon
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("broker-registration")
         self._kick = asyncio.Event()
         self.failures = 0
         """Rounds that failed before a request could be sent (logged; the next round comes anyway)."""
@@ -91,12 +92,11 @@ class NamesrvRegistrar:
 
     def start(self) -> None:
         """Start periodic registration."""
-        self._task = asyncio.create_task(self._loop())
+        self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Unregister from every name server and close connections."""
-        if self._task is not None:
-            self._task.cancel()
+        await self._task.stop()
         hdr = {k: self._header[k] for k in ("brokerName", "brokerAddr", "clusterName", "brokerId")}
         for addr in self.addrs:
             try:

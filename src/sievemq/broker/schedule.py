@@ -21,6 +21,7 @@ from sievemq.protocol.names import SCHEDULE_TOPIC
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import MessageStore
 from sievemq.store.jsonfile import atomic_write_json, read_json
+from sievemq.util.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class ScheduleService:
         self.offsets: dict[int, int] = {}
         self._put = put
         self._poll = poll_interval
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("delay-delivery")
         self._dirty = False
 
     @property
@@ -158,14 +159,9 @@ class ScheduleService:
 
     def start(self) -> None:
         """Start the delivery loop."""
-        self._task = asyncio.create_task(self._loop())
+        self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Stop and persist progress."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await self._task.stop()
         self.persist()

@@ -10,8 +10,6 @@ docs/protocol/replication.md §2 and §5.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 
@@ -22,6 +20,7 @@ from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
 from sievemq.store import MessageStore
+from sievemq.util.tasks import Background
 
 __all__ = ["VERIFY_GAP_S", "SetCheck"]
 
@@ -39,7 +38,7 @@ class SetCheck:
         self.store = store
         self._pool = pool
         self.lost_data: str | None = None
-        self._verifying: asyncio.Task[None] | None = None
+        self._verifying = Background("ha-verify-set")
         self._verified_at = -VERIFY_GAP_S
 
     def replica_ahead(self, peer: str, offset: int) -> None:
@@ -56,14 +55,14 @@ class SetCheck:
         beyond our end: check the set's slaves (``check_set``), at most every ``VERIFY_GAP_S``."""
         if self.lost_data is not None or offset <= self.store.max_phy_offset:
             return
-        if self._verifying is not None and not self._verifying.done():
+        if self._verifying.running:
             return
         if time.monotonic() - self._verified_at < VERIFY_GAP_S:
             return
         log.warning("%s claims the commit log up to %d, beyond this master's %d: asking this set's slaves", peer,
                     offset, self.store.max_phy_offset)  # fmt: skip
         self._verified_at = time.monotonic()
-        self._verifying = asyncio.create_task(self.check_set(), name="ha-verify-set")
+        self._verifying.start(self.check_set())
 
     async def check_set(self) -> None:
         """Ask the name servers for our set's slaves, and each slave for its end; a slave ahead of us sets
@@ -92,8 +91,4 @@ class SetCheck:
 
     async def stop(self) -> None:
         """Stop a check under way."""
-        if self._verifying is not None:
-            self._verifying.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._verifying
-            self._verifying = None
+        await self._verifying.stop()

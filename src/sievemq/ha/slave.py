@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from sievemq.ha.wire import FrameDecoder, WireError, encode_hello, encode_report
 from sievemq.store import MessageStore, StoreError
+from sievemq.util.tasks import Background
 
 __all__ = ["HAClient", "LinkRefused"]
 
@@ -67,7 +68,7 @@ class HAClient:
         self.heartbeats = 0
         """Heartbeat frames received (the master had nothing more to send)."""
         self.admit = admit
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("ha-client")
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -83,15 +84,11 @@ class HAClient:
     # ------------------------------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Follow the master in the background (reconnecting forever)."""
-        self._task = asyncio.create_task(self._run(), name="ha-client")
+        self._task.start(self._run())
 
     async def stop(self) -> None:
         """Stop following."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:

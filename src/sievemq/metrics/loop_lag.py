@@ -10,13 +10,13 @@ the figures in GET_BROKER_RUNTIME_INFO (``eventLoopLag*``); every role's ``/metr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
 
 from sievemq.metrics.histogram import LatencyHistogram
+from sievemq.util.tasks import Background
 
 __all__ = ["LagStats", "LoopLagMonitor"]
 
@@ -83,20 +83,16 @@ class LoopLagMonitor:
         self.interval = interval
         self.stats = LagStats()
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("loop-lag")
         self._warned_at = -60.0
 
     def start(self) -> None:
         """Start ticking on the running loop."""
-        self._task = asyncio.create_task(self._run(), name="loop-lag")
+        self._task.start(self._run())
 
     async def stop(self) -> None:
         """Stop ticking."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def _run(self) -> None:
         clock = self._clock

@@ -17,6 +17,7 @@ from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
 from sievemq.settings.tls import server_tls
+from sievemq.util.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class NamesrvController:
             tls=server_tls(config),
             screen=early_check(self.acl),
         )
-        self._scan: asyncio.Task[None] | None = None
+        self._scan = Background("broker-expiry-scan")
 
     @property
     def addr(self) -> str:
@@ -64,11 +65,10 @@ class NamesrvController:
     async def start(self) -> None:
         """Listen and start the expiry scan."""
         await self.server.start()
-        self._scan = asyncio.create_task(self._scan_loop())
+        self._scan.start(self._scan_loop())
         log.info("name server listening on %s", self.addr)
 
     async def stop(self) -> None:
         """Stop serving."""
-        if self._scan is not None:
-            self._scan.cancel()
+        await self._scan.stop()
         await self.server.stop()

@@ -12,11 +12,12 @@ At most ``MAX_TRACKED`` messages are tracked per proxy; beyond that a message is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from sievemq.util.tasks import Background
 
 __all__ = ["MAX_TRACKED", "Renewals"]
 
@@ -44,7 +45,7 @@ class Renewals:
         self._change = change
         self.tick = tick
         self.tracked: dict[str, _Tracked] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("proxy-renewals")
         self.renewed = 0
 
     @staticmethod
@@ -74,15 +75,11 @@ class Renewals:
 
     def start(self) -> None:
         """Run the renewal rounds."""
-        self._task = asyncio.create_task(self._loop(), name="proxy-renewals")
+        self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Stop the rounds."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def _loop(self) -> None:
         while True:

@@ -34,6 +34,7 @@ from sievemq.remoting.limits import (
 )
 from sievemq.remoting.peers import peer_key
 from sievemq.util.ratelimit import RateLimitedLog, suppressed_note
+from sievemq.util.tasks import Background
 
 if TYPE_CHECKING:
     from sievemq.remoting.connection import Connection
@@ -140,7 +141,7 @@ class ServerGuard:
         self._refused = False
         self._port = 0
         self._sockets: frozenset[int] = frozenset()
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("connection-sweep")
         self._previous_handler: LoopHandler | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -152,13 +153,12 @@ class ServerGuard:
         self._port = int(server.sockets[0].getsockname()[1]) if server.sockets else 0
         self._previous_handler = loop.get_exception_handler()
         loop.set_exception_handler(self._loop_exception)
-        self._task = loop.create_task(self._sweep_loop())
+        self._task.start(self._sweep_loop())
 
     def stop(self) -> None:
         """Stop the sweep and give the loop its exception handler back."""
-        if self._task is not None:
+        if self._task.task is not None:
             self._task.cancel()
-            self._task = None
             loop = asyncio.get_running_loop()
             if loop.get_exception_handler() == self._loop_exception:
                 loop.set_exception_handler(self._previous_handler)

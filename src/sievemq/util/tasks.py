@@ -73,6 +73,12 @@ class Background:
             raise RuntimeError(f"background task {self.name} is already running")
         self._task = spawn(coro, self._registry, self.name)
 
+    def cancel(self) -> None:
+        """Cancel the task without waiting (for a synchronous stop; its end is still logged if it failed)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+
     async def stop(self) -> None:
         """Cancel the task and wait until it ended (nothing happens when it is not running)."""
         task, self._task = self._task, None

@@ -19,7 +19,6 @@ interleave between their record's write and its apply).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 import time
@@ -48,6 +47,7 @@ from sievemq.protocol.receipt_handle import ReceiptHandle
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import GetStatus, MessageStore, PutResult, PutStatus
+from sievemq.util.tasks import Background
 
 __all__ = ["PopAnswer", "PopRequest", "PopService", "PopSettings", "Popped"]
 
@@ -138,7 +138,7 @@ class PopService:
         self._locks: weakref.WeakValueDictionary[QueueKey, asyncio.Lock] = weakref.WeakValueDictionary()
         self.waiters = LeaseWaiters()
         self._dirty = False
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("pop-rounds")
         self.dead_lettered = 0
         self._rotation = 0
 
@@ -151,15 +151,11 @@ class PopService:
         """Rebuild, and start the background rounds (``rounds``: False on a slave)."""
         self.rebuild()
         if rounds:
-            self._task = asyncio.create_task(self._loop(), name="pop-rounds")
+            self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Stop the rounds and save the book."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await self._task.stop()
         self.save_snapshot()
 
     def save_snapshot(self) -> None:

@@ -45,6 +45,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 from sievemq.store import MessageStore, PutStatus
 from sievemq.store.jsonfile import atomic_write_json, read_json
+from sievemq.util.tasks import Background
 
 __all__ = ["TimerService", "TimerSettings", "park_for_timer"]
 
@@ -97,7 +98,7 @@ class TimerService:
         self._dirty = False
         self._delivered_end = 0
         """Commit-log end of the last delivery: a snapshot is saved once the log is on disk up to it."""
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("timer-delivery")
         self._saving: asyncio.Task[None] | None = None
         """The snapshot being saved: it waits for the flush beside the loop, which goes on delivering."""
         self._last_warning = 0.0
@@ -154,15 +155,12 @@ class TimerService:
         """Rebuild and start the delivery loop (on a master only: a slave's copy of the log holds the parked
         messages and markers its master writes)."""
         self.rebuild()
-        self._task = asyncio.create_task(self._loop(), name="timer-delivery")
+        self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Stop the loop and save the snapshot."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        if self._task.task is not None:  # started (a loop that failed still has its snapshot saved)
+            await self._task.stop()
             if self._saving is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await self._saving

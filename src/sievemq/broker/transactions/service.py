@@ -40,6 +40,7 @@ from sievemq.protocol.sysflag import TRANSACTION_COMMIT_TYPE, transaction_value
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.store import MessageStore, PutResult
+from sievemq.util.tasks import Background
 
 __all__ = ["SYSTEM_GROUP", "EndRequest", "TransactionService"]
 
@@ -97,7 +98,7 @@ class TransactionService:
         self._owed: dict[int, int] = {}
         """Half offset -> half phy: committed by an op record, its commit record not written yet (held in the book:
         the floors stay below it until it is written)."""
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("transaction-checks")
         self.checks_sent = 0
         self.expired = 0
 
@@ -145,15 +146,11 @@ class TransactionService:
         self.rebuild()
         if checks:
             await self._pay_owed()
-            self._task = asyncio.create_task(self._loop(), name="transaction-checks")
+            self._task.start(self._loop())
 
     async def stop(self) -> None:
         """Stop the rounds and save the floors."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        await self._task.stop()
         self._save_floors()
 
     # ------------------------------------------------------------------------------------------ reading
