@@ -3,7 +3,7 @@
 sample data of the tests (tests/dashboard/sample.py: topics, messages, a running and a stopped consumer group, and
 a group whose members subscribe differently), sends messages all along (payments throughout, orders until the
 topic's page is taken, so the rates are not all zero), opens each page in headless chromium (the tests' browser:
-tests/support/browser.py) and writes docs/dashboard/<page>.png: the 8 pages docs/dashboard.md and the README show
+tests/support/browser.py) and writes docs/dashboard/<page>.png: the 8 pages docs/dashboard.md and docs/monitoring.md show
 (tests/unit/dashboard/test_screenshots.py checks they are there and referenced).
 
     .venv/bin/python scripts/dashboard_screenshots.py [--out docs/dashboard]

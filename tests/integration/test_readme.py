@@ -240,8 +240,10 @@ def run_block(srv: Env, block: Block) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run([*srv.prefix, python, script.name], cwd=srv.work, env=srv.env, capture_output=True,
                               text=True, timeout=BLOCK_TIMEOUT)  # fmt: skip
-    except subprocess.TimeoutExpired as e:
-        return subprocess.CompletedProcess(e.cmd, -9, str(e.stdout or ""), f"{e.stderr or ''}\n[timed out]")
+    except subprocess.TimeoutExpired as e:  # its output comes as bytes, text=True or not
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else str(e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or "")
+        return subprocess.CompletedProcess(e.cmd, -9, out, f"{err}\n[timed out after {BLOCK_TIMEOUT} s]")
 
 
 # ------------------------------------------------------------------------------------------------ the tests

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ README = REPO / "README.md"
 DOCS = REPO / "docs"
 CONFIGURATION = DOCS / "configuration.md"
 PROTOCOL_COVERAGE = DOCS / "protocol-coverage.md"
+LAYOUT = DOCS / "layout.md"
+SOURCE = REPO / "src" / "sievemq"
 README_MAX_LINES = 300
 """What a newcomer reads in five minutes (issue 27); the reference lives in docs/."""
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -95,6 +98,23 @@ def test_the_included_readme_sections_exist() -> None:
         start, end = f"--8<-- [start:{name}]", f"--8<-- [end:{name}]"
         assert readme.count(start) == 1 and readme.count(end) == 1, f"README.md lacks the markers of {name!r}"
         assert readme.index(start) < readme.index(end), name
+
+
+def test_the_layout_page_shows_the_layers_as_declared() -> None:
+    """docs/layout.md's table has one row per package or root module of [tool.importlinter]'s layers, numbered
+    bottom to top as declared there, and every package of src/sievemq/ is in it."""
+    config = tomllib.loads(_text(REPO / "pyproject.toml"))["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in config if c["type"] == "layers"]
+    declared = {
+        name.strip().removeprefix("sievemq."): number
+        for number, layer in enumerate(reversed(layers), 1)
+        for name in re.split(r"[|:]", layer)
+    }
+    rows = re.findall(r"^\| (\d+) \| `([a-z_]+)(/|\.py)` \|", _text(LAYOUT), re.M)
+    shown = {name: int(number) for number, name, _ in rows}
+    assert shown == declared, f"docs/layout.md's layers differ from pyproject.toml's: {shown} != {declared}"
+    packages = {p.name for p in SOURCE.iterdir() if (p / "__init__.py").is_file()}
+    assert packages <= set(shown), f"packages missing from docs/layout.md: {sorted(packages - set(shown))}"
 
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:

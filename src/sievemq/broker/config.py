@@ -6,7 +6,7 @@ Keys may be written in RocketMQ's camelCase (``brokerName``, ``flushDiskType``) 
 Every value is checked when a config is built, by ``check_fields`` (called from each class's ``__post_init__``),
 against two declarations of its field: the type (a ``Literal`` lists the accepted words, matched in any letter
 case and kept as listed) and the ``Rule`` given with ``setting(...)`` (an inclusive range, a strict lower bound, a
-format). The same declarations feed ``describe`` (``sievemq config-reference``, the README's reference) and the
+format). The same declarations feed ``describe`` (``sievemq config-reference``, docs/configuration.md) and the
 flags' ``--help``. A bad value raises ``ConfigError`` naming the camelCase key, the value, what is allowed and, from
 ``load_config``, where the value came from.
 """

@@ -363,7 +363,7 @@ def _markdown_value(value: Any) -> str:
 
 
 def reference_markdown() -> str:
-    """The README's configuration reference: one table row per setting of every role."""
+    """The configuration reference (docs/configuration.md): one table row per setting of every role."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
@@ -377,7 +377,7 @@ def reference_markdown() -> str:
 
 
 @main.command("config-reference")
-@click.option("--markdown", is_flag=True, help="print the README's table instead")
+@click.option("--markdown", is_flag=True, help="print the Markdown table of docs/configuration.md instead")
 def config_reference(markdown: bool) -> None:
     """Print every setting of the name server, the broker and the filter server: default, allowed values, meaning."""
     if markdown:

@@ -8,7 +8,8 @@ import os
 import sys
 import time
 from collections import Counter
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -19,6 +20,9 @@ from sievemq.errors import SieveError
 from sievemq.protocol.delay_levels import DEFAULT_LEVEL_COUNT
 from sievemq.remoting.tls import ClientTls
 
+if TYPE_CHECKING:
+    from sievemq.client.options import ClientOptions
+
 _namesrv_option = click.option(
     "--namesrv",
     "-n",
@@ -27,6 +31,19 @@ _namesrv_option = click.option(
     show_default=True,
     help="name server address(es), ';'-separated",
 )
+
+
+def client_options(namesrv: str, credentials: Credentials | None, tls: ClientTls | None) -> ClientOptions:
+    """The ``ClientOptions`` of the connection flags, each flag setting the field of its name: ``--namesrv``,
+    ``--access-key``/``--secret-key`` (or ``--profile``), ``--tls``, ``--tls-ca-file``, ``--tls-cert-file``,
+    ``--tls-key-file``, ``--no-tls-verify``."""
+    from sievemq.client.options import ClientOptions
+
+    access_key, secret_key = keys_of(credentials)
+    try:
+        return ClientOptions(namesrv=namesrv, access_key=access_key, secret_key=secret_key, **client_kwargs(tls))
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--namesrv") from None
 
 
 def _props(values: tuple[str, ...]) -> dict[str, str]:
@@ -87,6 +104,7 @@ def produce(
     from sievemq.client.message import Message
     from sievemq.client.producer import Producer
 
+    options = client_options(namesrv, credentials, tls)
     properties = _props(props)
     if body == "-":
         payload = sys.stdin.buffer.read()
@@ -104,8 +122,7 @@ def produce(
         first_error: str | None = None
         statuses: Counter[str] = Counter()
         started = time.monotonic()
-        ak, sk = keys_of(credentials)
-        async with Producer(namesrv, group, access_key=ak, secret_key=sk, **client_kwargs(tls)) as p:
+        async with Producer(group=group, options=options) as p:
             if count == 1:
                 r = await p.send(make(0))
                 mq = r.message_queue
@@ -146,7 +163,7 @@ def produce(
         elapsed = max(time.monotonic() - started, 1e-6)
         click.echo(f"sent {sent} of {count} messages to {topic} in {elapsed:.2f}s ({sent / elapsed:.0f} msg/s)")
         for status, n in sorted(statuses.items()):
-            if status != "SEND_OK":  # stored on the master, not (yet) on a slave: see the README's Replication
+            if status != "SEND_OK":  # stored on the master, not (yet) on a slave: see docs/replication.md
                 click.echo(f"  {n} answered {status}: stored on the master, not confirmed by a slave")
         if failed:
             raise click.ClickException(f"{failed} sends failed; first error: {first_error}")
@@ -154,13 +171,14 @@ def produce(
     _run(go())
 
 
-async def check_topic(namesrv: str, topic: str, **settings: Any) -> None:
+async def check_topic(options: ClientOptions, topic: str) -> None:
     """Before consuming: a name server answers and knows ``topic`` (else a ClickException saying which is missing and
     what to do), so that ``consume`` never waits in silence for a topic that is not there."""
     from sievemq.client.errors import NameServerUnreachableError, NoRouteError
     from sievemq.client.instance import ClientConfig, ClientInstance
 
-    inst = ClientInstance(ClientConfig.create(namesrv, f"sievemq-cli-check-{os.getpid()}", **settings))
+    inst = ClientInstance(ClientConfig.of(replace(options, instance_name=f"sievemq-cli-check-{os.getpid()}")))
+    namesrv = ";".join(inst.config.namesrv)
     try:
         await inst.fetch_route(topic, missing_ok=False)
     except NameServerUnreachableError as e:
@@ -240,6 +258,7 @@ def consume(
 ) -> None:
     """Print the messages of TOPIC as they arrive (one line, or one JSON object, per message)."""
     from sievemq.client.message import ConsumeResult, Selector
+    from sievemq.client.options import ConsumeOptions
     from sievemq.client.push_consumer import PushConsumer
     from sievemq.protocol.message import MessageExt
 
@@ -247,25 +266,19 @@ def consume(
         raise click.UsageError("--expr (a tag expression) and --sql (a SQL92 selector) exclude each other: give one")
     selector = Selector.sql(sql) if sql is not None else Selector.tag(expr if expr is not None else "*")
     group = group or f"sievemq-cli-{os.getpid()}"
-
-    ak, sk = keys_of(credentials)
+    options = replace(client_options(namesrv, credentials, tls), rebalance_interval=5.0)
 
     async def go() -> None:
-        await check_topic(namesrv, topic, access_key=ak, secret_key=sk, **client_kwargs(tls))
+        await check_topic(options, topic)
         done = asyncio.Event()
         printed = 0
         last = time.monotonic()
         consumer = PushConsumer(
-            namesrv,
-            group,
+            group=group,
+            options=options,
+            consume=ConsumeOptions(concurrency=1, consume_batch_size=1),  # the listener decides message by message
             consume_from=from_,
             broadcasting=broadcast,
-            concurrency=1,
-            consume_batch_size=1,  # the listener below decides message by message
-            rebalance_interval=5.0,
-            access_key=ak,
-            secret_key=sk,
-            **client_kwargs(tls),
         )
         consumer.subscribe(topic, selector)
 

@@ -37,7 +37,7 @@ Differences from RocketMQ
 -------------------------
 
 Every deliberate difference is listed in :data:`DIFFERENCES_FROM_ROCKETMQ` (also appended below),
-for the README to include.
+for docs/protocol/sql92.md to include.
 """
 
 from __future__ import annotations
