@@ -6,11 +6,8 @@ import asyncio
 import dataclasses
 import logging
 import os
-import secrets
 import time
 from typing import Any
-
-import orjson
 
 from sievemq.acl.authorizer import AclAuthorizer
 from sievemq.acl.classification import FILTERSRV
@@ -20,28 +17,29 @@ from sievemq.acl.strict import strict_policy
 from sievemq.filtersrv.config import FiltersrvConfig
 from sievemq.filtersrv.layers import describe, upload_refusal
 from sievemq.filtersrv.pools import WorkerPools
-from sievemq.filtersrv.processors import FiltersrvProcessor
+from sievemq.filtersrv.processors import FilterPullProcessor, PullSettings, RegisterFilterProcessor, StatusProcessor
+from sievemq.filtersrv.registration import BrokerRegistration
 from sievemq.filtersrv.registry import FilterRegistry, RegistrationPolicy
 from sievemq.filtersrv.replay import NonceWindow
 from sievemq.filtersrv.tenants import TenantLimits
 from sievemq.filtersrv.workers import PoolSettings
 from sievemq.protocol.header_rules import check_request
-from sievemq.remoting.codes import RequestCode, ResponseCode
-from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
 from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.util.tasks import Background
 from sievemq.version import __version__
 
 log = logging.getLogger(__name__)
 
 
 class FiltersrvController:
-    """Runs one filter server in the current event loop."""
+    """Runs one filter server in the current event loop: builds the services and hands each processor the ones it
+    uses."""
 
     def __init__(self, config: FiltersrvConfig) -> None:
         self.config = config
         self.registry = FilterRegistry(config.max_consecutive_failures)
-        self.policy = RegistrationPolicy(
+        policy = RegistrationPolicy(
             modules=config.modules,
             upload_enabled=config.client_upload_filter_enable,
             secret=config.upload_secret,
@@ -70,66 +68,36 @@ class FiltersrvController:
         strict = strict_policy(config.acl_strict_signatures, config.acl_signature_window_seconds)
         acl = AclAuthorizer(config.acl_file, FILTERSRV, strict=strict) if config.acl_enable else None
         self.table = ProcessorTable("filter server", check_request, acl)
-        FiltersrvProcessor(self).register(self.table)
+        self._register_filter = RegisterFilterProcessor(self.registry, self.workers, policy, self._addr)
+        pull = PullSettings(config.broker_addr, config.broker_timeout_seconds, config.read_ahead_batches)
+        for proc in (
+            self._register_filter,
+            FilterPullProcessor(self.registry, self.workers, self.broker_conns, pull, self._addr),
+            StatusProcessor(self.status),
+        ):
+            proc.register(self.table)
         self.server = RemotingServer(self.table, config.listen_host, config.listen_port, screen=early_check(acl))
-        self.broker_name = ""
-        self.broker_id = -1
-        self.last_registered = 0.0
+        self.registration = BrokerRegistration(self.broker_conns, config.broker_addr, self._addr, self.registry,
+                                               config.register_interval_seconds)  # fmt: skip
         self.started_at = time.time()
-        self.instance = secrets.token_hex(8)
-        """This process's token in its 301 counts (the broker keeps counting per instance: docs/metrics.md §4)."""
         self.done = asyncio.Event()
         """Set when the filter server should exit on its own (its parent broker is gone)."""
-        self._tasks: list[asyncio.Task[None]] = []
-        self._register_failing = False
+        self._parent_watch = Background("filtersrv-parent-watch")
 
     @property
     def addr(self) -> str:
         """``ip:port`` advertised to the broker (valid after ``start``)."""
         return f"{self.config.advertised_ip}:{self.server.port}"
 
-    # ------------------------------------------------------------------ registration with the broker
-    async def register_once(self) -> bool:
-        """REGISTER_FILTER_SERVER (301) to the broker, its body this server's function counts (``counts_body``);
-        True when it answered SUCCESS."""
-        cmd = RemotingCommand.request(RequestCode.REGISTER_FILTER_SERVER, {"filterServerAddr": self.addr},
-                                      self.counts_body())  # fmt: skip
-        try:
-            resp = await self.broker_conns.request(self.config.broker_addr, cmd, 3.0)
-        except Exception as e:
-            self._registration_failed(f"cannot reach it: {e}")
-            return False
-        if resp.code != ResponseCode.SUCCESS:
-            self._registration_failed(f"it answered [{resp.code}] {resp.remark}")
-            return False
-        f = resp.ext_fields
-        name, bid = f.get("brokerName", ""), int(f.get("brokerId", "-1") or -1)
-        if self._register_failing or (name, bid) != (self.broker_name, self.broker_id):
-            log.info("registered with broker %s (%s, id %d) as %s", self.config.broker_addr, name, bid, self.addr)
-        self.broker_name, self.broker_id = name, bid
-        self.last_registered = time.time()
-        self._register_failing = False
-        return True
+    def _addr(self) -> str:
+        return self.addr
 
-    def counts_body(self) -> bytes:
-        """What every 301 carries: ``{"instance": token, "functions": [...]}`` (``FilterRegistry.counts_report``),
-        from which the broker's /metrics shows the functions' decisions (docs/metrics.md §4). A RocketMQ broker
-        ignores a 301's body."""
-        return orjson.dumps({"instance": self.instance, "functions": self.registry.counts_report()})
+    @property
+    def policy(self) -> RegistrationPolicy:
+        """The rules 302 requests are checked against."""
+        return self._register_filter.policy
 
-    def _registration_failed(self, why: str) -> None:
-        if not self._register_failing:
-            log.warning("registration with broker %s failed: %s (retrying)", self.config.broker_addr, why)
-        self._register_failing = True
-
-    async def _register_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.register_interval_seconds)
-            try:
-                await self.register_once()
-            except Exception:
-                log.exception("registration with the broker failed")
-
+    # ------------------------------------------------------------------ parent
     async def _watch_parent(self) -> None:
         parent = self.config.parent_pid
         while True:
@@ -149,10 +117,10 @@ class FiltersrvController:
         except Exception:
             await self.workers.stop()
             raise
-        await self.register_once()
-        self._tasks.append(asyncio.create_task(self._register_loop()))
+        await self.registration.register_once()
+        self.registration.start()
         if self.config.parent_pid:
-            self._tasks.append(asyncio.create_task(self._watch_parent()))
+            self._parent_watch.start(self._watch_parent())
         log.info("filter server %s serving broker %s", self.addr, self.config.broker_addr)
 
     def _check_sandbox(self) -> None:
@@ -166,12 +134,12 @@ class FiltersrvController:
         refusal = upload_refusal(self.config.sandbox_require, report)
         if refusal:
             log.error("uploads stay OFF although clientUploadFilterEnable=true: %s", refusal)
-            self.policy = dataclasses.replace(self.policy, upload_refusal=refusal)
+            self._register_filter.policy = dataclasses.replace(self.policy, upload_refusal=refusal)
 
     async def stop(self) -> None:
         """Stop serving and kill the workers."""
-        for t in self._tasks:
-            t.cancel()
+        await self.registration.stop()
+        await self._parent_watch.stop()
         await self.server.stop()
         await self.broker_conns.close()
         await self.workers.stop()
@@ -181,14 +149,15 @@ class FiltersrvController:
     def status(self) -> dict[str, Any]:
         """What ``sievemq filtersrv status`` prints."""
         c = self.config
+        reg = self.registration
         return {
             "version": __version__,
             "filterServerAddr": self.addr,
             "pid": os.getpid(),
             "brokerAddr": c.broker_addr,
-            "brokerName": self.broker_name,
-            "brokerId": self.broker_id,
-            "lastRegisteredMs": int(self.last_registered * 1000),
+            "brokerName": reg.broker_name,
+            "brokerId": reg.broker_id,
+            "lastRegisteredMs": int(reg.last_registered * 1000),
             "startedAtMs": int(self.started_at * 1000),
             "uploadsEnabled": c.client_upload_filter_enable and not self.policy.upload_refusal,
             "uploadsRefused": self.policy.upload_refusal,

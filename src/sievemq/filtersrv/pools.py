@@ -23,6 +23,7 @@ from sievemq.filtersrv.layers import LayerReport
 from sievemq.filtersrv.registry import FunctionSpec
 from sievemq.filtersrv.tenants import TenantBook, TenantKey, TenantLimits
 from sievemq.filtersrv.workers import FilterFailure, PoolSettings, WorkerPool
+from sievemq.util.tasks import Background, spawn
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,8 +46,9 @@ class WorkerPools:
         self._clock = clock
         self._pools: dict[TenantKey, WorkerPool] = {}
         self._starting: dict[TenantKey, asyncio.Future[WorkerPool]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._reaper: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()
+        """Retired tenants' pools being stopped (``stop`` waits for them)."""
+        self._reaper = Background("filtersrv-idle-tenants")
         self._closing = False
         self._past: dict[str, int] = {}
         """Replacements in tenant pools that have stopped (the totals never shrink)."""
@@ -65,21 +67,19 @@ class WorkerPools:
     async def start(self) -> None:
         """Start the shared pool (its workers fix the sandbox baseline) and the idle-tenant reaper."""
         await self.shared.start()
-        self._reaper = asyncio.create_task(self._reap_idle_loop())
+        self._reaper.start(self._reap_idle_loop())
 
     async def stop(self) -> None:
         """Stop every pool."""
         self._closing = True
-        if self._reaper is not None:
-            self._reaper.cancel()
-            await asyncio.gather(self._reaper, return_exceptions=True)
+        await self._reaper.stop()
         starting = list(self._starting.values())
         for fut in starting:
             fut.cancel()
         await asyncio.gather(*starting, return_exceptions=True)
         pools = list(self._pools.values())
         self._pools.clear()
-        await asyncio.gather(*(p.stop() for p in pools), *list(self._tasks), return_exceptions=True)
+        await asyncio.gather(*(p.stop() for p in pools), *list(self._stopping), return_exceptions=True)
         await self.shared.stop()
 
     # ------------------------------------------------------------------ requests
@@ -184,9 +184,7 @@ class WorkerPools:
         for why, n in pool.replaced.items():
             self._past[why] = self._past.get(why, 0) + n
         self._past_spawned += pool.spawned
-        task = asyncio.create_task(pool.stop())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        spawn(pool.stop(), self._stopping, "filtersrv-stop-tenant")
 
     def _reap_idle(self) -> None:
         for tenant in self.book.idle(self._clock()):

@@ -9,6 +9,9 @@
   PULL_RETRY_IMMEDIATELY (20) with the advanced offset. A failing function: SYSTEM_ERROR and the offset does not
   move. Any other broker answer (19, 21, ...) is passed through with its header.
 * 30001 FILTERSRV_STATUS (private): JSON status with the per-function counts.
+
+Each processor gets only what it uses (the registry, the workers, the policy, the connections to the broker, its
+settings); the controller builds them and puts them into its table.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import asyncio
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
 from sievemq.errors import RemotingError
-from sievemq.filtersrv.pools import TenantsFull
-from sievemq.filtersrv.registry import Registration
+from sievemq.filtersrv.pools import TenantsFull, WorkerPools
+from sievemq.filtersrv.registry import FilterRegistry, Registration, RegistrationPolicy
 from sievemq.filtersrv.tenants import tenant_of
 from sievemq.filtersrv.workers import FilterFailure
 from sievemq.protocol.names import FILTERSRV_CONSUMER_GROUP
@@ -31,12 +36,9 @@ from sievemq.protocol.pull_header import PullMessageHeader, pull_sys_flag
 from sievemq.protocol.reasons import REASON_FIELD, Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
-from sievemq.remoting.connection import Connection
+from sievemq.remoting.connection import Connection, ConnectionPool
 from sievemq.remoting.headers import int_or, require_str
 from sievemq.remoting.server import ProcessorTable
-
-if TYPE_CHECKING:
-    from sievemq.filtersrv.controller import FiltersrvController
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +61,32 @@ def split_records(blob: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-class FiltersrvProcessor:
-    """302, 11 and the status request."""
+def retire_replaced(workers: WorkerPools, old: Registration | None, new: Registration | None) -> None:
+    """``old``'s uploaded function no longer serves (topic, group): its tenant's workers stop (docs §8)."""
+    if old is None:
+        return
+    before = tenant_of(old.topic, old.group, old.spec)
+    after = tenant_of(new.topic, new.group, new.spec) if new is not None else None
+    if before is not None and before != after:
+        workers.drop(before)
 
-    def __init__(self, ctl: FiltersrvController) -> None:
-        self.ctl = ctl
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+@dataclass
+class RegisterFilterProcessor:
+    """302: checks a function against ``policy``, loads it in its workers and keys it by (topic, group).
+
+    ``policy`` is replaced by the controller before it serves when the workers' sandbox keeps uploads off;
+    ``addr`` is this server's advertised ``ip:port`` (known once it listens), which a signed upload names."""
+
+    registry: FilterRegistry
+    workers: WorkerPools
+    policy: RegistrationPolicy
+    addr: Callable[[], str]
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, init=False, repr=False)
 
     def register(self, table: ProcessorTable) -> None:
-        """Put this processor's codes into ``table``."""
+        """Put REGISTER_MESSAGE_FILTER_CLASS into ``table``."""
         table.register(RequestCode.REGISTER_MESSAGE_FILTER_CLASS, self.register_filter)
-        table.register(RequestCode.PULL_MESSAGE, self.pull)
-        table.register(RequestCode.FILTERSRV_STATUS, self.status)
 
     # ------------------------------------------------------------------ 302
     async def register_filter(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -81,23 +97,23 @@ class FiltersrvProcessor:
         class_name = require_str(f, "className")
         crc = int_or(f, "classCRC", 0)
         try:
-            spec = self.ctl.policy.spec_for(group, topic, class_name, crc, cmd.body, f, self.ctl.addr)
+            spec = self.policy.spec_for(group, topic, class_name, crc, cmd.body, f, self.addr())
         except RemotingError as e:
             log.warning("refused filter %r for %s@%s from %s: %s", class_name, topic, group, conn.peer[0], e.remark)
             raise
         lock = self._locks.setdefault((topic, group), asyncio.Lock())
         async with lock:
-            reg = self.ctl.registry.unchanged(topic, group, spec)
+            reg = self.registry.unchanged(topic, group, spec)
             if reg is not None:
                 if not reg.enabled:
                     log.info("filter %s re-enabled by a new registration", reg.label)
-                self.ctl.registry.reenable(reg)
+                self.registry.reenable(reg)
                 return cmd.response(ResponseCode.SUCCESS)
             tenant = tenant_of(topic, group, spec)
-            current = self.ctl.registry.get(topic, group)
+            current = self.registry.get(topic, group)
             replacing = tenant_of(topic, group, current.spec) if current is not None else None
             try:
-                await self.ctl.workers.load(spec, tenant, replacing)
+                await self.workers.load(spec, tenant, replacing)
             except TenantsFull as e:
                 log.warning("filter %r for %s@%s gets no workers: %s", class_name, topic, group, e)
                 return cmd.response(
@@ -112,19 +128,39 @@ class FiltersrvProcessor:
                     f"filter function '{class_name}' cannot be loaded: {e.detail}",
                     {REASON_FIELD: Reason.FILTER_LOAD_FAILED},
                 )
-            reg = self.ctl.registry.put(topic, group, spec)
-            self._retire_replaced(current, reg)
+            reg = self.registry.put(topic, group, spec)
+            retire_replaced(self.workers, current, reg)
         log.info("registered filter %s (classCRC %d)", reg.label, crc)
         return cmd.response(ResponseCode.SUCCESS)
 
-    def _retire_replaced(self, old: Registration | None, new: Registration | None) -> None:
-        """``old``'s uploaded function no longer serves (topic, group): its tenant's workers stop (docs §8)."""
-        if old is None:
-            return
-        before = tenant_of(old.topic, old.group, old.spec)
-        after = tenant_of(new.topic, new.group, new.spec) if new is not None else None
-        if before is not None and before != after:
-            self.ctl.workers.drop(before)
+
+@dataclass(frozen=True)
+class PullSettings:
+    """The pull's configuration values."""
+
+    broker_addr: str
+    """The one broker this filter server pulls from (``brokerAddr``)."""
+    broker_timeout: float
+    """Seconds a request to the broker may take, plus any suspend time (``brokerTimeoutSeconds``)."""
+    read_ahead_batches: int
+    """Broker batches one pull may read to find ``maxMsgNums`` matches (``readAheadBatches``; 1: off)."""
+
+
+@dataclass
+class FilterPullProcessor:
+    """11: pulls from the broker and answers the records the (topic, group)'s function accepts.
+
+    ``broker_conns``: the connections to the broker; ``addr``: this server's advertised ``ip:port``, for remarks."""
+
+    registry: FilterRegistry
+    workers: WorkerPools
+    broker_conns: ConnectionPool
+    settings: PullSettings
+    addr: Callable[[], str]
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put PULL_MESSAGE into ``table``."""
+        table.register(RequestCode.PULL_MESSAGE, self.pull)
 
     # ------------------------------------------------------------------ 11
     async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -133,12 +169,12 @@ class FiltersrvProcessor:
         group, topic, queue_id, offset, max_nums = h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums
         suspend_ms = max(0, h.suspend_timeout_millis) if h.suspend else 0
 
-        reg = self.ctl.registry.get(topic, group)
+        reg = self.registry.get(topic, group)
         if reg is None:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"Find Filter class failed: no filter function is registered for group {group} on topic {topic} "
-                f"at filter server {self.ctl.addr}; register one (302) first",
+                f"at filter server {self.addr()}; register one (302) first",
                 Reason.FILTER_NOT_REGISTERED,
             )
         if not reg.enabled:
@@ -177,7 +213,7 @@ class FiltersrvProcessor:
     ) -> bytes:
         """Pull more batches at once when the function is selective, so a pull answers up to ``max_nums`` matches
         instead of a trickle (or a 20). Extends ``spans``/``header`` in place; returns the whole body."""
-        limit = self.ctl.config.read_ahead_batches
+        limit = self.settings.read_ahead_batches
         if limit <= 1 or not spans:
             return first
         s = reg.stats
@@ -230,7 +266,7 @@ class FiltersrvProcessor:
             )
         except FilterFailure as e:
             elapsed = time.perf_counter() - started
-            disabled = self.ctl.registry.record_failure(reg, e.detail, elapsed)
+            disabled = self.registry.record_failure(reg, e.detail, elapsed)
             if disabled:
                 log.warning("filter %s %s", reg.label, reg.disabled_reason)
             else:
@@ -250,7 +286,7 @@ class FiltersrvProcessor:
             last = spans[matched[-1]][0]
             header["nextBeginOffset"] = str(_QUEUE_OFFSET.unpack_from(blob, last + 20)[0] + 1)
             seen = matched[-1] + 1
-        self.ctl.registry.record_batch(reg, seen, len(matched), time.perf_counter() - started)
+        self.registry.record_batch(reg, seen, len(matched), time.perf_counter() - started)
         if not matched:
             return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "no message matched the filter function", header)
         body = b"".join(blob[spans[i][0] : spans[i][1]] for i in matched)
@@ -260,11 +296,11 @@ class FiltersrvProcessor:
         """``reg``'s function over ``blob`` in its workers; should ``reg`` have been replaced meanwhile, workers its
         tenant got for this batch stop."""
         try:
-            return await self.ctl.workers.run(reg.spec, tenant_of(reg.topic, reg.group, reg.spec), blob, count)
+            return await self.workers.run(reg.spec, tenant_of(reg.topic, reg.group, reg.spec), blob, count)
         finally:
-            current = self.ctl.registry.get(reg.topic, reg.group)
+            current = self.registry.get(reg.topic, reg.group)
             if current is not reg:
-                self._retire_replaced(reg, current)
+                retire_replaced(self.workers, reg, current)
 
     async def _broker_pull(
         self, topic: str, queue_id: int, offset: int, max_nums: int, suspend_ms: int
@@ -280,14 +316,14 @@ class FiltersrvProcessor:
             subscription="*",
             expression_type="TAG",
         )
-        timeout = self.ctl.config.broker_timeout_seconds + suspend_ms / 1000.0
+        timeout = self.settings.broker_timeout + suspend_ms / 1000.0
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_fields())
         try:
-            return await self.ctl.broker_conns.request(self.ctl.config.broker_addr, request, timeout)
+            return await self.broker_conns.request(self.settings.broker_addr, request, timeout)
         except Exception as e:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
-                f"filter server {self.ctl.addr} cannot pull from its broker {self.ctl.config.broker_addr}: {e}",
+                f"filter server {self.addr()} cannot pull from its broker {self.settings.broker_addr}: {e}",
                 Reason.BROKER_UNREACHABLE,
             ) from None
 
@@ -298,11 +334,21 @@ class FiltersrvProcessor:
             {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": commit},
         )
         try:
-            await self.ctl.broker_conns.send_oneway(self.ctl.config.broker_addr, request)
+            await self.broker_conns.send_oneway(self.settings.broker_addr, request)
         except Exception as e:
-            log.debug("forwarding commit offset to %s failed: %s", self.ctl.config.broker_addr, e)
+            log.debug("forwarding commit offset to %s failed: %s", self.settings.broker_addr, e)
 
-    # ------------------------------------------------------------------ status
+
+@dataclass
+class StatusProcessor:
+    """30001: the filter server's status, as ``report`` makes it (``FiltersrvController.status``)."""
+
+    report: Callable[[], dict[str, Any]]
+
+    def register(self, table: ProcessorTable) -> None:
+        """Put FILTERSRV_STATUS into ``table``."""
+        table.register(RequestCode.FILTERSRV_STATUS, self.status)
+
     async def status(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """30001: status JSON."""
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.ctl.status()))
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.report()))

@@ -34,6 +34,7 @@ import orjson
 from sievemq.filtersrv import worker_output
 from sievemq.filtersrv.layers import LayerReport
 from sievemq.filtersrv.registry import FunctionSpec
+from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,8 @@ class WorkerPool:
         self._dying: set[_Worker] = set()
         """Killed workers not reaped yet (``stop`` waits for them too)."""
         self._ids = itertools.count(1)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._replacing: set[asyncio.Task[None]] = set()
+        """Replacements of retired workers being started (``stop`` cancels them)."""
         self._closing = False
         self.spawned = 0
         self.replaced: dict[str, int] = {}
@@ -187,7 +189,9 @@ class WorkerPool:
             report = self._check_ready(await asyncio.wait_for(w.read_reply(), SPAWN_TIMEOUT))
         except BaseException as e:  # cancelled too (a stopping pool): never leave the process behind
             w.kill()
+            self._dying.add(w)  # should this wait be cancelled too, ``stop`` reaps it
             await asyncio.shield(self._reap(w))
+            self._dying.discard(w)
             if isinstance(e, (TimeoutError, asyncio.IncompleteReadError, FilterFailure, OSError)):
                 raise RuntimeError(f"filter worker did not start: {e!r}") from None
             raise
@@ -228,10 +232,7 @@ class WorkerPool:
     async def stop(self) -> None:
         """Kill every worker and stop replacing them."""
         self._closing = True
-        pending = list(self._tasks)
-        for t in pending:
-            t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)  # a replacement being started is killed and reaped
+        await cancel_and_wait(*self._replacing)  # a replacement being started is killed and reaped
         for w in list(self._all.values()):
             if w.proc.stdin is not None:
                 with contextlib.suppress(Exception):
@@ -262,9 +263,7 @@ class WorkerPool:
         self.replaced[reason] = self.replaced.get(reason, 0) + 1
         if self._closing:
             return
-        task = asyncio.create_task(self._replace(w))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        spawn(self._replace(w), self._replacing, "filter-worker-replace")
 
     async def _replace(self, old: _Worker) -> None:
         await self._reap(old)

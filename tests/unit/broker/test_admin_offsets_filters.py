@@ -12,6 +12,7 @@ from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.store import CqExtUnit
@@ -57,8 +58,10 @@ async def test_topic_admin_is_on_disk_and_registered_when_answered(parts: Parts)
     assert (await admin.create_topic(parts.conn(), create)).code == ResponseCode.SUCCESS
     assert "Made" in read_json(parts.topics.path)["topicConfigTable"] and registered, "written before registering"
     for bad in ({"topic": "TBW102"}, {"topic": CLUSTER}, {"topic": "X", "writeQueueNums": 5000}):
-        with pytest.raises(RemotingError):
+        with pytest.raises(RemotingError) as e:
             await admin.create_topic(parts.conn(), RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, bad))
+        if "writeQueueNums" in bad:
+            assert e.value.reason == Reason.INVALID_HEADER, e.value
     await parts.put("Made", b"x")
     delete = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Made"})
     await admin.delete_topic(parts.conn(), delete)

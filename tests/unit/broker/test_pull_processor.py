@@ -28,8 +28,10 @@ def puller(p: Parts, settings: PullSettings | None = None) -> PullProcessor:
     )
 
 
-def pull_cmd(topic: str, offset: int = 0, *, group: str = "g", flag: int = 0, **kw: object) -> RemotingCommand:
-    h = PullMessageHeader(group, topic, 0, offset, sys_flag=flag, **kw)  # type: ignore[arg-type]
+def pull_cmd(
+    topic: str, offset: int = 0, *, group: str = "g", flag: int = 0, queue_id: int = 0, **kw: object
+) -> RemotingCommand:
+    h = PullMessageHeader(group, topic, queue_id, offset, sys_flag=flag, **kw)  # type: ignore[arg-type]
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, h.to_fields())
 
 
@@ -89,6 +91,9 @@ async def test_refusals_before_reading(parts: Parts) -> None:
     with pytest.raises(RemotingError) as e:
         await p.pull(parts.conn(), pull_cmd("T"))
     assert e.value.code == ResponseCode.SUBSCRIPTION_NOT_EXIST, "no heartbeat, no subscription in the header"
+    with pytest.raises(RemotingError) as e:
+        await p.pull(parts.conn(), pull_cmd("T", queue_id=1, flag=FLAG_SUBSCRIPTION, subscription="*"))
+    assert (e.value.code, e.value.reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_HEADER), "T has 1 queue"
     with pytest.raises(RemotingError) as e:
         await p.pull(parts.conn(), pull_cmd("T", flag=FLAG_SUBSCRIPTION, subscription="a > 1", expression_type="SQL9"))
     assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED

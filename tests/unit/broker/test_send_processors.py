@@ -12,6 +12,7 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.message import decode_record, properties_to_string
 from sievemq.protocol.names import SCHEDULE_TOPIC, VERSION_SEND_BACK_MAX_RECONSUME, dlq_topic, retry_topic
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
@@ -56,7 +57,7 @@ async def test_refusals(parts: Parts) -> None:
     assert e.value.code == ResponseCode.MESSAGE_ILLEGAL and "maxMessageSize" in e.value.remark
     with pytest.raises(RemotingError) as e:
         await s.send(parts.conn(), send_cmd("Orders", b"x", queue_id=99))
-    assert e.value.code == ResponseCode.SYSTEM_ERROR
+    assert (e.value.code, e.value.reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_HEADER)
     parts.topics.delete("TBW102")  # no template: nothing is created on first send
     s = sender(parts, auto_create=False)
     cases = [

@@ -98,7 +98,9 @@ class AdminProcessor:
         read_n = int_or(f, "readQueueNums", default_n)
         write_n = int_or(f, "writeQueueNums", default_n)
         if not (0 < read_n <= 1024 and 0 < write_n <= 1024):
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, "queue numbers must be between 1 and 1024")
+            raise RemotingError(
+                ResponseCode.SYSTEM_ERROR, "queue numbers must be between 1 and 1024", Reason.INVALID_HEADER
+            )
         filter_type = get_str(f, "topicFilterType", "SINGLE_TAG") or "SINGLE_TAG"
         if filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             raise RemotingError(

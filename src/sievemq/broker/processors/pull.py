@@ -123,6 +123,7 @@ class PullProcessor:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+                Reason.INVALID_HEADER,
             )
 
     def subscription(self, client_id: str | None, h: PullMessageHeader) -> Subscription | None:

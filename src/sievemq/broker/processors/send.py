@@ -152,6 +152,7 @@ class SendProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{h.queue_id}] is illegal, topic {tc.topic_name} has {tc.write_queue_nums} "
                 "write queues",
+                Reason.INVALID_HEADER,
             )
         return h.queue_id
 
