@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         SendResult,
         SendStatus,
     )
+    from sievemq.client.options import ClientOptions, ConsumeOptions
     from sievemq.client.producer import Producer
     from sievemq.client.pull_consumer import PullConsumer
     from sievemq.client.push_consumer import PushConsumer
@@ -48,10 +49,12 @@ if TYPE_CHECKING:
 
 _PUBLIC = {
     "ClientError": "sievemq.client.errors",
+    "ClientOptions": "sievemq.client.options",
     "ClientStateError": "sievemq.client.errors",
     "ConfigError": "sievemq.errors",
     "ConnectionClosedError": "sievemq.errors",
     "ConsumeFrom": "sievemq.client.message",
+    "ConsumeOptions": "sievemq.client.options",
     "ConsumeResult": "sievemq.client.message",
     "FrameError": "sievemq.errors",
     "Message": "sievemq.client.message",
@@ -87,10 +90,12 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ClientError",
+    "ClientOptions",
     "ClientStateError",
     "ConfigError",
     "ConnectionClosedError",
     "ConsumeFrom",
+    "ConsumeOptions",
     "ConsumeResult",
     "FrameError",
     "Message",

@@ -8,8 +8,9 @@
     with Producer(namesrv="127.0.0.1:9876", group="orders-p") as p:
         print(p.send(Message("orders", b"hello")).msg_id)
 
-Every object of this module shares one daemon thread running one event loop. Listeners of a
-``sievemq.sync.PushConsumer`` that are plain functions run in the consumer's thread pool.
+The clients take the same arguments as the asyncio ones, ``ClientOptions`` and ``ConsumeOptions`` included
+(both importable from here too). Every object of this module shares one daemon thread running one event loop.
+Listeners of a ``sievemq.sync.PushConsumer`` that are plain functions run in the consumer's thread pool.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from sievemq.client import pull_consumer as _pull
 from sievemq.client import push_consumer as _push
 from sievemq.client.filter_functions import FunctionStatus
 from sievemq.client.message import Message, MessageQueue, Selector, SendResult
+from sievemq.client.options import ClientOptions, ConsumeOptions
 from sievemq.protocol.message import MessageExt
 
-__all__ = ["Producer", "PullConsumer", "PushConsumer", "run"]
+__all__ = ["ClientOptions", "ConsumeOptions", "Producer", "PullConsumer", "PushConsumer", "run"]
 
 T = TypeVar("T")
 L = TypeVar("L", bound=Callable[[list[MessageExt]], Any])
@@ -87,6 +89,11 @@ class Producer:
         """``ip@instanceName``."""
         return self._p.client_id
 
+    @property
+    def options(self) -> ClientOptions:
+        """How the producer connects (give it to other clients: ``options=producer.options``)."""
+        return self._p.options
+
     def start(self) -> Producer:
         """Connect (blocking)."""
         run(self._p.start())
@@ -130,6 +137,16 @@ class PushConsumer:
         """``ip@instanceName``."""
         return self._c.client_id
 
+    @property
+    def options(self) -> ClientOptions:
+        """How the consumer connects."""
+        return self._c.options
+
+    @property
+    def consume_options(self) -> ConsumeOptions:
+        """How the consumer consumes."""
+        return self._c.consume_options
+
     def subscribe(self, topic: str, expression: Selector | str | None = "*") -> None:
         """Subscribe a topic (see ``sievemq.PushConsumer.subscribe``)."""
         _call(self._c.subscribe, topic, expression)
@@ -171,6 +188,11 @@ class PullConsumer:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._c = _pull.PullConsumer(*args, **kwargs)
+
+    @property
+    def options(self) -> ClientOptions:
+        """How the consumer connects."""
+        return self._c.options
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         """Consume exactly these queues."""

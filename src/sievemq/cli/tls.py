@@ -1,6 +1,8 @@
-"""The command-line clients' TLS options (docs/protocol/tls.md §5): ``--tls``, ``--tls-ca``, ``--tls-cert``,
-``--tls-key`` and ``--tls-insecure``, or ``SIEVEMQ_TLS=1``, ``SIEVEMQ_TLS_CA``, ``SIEVEMQ_TLS_CERT``,
-``SIEVEMQ_TLS_KEY`` and ``SIEVEMQ_TLS_INSECURE=1``. Any of the others turns TLS on, as ``--tls`` does.
+"""The command-line clients' TLS options (docs/protocol/tls.md §5): ``--tls``, ``--tls-ca-file``, ``--tls-cert-file``,
+``--tls-key-file`` and ``--no-tls-verify`` (named like the fields of ``sievemq.ClientOptions``; ``--tls-ca``,
+``--tls-cert``, ``--tls-key`` and ``--tls-insecure`` are the same), or ``SIEVEMQ_TLS=1``, ``SIEVEMQ_TLS_CA``,
+``SIEVEMQ_TLS_CERT``, ``SIEVEMQ_TLS_KEY`` and ``SIEVEMQ_TLS_INSECURE=1``. Any of the others turns TLS on, as
+``--tls`` does.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def client_tls(
 
 
 def client_kwargs(tls: ClientTls | None) -> dict[str, Any]:
-    """The TLS keyword arguments of a Producer or consumer for ``tls`` (none for plain TCP)."""
+    """The TLS fields of ``ClientOptions`` (keyword arguments of the clients too) for ``tls`` (none: plain TCP)."""
     if tls is None:
         return {}
     return {
@@ -61,21 +63,34 @@ def tls_options(f: F) -> F:
     path = click.Path(exists=True, dir_okay=False)
     options = (
         click.option(
+            "--no-tls-verify",
             "--tls-insecure",
+            "tls_insecure",
             is_flag=True,
             envvar="SIEVEMQ_TLS_INSECURE",
             help="TLS without verifying the server's certificate or name (self-signed development certificates "
             "only; $SIEVEMQ_TLS_INSECURE)",
         ),
-        click.option("--tls-key", type=path, envvar="SIEVEMQ_TLS_KEY", help="PEM key of --tls-cert ($SIEVEMQ_TLS_KEY)"),
         click.option(
+            "--tls-key-file",
+            "--tls-key",
+            "tls_key",
+            type=path,
+            envvar="SIEVEMQ_TLS_KEY",
+            help="PEM key of --tls-cert-file ($SIEVEMQ_TLS_KEY)",
+        ),
+        click.option(
+            "--tls-cert-file",
             "--tls-cert",
+            "tls_cert",
             type=path,
             envvar="SIEVEMQ_TLS_CERT",
             help="PEM client certificate, for servers that require one ($SIEVEMQ_TLS_CERT)",
         ),
         click.option(
+            "--tls-ca-file",
             "--tls-ca",
+            "tls_ca",
             type=path,
             envvar="SIEVEMQ_TLS_CA",
             help="PEM certificates trusted to sign the servers' (default: the system's; $SIEVEMQ_TLS_CA)",

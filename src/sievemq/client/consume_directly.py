@@ -35,7 +35,7 @@ def verdict(result: object) -> CMResult:
 
 async def consume_directly(service: ConsumeService, msg: MessageExt, orderly: bool) -> ConsumeDirectlyResult:
     """Run ``service``'s listener on ``msg`` alone; its verdict, how long it took, what it raised."""
-    group = service.consumer.group
+    group = service.group
     if is_retry_topic(msg.topic):
         restore_retry_topic(msg, group)
     msg.properties[PropertyKey.CONSUME_START_TIME] = str(int(time.time() * 1000))

@@ -16,21 +16,19 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sievemq.client import api
 from sievemq.client.instance import ClientInstance
 from sievemq.client.message import ConsumeResult, MessageQueue, restore_retry_topic
 from sievemq.client.offset_store import OffsetStore
+from sievemq.client.options import ConsumeOptions
 from sievemq.client.outgoing import Outgoing
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import is_retry_topic, retry_topic
-from sievemq.util.tasks import spawn
-
-if TYPE_CHECKING:
-    from sievemq.client.push_consumer import PushConsumer
+from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger("sievemq.client.push_consumer")  # the consumer's records, as before the split
 
@@ -43,35 +41,68 @@ _CLIENT_ONLY_PROPS = (PropertyKey.MIN_OFFSET, PropertyKey.MAX_OFFSET, PropertyKe
 
 
 class ConsumeService:
-    """The consuming half of a started PushConsumer: reads its settings, listener and state as they are now."""
+    """The consuming half of a started PushConsumer: runs ``listener`` over the messages its queues pulled, with the
+    consumer's group and ``ConsumeOptions``; sends failures back through ``inner`` (the consumer's inner producer)
+    and moves offsets in ``offsets``. ``state``: ``running``, ``closing`` once ``stop()`` began, ``closed`` after
+    ``shutdown()``."""
 
-    def __init__(self, consumer: PushConsumer, inst: ClientInstance, offsets: OffsetStore, inner: Producer) -> None:
-        self.consumer = consumer
+    def __init__(
+        self,
+        group: str,
+        listener: Listener,
+        options: ConsumeOptions,
+        *,
+        inst: ClientInstance,
+        offsets: OffsetStore,
+        inner: Producer,
+        broadcasting: bool = False,
+    ) -> None:
+        self.group = group
+        self.listener = listener
+        """Called with each batch (``PushConsumer.listener`` replaces it on a running consumer)."""
+        self.options = options
+        self.broadcasting = broadcasting
+        """Broadcasting consumers do not retry failed messages."""
         self.inst = inst
         self.offsets = offsets
         self.inner = inner
-        self.sem = asyncio.Semaphore(consumer.concurrency)
-        self.executor = ThreadPoolExecutor(consumer.concurrency, thread_name_prefix=f"sievemq-{consumer.group}")
+        self.state = "running"
+        self.sem = asyncio.Semaphore(options.concurrency)
+        self.executor = ThreadPoolExecutor(options.concurrency, thread_name_prefix=f"sievemq-{group}")
         self.consume_tasks: set[asyncio.Task[None]] = set()
         """Batches being consumed (close() lets them finish, for a while)."""
         self.retry_tasks: set[asyncio.Task[None]] = set()
-        """Batches waiting to be consumed again locally (close() cancels them)."""
+        """Batches waiting to be consumed again locally (``stop()`` cancels them)."""
+
+    def start(self) -> None:
+        """Start the background work of the service (none here; the orderly service renews its locks)."""
+
+    async def stop(self) -> None:
+        """The consumer closes: the local retries are cancelled (batches already handed out still run, until
+        ``shutdown()``)."""
+        self.state = "closing"
+        await cancel_and_wait(*self.retry_tasks)
+
+    async def finish(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the batches being consumed, so that their offsets count."""
+        if self.consume_tasks:
+            await asyncio.wait(list(self.consume_tasks), timeout=timeout)
 
     def dispatch(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Consume freshly pulled messages of ``mq`` in batches of ``consume_batch_size``."""
-        size = self.consumer.consume_batch_size
+        size = self.options.consume_batch_size
         for i in range(0, len(msgs), size):
             spawn(self.consume(mq, pq, msgs[i : i + size]), self.consume_tasks, "consume")
 
     def shutdown(self) -> None:
-        """Stop the listener threads (those still running are not waited for)."""
+        """Closed: stop the listener threads (those still running are not waited for)."""
+        self.state = "closed"
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def run_listener(self, msgs: list[MessageExt]) -> Any:
         """What the listener returns for a batch (an ``async def`` on the loop, a plain function in the pool);
         whatever it raises is raised."""
-        fn = self.consumer._listener
-        assert fn is not None
+        fn = self.listener
         if inspect.iscoroutinefunction(fn):
             return await fn(msgs)
         result = await asyncio.get_running_loop().run_in_executor(self.executor, fn, msgs)
@@ -81,11 +112,10 @@ class ConsumeService:
 
     async def call_listener(self, msgs: list[MessageExt]) -> ConsumeResult:
         """The listener's verdict on a batch (an exception or an unknown answer counts as RECONSUME_LATER)."""
-        c = self.consumer
         try:
             result = await self.run_listener(msgs)
         except Exception:
-            log.exception("listener of group %s raised; the messages will be consumed again later", c.group)
+            log.exception("listener of group %s raised; the messages will be consumed again later", self.group)
             return ConsumeResult.RECONSUME_LATER
         if result is None:
             return ConsumeResult.SUCCESS
@@ -97,22 +127,21 @@ class ConsumeService:
 
     async def consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Run the listener on one batch, send failures back, and move the queue's committable offset."""
-        c = self.consumer
         async with self.sem:
-            if pq.dropped or c._state == "closed":
+            if pq.dropped or self.state == "closed":
                 return
             now = str(int(time.time() * 1000))
             retried = is_retry_topic(mq.topic)
             for m in msgs:
                 if retried:
-                    restore_retry_topic(m, c.group)
+                    restore_retry_topic(m, self.group)
                 m.properties[PropertyKey.CONSUME_START_TIME] = now
             status = await self.call_listener(msgs)
             if pq.dropped:
                 return
             done = msgs
             if status is ConsumeResult.RECONSUME_LATER:
-                if c.broadcasting:
+                if self.broadcasting:
                     for m in msgs:
                         log.warning("broadcasting: message %s failed and is dropped (no retry)", m.msg_id)
                 else:
@@ -127,25 +156,25 @@ class ConsumeService:
     def _retry_locally(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         async def later() -> None:
             await asyncio.sleep(LOCAL_RETRY_DELAY)
-            if not pq.dropped and self.consumer._state == "running":
+            if not pq.dropped and self.state == "running":
                 await self.consume(mq, pq, msgs)
 
         spawn(later(), self.retry_tasks, "consume-again")
 
     async def send_back(self, msg: MessageExt, mq: MessageQueue) -> bool:
         """CONSUMER_SEND_MSG_BACK; on failure a normal send to ``%RETRY%<group>`` (Java's fallback)."""
-        c, inst = self.consumer, self.inst
+        inst, options = self.inst, self.options
         addr = inst.broker_addr(mq.broker_name, master_only=True) or f"{msg.store_host[0]}:{msg.store_host[1]}"
         try:
             conn = await inst.conn(addr)
             await api.send_back(
                 conn,
                 offset=msg.commit_log_offset,
-                group=c.group,
-                delay_level=c.retry_delay_level,
+                group=self.group,
+                delay_level=options.retry_delay_level,
                 origin_msg_id=msg.msg_id,
                 origin_topic=msg.topic,
-                max_reconsume_times=c.max_reconsume_times,
+                max_reconsume_times=options.max_reconsume_times,
                 timeout=inst.config.request_timeout,
             )
             return True
@@ -161,20 +190,20 @@ class ConsumeService:
     def retry_outgoing(self, msg: MessageExt, reconsume_times: int, delay_level: int | None) -> Outgoing:
         """``msg`` as a normal send to ``%RETRY%<group>`` counted ``reconsume_times`` (the broker dead-letters it once
         that reaches the group's limit), delivered after ``delay_level`` (None: no delay)."""
-        c = self.consumer
+        limit = self.options.max_reconsume_times
         props = dict(msg.properties)
         for k in (*_CLIENT_ONLY_PROPS, PropertyKey.DELAY, PropertyKey.TRAN_MSG):
             props.pop(k, None)
         props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, msg.msg_id)
         props[PropertyKey.RETRY_TOPIC] = msg.topic
         props[PropertyKey.RECONSUME_TIME] = str(reconsume_times)
-        props[PropertyKey.MAX_RECONSUME_TIMES] = str(c.max_reconsume_times)
+        props[PropertyKey.MAX_RECONSUME_TIMES] = str(limit)
         if delay_level is not None:
             props[PropertyKey.DELAY] = str(delay_level)
-        return Outgoing(retry_topic(c.group), msg.body, props, msg.flag, 0, False, [msg.msg_id],
-                        reconsume_times=reconsume_times, max_reconsume_times=c.max_reconsume_times)  # fmt: skip
+        return Outgoing(retry_topic(self.group), msg.body, props, msg.flag, 0, False, [msg.msg_id],
+                        reconsume_times=reconsume_times, max_reconsume_times=limit)  # fmt: skip
 
     async def _send_to_retry_topic(self, msg: MessageExt) -> None:
-        c = self.consumer
-        level = c.retry_delay_level if c.retry_delay_level > 0 else 3 + msg.reconsume_times
+        delay = self.options.retry_delay_level
+        level = delay if delay > 0 else 3 + msg.reconsume_times
         await self.inner.send_outgoing(self.retry_outgoing(msg, msg.reconsume_times + 1, level))

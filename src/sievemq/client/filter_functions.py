@@ -36,7 +36,7 @@ from sievemq.client.subscription import SubscriptionEntry
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
-from sievemq.util.tasks import cancel_and_wait
+from sievemq.util.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +116,17 @@ class FunctionFilters:
         self._route_refreshed: dict[str, float] = {}
         self._logged: dict[str, tuple[float, int]] = {}
         """Topic -> when its unavailability was last logged, and how many errors were not logged since."""
-        self._task: asyncio.Task[None] | None = None
+        self._rounds = Background(f"filter functions of {group}")
 
     # ------------------------------------------------------------------------------------------ lifecycle
     def start(self, entries: Callable[[], Iterable[SubscriptionEntry]], interval: float) -> None:
         """Run a registration round every ``interval`` seconds (the heartbeat interval) over ``entries()``."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._every(entries, interval), name=f"filter functions of {self.group}"
-            )
+        if not self._rounds.running:
+            self._rounds.start(self._every(entries, interval))
 
     async def close(self) -> None:
         """Stop the registration rounds."""
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
+        await self._rounds.stop()
 
     async def _every(self, entries: Callable[[], Iterable[SubscriptionEntry]], interval: float) -> None:
         while True:

@@ -18,8 +18,8 @@ import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol, TypedDict
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Protocol
 
 import orjson
 
@@ -27,6 +27,7 @@ from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
 from sievemq.client.errors import NameServerUnreachableError, NoRouteError
 from sievemq.client.message import MessageQueue
+from sievemq.client.options import DEFAULT_NAMESRV, ClientOptions, check_security, parse_namesrv
 from sievemq.client.request_reply import ReplyWaiters, pushed_reply
 from sievemq.client.route_cache import RouteCache
 from sievemq.errors import RemotingError, SieveError
@@ -44,23 +45,6 @@ from sievemq.remoting.tls import ClientTls, TlsFileError
 from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
-
-DEFAULT_NAMESRV = "127.0.0.1:9876"
-
-
-def parse_namesrv(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Name server addresses from ``"h:p;h:p"``, a list, or ``$SIEVEMQ_NAMESRV`` / ``$NAMESRV_ADDR``."""
-    if value is None:
-        value = os.environ.get("SIEVEMQ_NAMESRV") or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
-    items = value.replace(",", ";").split(";") if isinstance(value, str) else list(value)
-    addrs = tuple(a.strip() for a in items if a and a.strip())
-    if not addrs:
-        raise ValueError("no name server address given")
-    for a in addrs:
-        host, _, port = a.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"name server address {a!r} is not host:port")
-    return addrs
 
 
 def default_instance_name() -> str:
@@ -81,20 +65,10 @@ def local_ip() -> str:
 _tls_settings = operator.attrgetter("tls", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_verify")
 
 
-class TlsOptions(TypedDict, total=False):
-    """The TLS keyword arguments every client takes (``Producer(..., tls=True, tls_ca_file="ca.pem")``); see
-    ``ClientConfig``."""
-
-    tls: bool
-    tls_ca_file: str | None
-    tls_cert_file: str | None
-    tls_key_file: str | None
-    tls_verify: bool
-
-
 @dataclass(frozen=True)
 class ClientConfig:
-    """Settings shared by the clients of one instance (the first client's values win)."""
+    """Settings shared by the clients of one instance (the first client's values win): a client's
+    ``ClientOptions`` with the name servers and the instance name resolved (``ClientConfig.of``)."""
 
     namesrv: tuple[str, ...] = (DEFAULT_NAMESRV,)
     instance_name: str = field(default_factory=default_instance_name)
@@ -103,7 +77,7 @@ class ClientConfig:
     poll_namesrv_interval: float = 30.0
     heartbeat_interval: float = 30.0
     rebalance_interval: float = 20.0
-    persist_offsets_interval: float = 5.0
+    persist_interval: float = 5.0
     access_key: str = ""
     """Sign every request with this account (RocketMQ's ACL) when set, with ``secret_key``."""
     secret_key: str = field(default="", repr=False)
@@ -119,10 +93,8 @@ class ClientConfig:
     """False accepts any server certificate and host name: for self-signed development certificates only."""
 
     def __post_init__(self) -> None:
-        if bool(self.access_key) != bool(self.secret_key):
-            raise ValueError("access_key and secret_key go together: give both or neither")
-        if not self.tls and (self.tls_ca_file or self.tls_cert_file or self.tls_key_file or not self.tls_verify):
-            raise ValueError("tls_ca_file, tls_cert_file, tls_key_file and tls_verify apply only with tls=True")
+        check_security(self.access_key, self.secret_key, self.tls, self.tls_ca_file, self.tls_cert_file,
+                       self.tls_key_file, self.tls_verify)  # fmt: skip
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The SSL context of every connection (None without ``tls``); ValueError naming a file that does not load."""
@@ -147,6 +119,13 @@ class ClientConfig:
         """The config of a client built from its constructor arguments (default instance name when None)."""
         cfg = cls(namesrv=parse_namesrv(namesrv), **settings)
         return replace(cfg, instance_name=instance_name) if instance_name else cfg
+
+    @classmethod
+    def of(cls, options: ClientOptions) -> ClientConfig:
+        """The config of a client with ``options``: the name servers resolved, an instance name of its own unless
+        ``options`` names one."""
+        settings = {f.name: getattr(options, f.name) for f in fields(options)}
+        return cls.create(settings.pop("namesrv"), settings.pop("instance_name"), **settings)
 
 
 class ProducerLike(Protocol):
@@ -267,7 +246,7 @@ class ClientInstance(RouteCache):
         self._tasks = [
             asyncio.create_task(self._every(self.config.poll_namesrv_interval, self.refresh_routes), name="routes"),
             asyncio.create_task(self._every(self.config.heartbeat_interval, self._heartbeat_tick), name="heartbeat"),
-            asyncio.create_task(self._every(self.config.persist_offsets_interval, self._persist_all), name="offsets"),
+            asyncio.create_task(self._every(self.config.persist_interval, self._persist_all), name="offsets"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
         ]
 

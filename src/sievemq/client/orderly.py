@@ -17,22 +17,20 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sievemq.client import api
-from sievemq.client.consume_service import ConsumeService
+from sievemq.client.consume_service import ConsumeService, Listener
 from sievemq.client.instance import ClientInstance
 from sievemq.client.message import ConsumeResult, MessageQueue, restore_retry_topic
 from sievemq.client.offset_store import OffsetStore
+from sievemq.client.options import ConsumeOptions
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import is_retry_topic
-from sievemq.util.tasks import spawn
-
-if TYPE_CHECKING:
-    from sievemq.client.push_consumer import PushConsumer
+from sievemq.util.tasks import Background, spawn
 
 __all__ = ["LOCK_INTERVAL", "LOCK_VALID", "OrderlyConsumeService"]
 
@@ -57,10 +55,32 @@ class _Lane:
 class OrderlyConsumeService(ConsumeService):
     """The consuming half of an orderly PushConsumer (see the module docstring)."""
 
-    def __init__(self, consumer: PushConsumer, inst: ClientInstance, offsets: OffsetStore, inner: Producer) -> None:
-        super().__init__(consumer, inst, offsets, inner)
+    def __init__(
+        self,
+        group: str,
+        listener: Listener,
+        options: ConsumeOptions,
+        *,
+        inst: ClientInstance,
+        offsets: OffsetStore,
+        inner: Producer,
+        owned_queues: Callable[[], Iterable[MessageQueue]],
+    ) -> None:
+        """``owned_queues()``: the queues the consumer holds now (their locks are renewed)."""
+        super().__init__(group, listener, options, inst=inst, offsets=offsets, inner=inner)
+        self.owned_queues = owned_queues
         self._lanes: dict[MessageQueue, _Lane] = {}
         self._locked: dict[MessageQueue, float] = {}  # queue -> when the broker last confirmed our lock
+        self._renewal = Background(f"keep-locks {group}")
+
+    def start(self) -> None:
+        """Renew the locks of the owned queues every ``LOCK_INTERVAL`` seconds."""
+        self._renewal.start(self.keep_locks())
+
+    async def stop(self) -> None:
+        """The consumer closes: no batch starts again, the lock renewal and the local retries end."""
+        await super().stop()
+        await self._renewal.stop()
 
     # ------------------------------------------------------------------------------------------ locks
     def holds(self, mq: MessageQueue) -> bool:
@@ -74,17 +94,17 @@ class OrderlyConsumeService(ConsumeService):
         for mq in queues:
             by_broker.setdefault(mq.broker_name, []).append(mq)
         held: set[MessageQueue] = set()
-        c = self.consumer
+        group = self.group
         for broker, mqs in by_broker.items():
             addr = self.inst.broker_addr(broker, master_only=True)
             if addr is None:
                 continue
             try:
                 conn = await self.inst.conn(addr)
-                ok = await api.lock_batch_mq(conn, c.group, self.inst.client_id, [m.to_json() for m in mqs],
+                ok = await api.lock_batch_mq(conn, group, self.inst.client_id, [m.to_json() for m in mqs],
                                              self.inst.config.request_timeout)  # fmt: skip
             except Exception as e:
-                log.warning("locking queues of group %s on %s failed: %s", c.group, broker, e)
+                log.warning("locking queues of group %s on %s failed: %s", group, broker, e)
                 continue
             got = {(q.get("topic"), q.get("queueId")) for q in ok}
             held.update(m for m in mqs if (m.topic, m.queue_id) in got)
@@ -93,7 +113,7 @@ class OrderlyConsumeService(ConsumeService):
             if mq in held:
                 self._locked[mq] = now
             elif self._locked.pop(mq, None) is not None:
-                log.warning("group %s lost the lock of %s: its consumption pauses", c.group, mq)
+                log.warning("group %s lost the lock of %s: its consumption pauses", group, mq)
         return held
 
     async def unlock(self, mq: MessageQueue) -> None:
@@ -104,7 +124,7 @@ class OrderlyConsumeService(ConsumeService):
             return
         try:
             conn = await self.inst.conn(addr)
-            await api.unlock_batch_mq(conn, self.consumer.group, self.inst.client_id, [mq.to_json()],
+            await api.unlock_batch_mq(conn, self.group, self.inst.client_id, [mq.to_json()],
                                       self.inst.config.request_timeout)  # fmt: skip
         except Exception as e:
             log.warning("unlocking %s failed (the broker frees it within 60 s): %s", mq, e)
@@ -114,7 +134,7 @@ class OrderlyConsumeService(ConsumeService):
         while True:
             await asyncio.sleep(LOCK_INTERVAL)
             with contextlib.suppress(Exception):
-                await self.lock(sorted(self.consumer.owned_queues()))
+                await self.lock(sorted(self.owned_queues()))
 
     async def release(self, mq: MessageQueue, timeout: float = 5.0) -> None:
         """A rebalance took ``mq`` away: let its running batch finish (up to ``timeout``), forget what waits."""
@@ -137,9 +157,8 @@ class OrderlyConsumeService(ConsumeService):
             lane.task = spawn(self._run(mq, pq, lane), self.consume_tasks, "consume-orderly")
 
     async def _run(self, mq: MessageQueue, pq: ProcessQueue, lane: _Lane) -> None:
-        c = self.consumer
-        size = c.consume_batch_size
-        while lane.msgs and not pq.dropped and c._state == "running":
+        size = self.options.consume_batch_size
+        while lane.msgs and not pq.dropped and self.state == "running":
             if not self.holds(mq):
                 await asyncio.sleep(_WAIT_FOR_LOCK)
                 continue
@@ -158,35 +177,33 @@ class OrderlyConsumeService(ConsumeService):
 
     async def _consume_in_place(self, mq: MessageQueue, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
         """One try of ``batch``; True when the queue may move past it (consumed, or dead-lettered)."""
-        c = self.consumer
         now = str(int(time.time() * 1000))
         for m in batch:
             if is_retry_topic(mq.topic):
-                restore_retry_topic(m, c.group)
+                restore_retry_topic(m, self.group)
             m.properties[PropertyKey.CONSUME_START_TIME] = now
         async with self.sem:
             status = await self.call_listener(batch)
         if status is ConsumeResult.SUCCESS or pq.dropped:
             return status is ConsumeResult.SUCCESS
-        if all(m.reconsume_times >= c.max_reconsume_times for m in batch):
+        if all(m.reconsume_times >= self.options.max_reconsume_times for m in batch):
             sent = [await self._dead_letter(m) for m in batch]
             if all(sent):
                 return True
         else:
             for m in batch:
                 m.reconsume_times += 1
-        await asyncio.sleep(c.suspend)
+        await asyncio.sleep(self.options.suspend)
         return False
 
     async def _dead_letter(self, msg: MessageExt) -> bool:
         """Send ``msg`` through the retry topic with its reconsume count at the limit: the broker puts it in the
         group's DLQ (RocketMQ's orderly consumers do the same)."""
-        c = self.consumer
         out = self.retry_outgoing(msg, msg.reconsume_times, None)
         try:
             await self.inner.send_outgoing(out)
         except Exception as e:
             log.warning("dead-lettering %s failed: %s; it is consumed again", msg.msg_id, e)
             return False
-        log.warning("message %s failed %d times: sent to %%DLQ%%%s", msg.msg_id, msg.reconsume_times, c.group)
+        log.warning("message %s failed %d times: sent to %%DLQ%%%s", msg.msg_id, msg.reconsume_times, self.group)
         return True

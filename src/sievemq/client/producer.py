@@ -20,9 +20,10 @@ from typing import Any, Unpack
 
 from sievemq.client import api
 from sievemq.client.errors import MessageValidationError, NoRouteError
-from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
+from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave
 from sievemq.client.message import Message, MessageQueue, SendResult, SendStatus
+from sievemq.client.options import ClientKwargs, ClientOptions, client_options, refuse_unknown
 from sievemq.client.outgoing import Outgoing, new_uniq_id, prepare, prepare_batch, send_header
 from sievemq.client.request_reply import is_reply, mark_request, reply_outgoing
 from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_group, validate_message
@@ -34,7 +35,7 @@ from sievemq.protocol.route import PERM_WRITE, TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 
-__all__ = ["Outgoing", "Producer", "PublishInfo", "QueueSelector", "new_uniq_id", "shard_selector"]
+__all__ = ["Outgoing", "Producer", "ProducerKwargs", "PublishInfo", "QueueSelector", "new_uniq_id", "shard_selector"]
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,18 @@ class PublishInfo:
         return mq
 
 
+class ProducerKwargs(ClientKwargs, total=False):
+    """The keyword arguments of a ``Producer`` besides ``options`` (for classes that pass them on)."""
+
+    send_timeout: float
+    retry_times: int
+    compress_over: int
+    max_message_size: int
+    queue_selector: QueueSelector | None
+    default_topic_queue_nums: int
+    fault_backoff: float
+
+
 class Producer(ClientLifecycle):
     """Sends messages. Use ``async with Producer(namesrv=..., group=...) as p`` or ``start()``/``close()``."""
 
@@ -116,7 +129,7 @@ class Producer(ClientLifecycle):
         namesrv: str | Sequence[str] | None = None,
         group: str = "DEFAULT_PRODUCER",
         *,
-        instance_name: str | None = None,
+        options: ClientOptions | None = None,
         send_timeout: float = 3.0,
         retry_times: int = 2,
         compress_over: int = 4096,
@@ -124,26 +137,17 @@ class Producer(ClientLifecycle):
         queue_selector: QueueSelector | None = None,
         default_topic_queue_nums: int = 4,
         fault_backoff: float = 10.0,
-        request_timeout: float = 3.0,
-        heartbeat_interval: float = 30.0,
-        poll_namesrv_interval: float = 30.0,
-        access_key: str = "",
-        secret_key: str = "",
         _instance: ClientInstance | None = None,
-        **tls: Unpack[TlsOptions],
+        **settings: Unpack[ClientKwargs],
     ) -> None:
+        """``options``: how to connect (``ClientOptions``); ``namesrv`` and the keyword arguments named like its
+        fields (``request_timeout=``, ``access_key=``, ``tls=``, ...) replace those fields."""
+        refuse_unknown(type(self).__name__, settings)
         validate_group(group)
         self.group = group
-        self.config = ClientConfig.create(
-            namesrv,
-            instance_name,
-            request_timeout=request_timeout,
-            heartbeat_interval=heartbeat_interval,
-            poll_namesrv_interval=poll_namesrv_interval,
-            access_key=access_key,
-            secret_key=secret_key,
-            **tls,
-        )
+        self.options = client_options(options, namesrv, settings)
+        """How this producer connects (shareable: ``Producer(group=..., options=other.options)``)."""
+        self.config = ClientConfig.of(self.options)
         self.send_timeout = send_timeout
         self.retry_times = max(0, retry_times)
         self.compress_over = compress_over

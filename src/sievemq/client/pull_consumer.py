@@ -13,16 +13,17 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Unpack
 
 from sievemq.client.errors import ClientStateError, MessageValidationError
-from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
+from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
+from sievemq.client.options import ClientKwargs, ClientOptions, client_options, refuse_unknown
 from sievemq.client.queue_puller import PULL_RETRY_DELAY, QueuePuller, fetch_for
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
 from sievemq.client.start_position import StartPosition, first_offset, pin
@@ -114,9 +115,9 @@ class PullConsumer(ClientLifecycle):
         namesrv: str | Sequence[str] | None = None,
         group: str = "DEFAULT_PULL_CONSUMER",
         *,
+        options: ClientOptions | None = None,
         consume_from: ConsumeFrom | str = ConsumeFrom.LAST,
         consume_timestamp: int | float | datetime | None = None,
-        instance_name: str | None = None,
         pull_batch_size: int = 32,
         max_cached_messages: int = 1000,
         max_poll_records: int = 256,
@@ -124,29 +125,16 @@ class PullConsumer(ClientLifecycle):
         pull_timeout: float = 30.0,
         auto_commit: bool = False,
         allocate: AllocateStrategy = allocate_averagely,
-        request_timeout: float = 3.0,
-        heartbeat_interval: float = 30.0,
-        poll_namesrv_interval: float = 30.0,
-        access_key: str = "",
-        secret_key: str = "",
-        rebalance_interval: float = 20.0,
-        persist_interval: float = 5.0,
-        **tls: Unpack[TlsOptions],
+        **settings: Unpack[ClientKwargs],
     ) -> None:
+        """``options``: how to connect (``ClientOptions``); ``namesrv`` and the keyword arguments named like its
+        fields (``request_timeout=``, ``access_key=``, ``tls=``, ...) replace those fields."""
+        refuse_unknown(type(self).__name__, settings)
         validate_group(group)
         self.group = group
-        self.config = ClientConfig.create(
-            namesrv,
-            instance_name,
-            request_timeout=request_timeout,
-            heartbeat_interval=heartbeat_interval,
-            poll_namesrv_interval=poll_namesrv_interval,
-            access_key=access_key,
-            secret_key=secret_key,
-            rebalance_interval=rebalance_interval,
-            persist_offsets_interval=persist_interval,
-            **tls,
-        )
+        self.options = client_options(options, namesrv, settings)
+        """How this consumer connects (shareable: ``PullConsumer(group=..., options=other.options)``)."""
+        self.config = ClientConfig.of(self.options)
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
         self._start = StartPosition(self.consume_from, self.consume_timestamp)
@@ -358,8 +346,8 @@ class PullConsumer(ClientLifecycle):
     def _start_queue(self, st: _QueueState) -> None:
         inst = self._running()
         assert st.entry is not None
-        target = _Fetching(self, st, st.generation)
-        puller = QueuePuller(inst, st.mq, target, fetch_for(inst, st.mq, self), logger=log)
+        target = _Fetching(st, st.generation, self._ready, lambda: self._state == "running", self.max_cached_messages)
+        puller = QueuePuller(inst, st.mq, target, fetch_for(inst, st.mq, self.group, self), logger=log)
         st.task = asyncio.get_running_loop().create_task(puller.run(), name=f"fetch {st.mq}")
 
     async def _stop_queue(self, st: _QueueState) -> None:
@@ -444,16 +432,21 @@ class PullConsumer(ClientLifecycle):
 
 
 class _Fetching:
-    """One queue's fetch loop (one ``generation`` of it) as its ``QueuePuller`` sees it: messages go to the buffer
-    ``poll()`` reads; the position moves past offsets with nothing to hand out once the buffer holds none of them."""
+    """One queue's fetch loop (one ``generation`` of it) as its ``QueuePuller`` sees it: messages go to ``buffer``,
+    which ``poll()`` reads; the position moves past offsets with nothing to hand out once the buffer holds none of
+    them; no pull while the buffer holds ``max_cached`` of the queue's messages."""
 
-    def __init__(self, consumer: PullConsumer, st: _QueueState, generation: int) -> None:
-        self.consumer = consumer
+    def __init__(
+        self, st: _QueueState, generation: int, buffer: _Buffer, running: Callable[[], bool], max_cached: int
+    ) -> None:
         self.st = st
         self.generation = generation
+        self.buffer = buffer
+        self._running = running
+        self.max_cached = max_cached
 
     def running(self) -> bool:
-        return self.consumer._state == "running"
+        return self._running()
 
     def dropped(self) -> bool:
         return self.st.generation != self.generation
@@ -465,17 +458,17 @@ class _Fetching:
         return self.st.fetch_offset
 
     def flow_controlled(self) -> bool:
-        return self.st.buffered >= self.consumer.max_cached_messages
+        return self.st.buffered >= self.max_cached
 
     def commit_offset(self) -> int | None:
         return None  # positions are committed by commit() (or auto_commit), never on pulls
 
     def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
-        st, c = self.st, self.consumer
+        st = self.st
         st.fetch_offset = next_offset
         if kept:
             st.buffered += len(kept)
-            c._ready.add(_Batch(st.mq, self.generation, kept))
+            self.buffer.add(_Batch(st.mq, self.generation, kept))
         elif st.buffered == 0:
             st.position = max(st.position, st.fetch_offset)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, Unpack
@@ -22,10 +22,19 @@ from sievemq.client.consume_directly import consume_directly
 from sievemq.client.consume_service import ConsumeService, Listener
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
-from sievemq.client.instance import ClientConfig, ClientInstance, TlsOptions
+from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from sievemq.client.options import (
+    ClientKwargs,
+    ClientOptions,
+    ConsumeKwargs,
+    ConsumeOptions,
+    client_options,
+    consume_options,
+    refuse_unknown,
+)
 from sievemq.client.orderly import OrderlyConsumeService
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
@@ -40,7 +49,7 @@ from sievemq.protocol.message import MessageExt
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, retry_topic
 from sievemq.util.tasks import cancel_and_wait, spawn
 
-__all__ = ["Listener", "PushConsumer", "to_millis"]
+__all__ = ["Listener", "PushConsumer", "PushConsumerKwargs", "to_millis"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,10 @@ L = TypeVar("L", bound=Listener)
 
 CLOSE_WAIT = 5.0
 """Seconds close() lets running listeners finish, so that their offsets count."""
+
+
+class PushConsumerKwargs(ClientKwargs, ConsumeKwargs, total=False):
+    """The keyword arguments of a ``PushConsumer`` named like the fields of ``ClientOptions`` and ``ConsumeOptions``."""
 
 
 class PushConsumer(ClientLifecycle):
@@ -64,65 +77,36 @@ class PushConsumer(ClientLifecycle):
         namesrv: str | Sequence[str] | None = None,
         group: str = "DEFAULT_CONSUMER",
         *,
+        options: ClientOptions | None = None,
+        consume: ConsumeOptions | None = None,
         broadcasting: bool = False,
+        orderly: bool = False,
         consume_from: ConsumeFrom | str = ConsumeFrom.LAST,
         consume_timestamp: int | float | datetime | None = None,
-        instance_name: str | None = None,
-        max_reconsume_times: int = 16,
-        retry_delay_level: int = 0,
-        consume_batch_size: int = 1,
-        pull_batch_size: int = 32,
-        concurrency: int = 20,
-        max_cached_messages: int = 1000,
-        max_cached_mib: int = 100,
-        max_span: int = 2000,
-        pull_suspend: float = 15.0,
-        pull_timeout: float = 30.0,
-        offset_store_dir: str | Path | None = None,
-        allocate: AllocateStrategy = allocate_averagely,
-        request_timeout: float = 3.0,
-        heartbeat_interval: float = 30.0,
-        poll_namesrv_interval: float = 30.0,
-        access_key: str = "",
-        secret_key: str = "",
-        rebalance_interval: float = 20.0,
-        persist_interval: float = 5.0,
         standby: bool = False,
-        orderly: bool = False,
-        suspend: float = 1.0,
-        **tls: Unpack[TlsOptions],
+        allocate: AllocateStrategy = allocate_averagely,
+        offset_store_dir: str | Path | None = None,
+        **settings: Unpack[PushConsumerKwargs],
     ) -> None:
+        """``options``: how to connect (``ClientOptions``); ``consume``: how to consume (``ConsumeOptions``:
+        concurrency, batch sizes, flow control, retries). ``namesrv`` and the keyword arguments named like their
+        fields (``request_timeout=``, ``tls=``, ``concurrency=``, ``max_reconsume_times=``, ...) replace those
+        fields."""
+        refuse_unknown(type(self).__name__, settings, consume=True)
         validate_group(group)
         if orderly and broadcasting:
             raise ClientStateError("orderly consumption needs clustering (queue locks): broadcasting=False")
         self.group = group
-        self.config = ClientConfig.create(
-            namesrv,
-            instance_name,
-            request_timeout=request_timeout,
-            heartbeat_interval=heartbeat_interval,
-            poll_namesrv_interval=poll_namesrv_interval,
-            access_key=access_key,
-            secret_key=secret_key,
-            rebalance_interval=rebalance_interval,
-            persist_offsets_interval=persist_interval,
-            **tls,
-        )
+        self.options = client_options(options, namesrv, settings)
+        """How this consumer connects (shareable: ``Producer(group=..., options=consumer.options)``)."""
+        self.consume_options = consume_options(consume, settings)
+        """How this consumer consumes (read when it starts)."""
+        self.config = ClientConfig.of(self.options)
         self.broadcasting = broadcasting
         self.consume_from = ConsumeFrom.parse(consume_from)
         self.consume_timestamp = to_millis(consume_timestamp)
         self._start = StartPosition(self.consume_from, self.consume_timestamp)
         """Where queues without a committed offset start (``client/start_position.py``)."""
-        self.max_reconsume_times = max_reconsume_times
-        self.retry_delay_level = retry_delay_level
-        self.consume_batch_size = max(1, consume_batch_size)
-        self.pull_batch_size = max(1, pull_batch_size)
-        self.concurrency = max(1, concurrency)
-        self.max_cached_messages = max_cached_messages
-        self.max_cached_bytes = max_cached_mib * 1024 * 1024
-        self.max_span = max_span
-        self.pull_suspend = pull_suspend
-        self.pull_timeout = pull_timeout
         self.offset_store_dir = Path(offset_store_dir) if offset_store_dir else Path.home() / ".sievemq_offsets"
         self.allocate = allocate
         # When the broker says this consumer subscribes a topic differently from its group, start() raises;
@@ -131,8 +115,6 @@ class PushConsumer(ClientLifecycle):
         self.standby = standby
         self.orderly = orderly
         """Per queue one batch at a time, in order, under the broker's queue lock (``client/orderly.py``)."""
-        self.suspend = suspend
-        """Orderly: seconds before a failed batch is consumed again in place."""
         self._subs: dict[str, SubscriptionEntry] = {}
         self._listener: Listener | None = None
         self._state = "new"
@@ -182,6 +164,8 @@ class PushConsumer(ClientLifecycle):
         if not callable(fn):
             raise TypeError("the listener must be callable")
         self._listener = fn
+        if self._consuming is not None:  # a running consumer calls the new one from its next batch on
+            self._consuming.listener = fn
         return fn
 
     register_listener = listener
@@ -199,7 +183,8 @@ class PushConsumer(ClientLifecycle):
         """Join the group: routes, CHECK_CLIENT_CONFIG for SQL92 selectors, heartbeats, first rebalance."""
         if not self._startable():
             return
-        if self._listener is None:
+        listener = self._listener
+        if listener is None:
             raise ClientStateError("register a listener before start() (@consumer.listener)")
         if not self._subs:
             raise ClientStateError("subscribe to at least one topic before start()")
@@ -212,16 +197,20 @@ class PushConsumer(ClientLifecycle):
         else:
             self._offsets = RemoteOffsetStore(inst, self.group)
         self._rebalancer = Rebalancer(inst, self.group, self, broadcasting=self.broadcasting, strategy=self.allocate)
-        self._inner = Producer(
-            group=CLIENT_INNER_PRODUCER_GROUP, _instance=inst, send_timeout=self.config.request_timeout
-        )
-        service = OrderlyConsumeService if self.orderly else ConsumeService
-        self._consuming = service(self, inst, self._offsets, self._inner)
-        if isinstance(self._consuming, OrderlyConsumeService):
-            spawn(self._consuming.keep_locks(), self._background, "keep-locks")
+        self._inner = Producer(group=CLIENT_INNER_PRODUCER_GROUP, options=self.options, _instance=inst,
+                               send_timeout=self.config.request_timeout)  # fmt: skip
+        if self.orderly:
+            self._consuming = OrderlyConsumeService(self.group, listener, self.consume_options, inst=inst,
+                                                    offsets=self._offsets, inner=self._inner,
+                                                    owned_queues=self.owned_queues)  # fmt: skip
+        else:
+            self._consuming = ConsumeService(self.group, listener, self.consume_options, inst=inst,
+                                             offsets=self._offsets, inner=self._inner,
+                                             broadcasting=self.broadcasting)  # fmt: skip
         await self._inner.start()
         self._state = "running"
         async with self._closed_on_failure():
+            self._consuming.start()
             refused = await go_live(
                 inst,
                 self.group,
@@ -244,11 +233,11 @@ class PushConsumer(ClientLifecycle):
         self._start.release()
         inst, consumer = self._instance, self._consuming
         assert inst is not None and self._offsets is not None and consumer is not None
-        await cancel_and_wait(*self._pull_tasks.values(), *consumer.retry_tasks, *self._background)
+        await consumer.stop()  # no local retry (nor orderly batch) starts from here on
+        await cancel_and_wait(*self._pull_tasks.values(), *self._background)
         if self._functions is not None:
             await self._functions.close()
-        if consumer.consume_tasks:  # let running listeners finish so that their offsets count
-            await asyncio.wait(list(consumer.consume_tasks), timeout=CLOSE_WAIT)
+        await consumer.finish(CLOSE_WAIT)  # let running listeners finish so that their offsets count
         for pq in self._pqs.values():
             pq.dropped = True
         await self._offsets.persist_all(list(self._pqs), oneway=False)
@@ -381,12 +370,14 @@ class PushConsumer(ClientLifecycle):
         return True
 
     def _start_pulling(self, inst: ClientInstance, mq: MessageQueue, offset: int) -> None:
-        assert self._offsets is not None
+        assert self._offsets is not None and self._consuming is not None
         pq = ProcessQueue(offset)
         self._offsets.update(mq, offset)
         self._pqs[mq] = pq
-        fetch = fetch_for(inst, mq, self, lambda: self._functions)
-        puller = QueuePuller(inst, mq, _PushQueue(self, mq, pq, self._offsets), fetch, logger=log)
+        service = self._consuming
+        fetch = fetch_for(inst, mq, self.group, service.options, lambda: self._functions)
+        target = _PushQueue(mq, pq, self._offsets, service, lambda topic: self._all_subs().get(topic), self._moved_back)
+        puller = QueuePuller(inst, mq, target, fetch, logger=log)
         self._pull_tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
 
     async def consume_directly(self, msg: MessageExt) -> ConsumeDirectlyResult:
@@ -419,41 +410,51 @@ class PushConsumer(ClientLifecycle):
 
 
 class _PushQueue:
-    """One queue of a push consumer as its ``QueuePuller`` sees it: messages go to the listener, offsets to the
-    offset store (the committable offset rides on pulls to the master)."""
+    """One queue of a push consumer as its ``QueuePuller`` sees it: messages go to the consume service, offsets to the
+    offset store (the committable offset rides on pulls to the master); ``subscription(topic)`` is the consumer's
+    subscription of a topic now; a pull answer that moves the queue back is noted in ``moved_back``."""
 
-    def __init__(self, consumer: PushConsumer, mq: MessageQueue, pq: ProcessQueue, offsets: OffsetStore) -> None:
-        self.consumer = consumer
+    def __init__(
+        self,
+        mq: MessageQueue,
+        pq: ProcessQueue,
+        offsets: OffsetStore,
+        service: ConsumeService,
+        subscription: Callable[[str], SubscriptionEntry | None],
+        moved_back: dict[MessageQueue, tuple[ProcessQueue, int]],
+    ) -> None:
         self.mq = mq
         self.pq = pq
         self.offsets = offsets
+        self.service = service
+        self._subscription = subscription
+        self.moved_back = moved_back
 
     def running(self) -> bool:
-        return self.consumer._state == "running"
+        return self.service.state == "running"
 
     def dropped(self) -> bool:
         return self.pq.dropped
 
     def subscription(self) -> SubscriptionEntry | None:
-        return self.consumer._all_subs().get(self.mq.topic)
+        return self._subscription(self.mq.topic)
 
     def next_offset(self) -> int:
         return self.pq.next_offset
 
     def flow_controlled(self) -> bool:
-        c = self.consumer
-        return self.pq.over_limits(c.max_cached_messages, c.max_cached_bytes, c.max_span)
+        o = self.service.options
+        return self.pq.over_limits(o.max_cached_messages, o.max_cached_bytes, o.max_span)
 
     def commit_offset(self) -> int | None:
-        commit = self.offsets.read_memory(self.mq) if not self.consumer.broadcasting else -1
+        commit = self.offsets.read_memory(self.mq) if not self.service.broadcasting else -1
         return commit if commit > 0 else None
 
     def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
         fresh = self.pq.add(kept, next_offset)
         if not fresh:
             self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
-        assert self.consumer._consuming is not None
-        self.consumer._consuming.dispatch(self.mq, self.pq, fresh)
+        self.service.dispatch(self.mq, self.pq, fresh)
 
     def on_advance(self, next_offset: int) -> None:
         self.pq.advance(next_offset)
@@ -462,7 +463,7 @@ class _PushQueue:
     async def on_offset_moved(self, next_offset: int) -> None:
         if next_offset < self.pq.next_offset:  # moved back (an operator's reset): what is in flight no longer counts
             self.pq.reset(next_offset)
-            self.consumer._moved_back[self.mq] = (self.pq, next_offset)
+            self.moved_back[self.mq] = (self.pq, next_offset)
         else:
             self.pq.advance(next_offset)
         self.offsets.update(self.mq, next_offset)

@@ -94,13 +94,23 @@ class PullTarget(Protocol):
 
 
 class PullSettings(Protocol):
-    """How a consumer pulls (both consumers are one; read at every pull, so that changes apply to the next)."""
+    """How a consumer pulls (a ``PullConsumer``, a ``ConsumeOptions``); read at every pull, so that changes apply to
+    the next."""
 
-    group: str
-    pull_batch_size: int
-    pull_suspend: float
-    """Long-polling time, seconds."""
-    pull_timeout: float
+    @property
+    def pull_batch_size(self) -> int:
+        """Messages per pull, at most."""
+        ...
+
+    @property
+    def pull_suspend(self) -> float:
+        """Long-polling time, seconds."""
+        ...
+
+    @property
+    def pull_timeout(self) -> float:
+        """Seconds to wait for the answer."""
+        ...
 
 
 class _PullArgs(TypedDict):
@@ -113,11 +123,12 @@ class _PullArgs(TypedDict):
 def fetch_for(
     inst: ClientInstance,
     mq: MessageQueue,
+    group: str,
     settings: PullSettings,
     filter_servers: Callable[[], FunctionFilters | None] = lambda: None,
 ) -> Fetch:
-    """The ``Fetch`` of ``mq``: from its broker with the subscription in the request, or, for a filter-function
-    subscription, through ``filter_servers()`` (docs/protocol/filter-server.md §6)."""
+    """The ``Fetch`` of ``mq`` for consumer group ``group``: from its broker with the subscription in the request, or,
+    for a filter-function subscription, through ``filter_servers()`` (docs/protocol/filter-server.md §6)."""
 
     async def fetch(addr: str, entry: SubscriptionEntry, offset: int, commit_offset: int | None) -> PullResult:
         args: _PullArgs = {
@@ -131,7 +142,7 @@ def fetch_for(
             assert servers is not None
             return await servers.pull(mq, addr, entry, offset, **args)
         conn = await inst.conn(addr)
-        return await entry.pull(conn, settings.group, mq, offset, **args)
+        return await entry.pull(conn, group, mq, offset, **args)
 
     return fetch
 

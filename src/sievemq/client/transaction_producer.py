@@ -16,9 +16,9 @@ from typing import Any, Unpack
 
 from sievemq.client import api
 from sievemq.client.errors import MessageValidationError
-from sievemq.client.instance import TlsOptions
 from sievemq.client.message import Message, SendResult, SendStatus
-from sievemq.client.producer import Producer
+from sievemq.client.options import ClientOptions
+from sievemq.client.producer import Producer, ProducerKwargs
 from sievemq.client.validation import validate_group
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.msgid import parse_offset_msg_id
@@ -69,13 +69,15 @@ class TransactionProducer(Producer):
         *,
         check_listener: CheckListener,
         topics: Sequence[str] = (),
-        **options: Unpack[_Options],
+        options: ClientOptions | None = None,
+        **settings: Unpack[ProducerKwargs],
     ) -> None:
         """``topics``: where this producer sends; their brokers (and those of the auto-creation template) get
         its heartbeats from the start, so a restarted application receives the checks of transactions its
-        previous run left open before it sends anything."""
+        previous run left open before it sends anything. ``options`` and the other keyword arguments: as
+        ``Producer``'s."""
         validate_group(group)
-        super().__init__(namesrv, group, **options)
+        super().__init__(namesrv, group, options=options, **settings)
         self.check_listener = check_listener
         self._known_topics = tuple(topics)
 
@@ -159,18 +161,3 @@ class TransactionProducer(Producer):
             )
         except Exception as e:
             log.warning("answering the broker's check of %s failed: %s", msg_id, e)
-
-
-class _Options(TlsOptions, total=False):
-    instance_name: str | None
-    send_timeout: float
-    retry_times: int
-    compress_over: int
-    max_message_size: int
-    default_topic_queue_nums: int
-    fault_backoff: float
-    request_timeout: float
-    heartbeat_interval: float
-    poll_namesrv_interval: float
-    access_key: str
-    secret_key: str

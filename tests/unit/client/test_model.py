@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from sievemq.client.errors import MessageValidationError
-from sievemq.client.instance import parse_namesrv
 from sievemq.client.message import (
     ConsumeFrom,
     Message,
@@ -18,6 +17,7 @@ from sievemq.client.message import (
     restore_retry_topic,
 )
 from sievemq.client.offset_store import LocalFileOffsetStore
+from sievemq.client.options import parse_namesrv
 from sievemq.client.producer import PublishInfo, shard_selector
 from sievemq.client.subscription import SubscriptionEntry, refusals_for
 from sievemq.client.validation import validate_batch, validate_group, validate_message, validate_topic

@@ -304,7 +304,6 @@ class FakeConn:
 
 @dataclass
 class Settings:
-    group: str = "g"
     pull_batch_size: int = 32
     pull_suspend: float = 15.0
     pull_timeout: float = 30.0
@@ -319,7 +318,7 @@ async def test_fetch_for_pulls_with_the_settings_of_the_moment() -> None:
             return conn
 
     settings = Settings()
-    fetch = fetch_for(Inst(), MQ, settings)  # type: ignore[arg-type]
+    fetch = fetch_for(Inst(), MQ, "g", settings)  # type: ignore[arg-type]
     entry = SubscriptionEntry.create("T", "TagA || TagB")
     r = await fetch(MASTER, entry, 5, 4)
     assert (r.code, r.next_begin_offset) == (ResponseCode.PULL_NOT_FOUND, 9)
@@ -350,6 +349,6 @@ async def test_a_filter_function_subscription_is_pulled_through_the_filter_serve
             raise AssertionError("a filter-function pull does not go to the broker")
 
     servers = Servers()
-    fetch = fetch_for(Inst(), MQ, Settings(pull_batch_size=4), lambda: servers)  # type: ignore[arg-type,return-value]
+    fetch = fetch_for(Inst(), MQ, "g", Settings(pull_batch_size=4), lambda: servers)  # type: ignore[arg-type,return-value]
     await fetch(MASTER, SubscriptionEntry.create("T", Selector.function("shop.filters:big")), 3, 2)
     assert calls == [(MQ, MASTER, 3, {"max_nums": 4, "suspend_ms": 15000, "commit_offset": 2, "timeout": 30.0})]
