@@ -60,6 +60,12 @@ class ClientLifecycle:
             return False
         return True
 
+    @property
+    def instance(self) -> ClientInstance:
+        """The started client's instance (its routes, connections and brokers), for the layers built on a client
+        (the gRPC proxy); ClientStateError when the client is not started."""
+        return self._running()
+
     def _running(self) -> ClientInstance:
         """The instance of a started client (ClientStateError otherwise)."""
         if self._state != "running" or self._instance is None:

@@ -254,7 +254,8 @@ class Producer(ClientLifecycle):
         return send_header(out, mq, self.group, self.default_topic_queue_nums)
 
     # ------------------------------------------------------------------------------------------ sending
-    async def _addr(self, mq: MessageQueue) -> str:
+    async def master_addr(self, mq: MessageQueue) -> str:
+        """The address of ``mq``'s master broker (the route is fetched when unknown)."""
         inst = self._running()
         addr = inst.broker_addr(mq.broker_name, master_only=True)
         if addr is None:
@@ -266,7 +267,7 @@ class Producer(ClientLifecycle):
 
     async def _send_once(self, out: Outgoing, mq: MessageQueue, timeout: float) -> SendResult:
         inst = self._running()
-        addr = await self._addr(mq)
+        addr = await self.master_addr(mq)
         code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
         if is_reply(out):
             code = RequestCode.SEND_REPLY_MESSAGE_V2
@@ -471,7 +472,7 @@ class Producer(ClientLifecycle):
                 mq = selector(list(info.queues), out.source)
             else:
                 mq = info.select(self._avoid(), None)
-            conn = await self._running().conn(await self._addr(mq))
+            conn = await self._running().conn(await self.master_addr(mq))
             code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
             if is_reply(out):
                 code = RequestCode.SEND_REPLY_MESSAGE_V2

@@ -125,7 +125,7 @@ class TransactionProducer(Producer):
     async def _end(self, result: SendResult, state: TransactionState, remark: str | None) -> str | None:
         inst = self._running()
         try:
-            conn = await inst.conn(await self._addr(result.message_queue))
+            conn = await inst.conn(await self.master_addr(result.message_queue))
             _, _, half_phy = parse_offset_msg_id(result.offset_msg_id)
             await api.end_transaction(conn, self.group, result.queue_offset, half_phy, int(state), result.msg_id,
                                       remark=remark, timeout=self.config.request_timeout)  # fmt: skip

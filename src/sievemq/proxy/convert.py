@@ -171,5 +171,6 @@ def message_of(popped: PoppedMessage, invisible_ms: int) -> pb.Message:
 
 def reasoned(e: RemotingError) -> str:
     """A broker's refusal as a 5.x status message: its stable reason first, in brackets, when it has one (as the
-    proxy's own ACL refusals), then the error's words (docs/proxy.md §3)."""
-    return f"[{e.reason}] {e}" if e.reason else str(e)
+    proxy's own ACL refusals), then the broker's remark word for word, what a 4.x client is told
+    (docs/proxy.md §3); without a reason, the response code's name and the remark."""
+    return f"[{e.reason}] {e.remark}" if e.reason else str(e)

@@ -73,7 +73,7 @@ class ProxyServer:
         service = MessagingService(self.config, self.producer, endpoint, self.transactions)
         rpc.add_MessagingServiceServicer_to_server(service, self.server)  # type: ignore[no-untyped-call]
         self.service = service
-        self.producer._running().directly_relay = service.verify.relay  # 309s for the 5.x clients it registered
+        self.producer.instance.directly_relay = service.verify.relay  # 309s for the 5.x clients it registered
         service.consume.renewals.start()
         await self.server.start()
 

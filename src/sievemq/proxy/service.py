@@ -105,7 +105,7 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
         cached = self._routes.get(topic)
         if cached is not None and now - cached[0] < ROUTE_TTL_S:
             return cached[1]
-        route = await self.producer._running().fetch_route(topic)
+        route = await self.producer.instance.fetch_route(topic)
         if len(self._routes) >= MAX_CACHED_ROUTES:
             self._routes.clear()
         self._routes[topic] = (now, route)
@@ -113,7 +113,7 @@ class MessagingService(rpc.MessagingServiceServicer):  # type: ignore[misc]
 
     async def broker_conn(self, addr: str) -> Connection:
         """The pooled connection to a broker."""
-        return await self.producer._running().pool.get(addr)
+        return await self.producer.instance.pool.get(addr)
 
     # ------------------------------------------------------------------------------------------ routes
     async def QueryRoute(self, request: svc.QueryRouteRequest, context: Any) -> svc.QueryRouteResponse:

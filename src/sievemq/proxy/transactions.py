@@ -139,7 +139,7 @@ class ProxyTransactions:
         r = await self.producer.send_outgoing(out, timeout=self.timeout)
         if r.status != SendStatus.SEND_OK:
             return svc.SendResultEntry(status=pb.Status(code=pb.INTERNAL_SERVER_ERROR, message=r.status.name))
-        addr = await self.producer._addr(r.message_queue)
+        addr = await self.producer.master_addr(r.message_queue)
         _, _, phy = parse_offset_msg_id(r.offset_msg_id)
         tid = TransactionId(addr, r.queue_offset, phy)
         return svc.SendResultEntry(status=pb.Status(code=pb.OK, message="OK"), message_id=r.msg_id,
@@ -153,7 +153,7 @@ class ProxyTransactions:
             return pb.Status(code=pb.INVALID_TRANSACTION_ID, message=str(e))
         if self.producer is None:
             return pb.Status(code=pb.UNSUPPORTED, message="no transactions here")
-        inst = self.producer._running()
+        inst = self.producer.instance
         if tid.broker not in inst.all_broker_addrs(include_slaves=False):
             return pb.Status(code=pb.INVALID_TRANSACTION_ID, message=f"{tid.broker} is not a broker of this cluster")
         if request.resolution == pb.COMMIT:
