@@ -25,6 +25,7 @@ from tests.dashboard import sample
 from tests.dashboard.conftest import Board
 from tests.support import browser
 from tests.support.browser import chrome, console_errors, open_view, png_size, screenshot, type_datetime, wait_text
+from tests.support.quiet import quiet_period_blocking
 
 ALL_ORDERS = sample.ORDERS + sample.LATE_ORDERS
 NONE = "\u2013"
@@ -467,5 +468,5 @@ def test_hostile_message_text_shows_literally_and_never_runs(
         assert made == [], f"hostile text became elements on {page}: {[e.tag_name for e in made]}"
         assert all(t in text for t in texts)
         shot(driver, tmp_path, f"hostile-{i}")
-    time.sleep(0.5)  # an onerror would have fired by now
+    quiet_period_blocking(0.5, "an onerror handler of hostile text firing")
     assert driver.execute_script("return window.__xss === undefined")

@@ -16,6 +16,7 @@ from sievemq.remoting.connection import Connection
 from tests.filtersrv.conftest import FilterCluster, open_conn
 from tests.filtersrv.helpers import class_pull, drain, is_big_eu, order, register, send_orders, until
 from tests.support import wire
+from tests.support.quiet import quiet_period
 
 TOPIC = "Orders"
 GROUP = "eu-big"
@@ -66,7 +67,7 @@ async def test_named_function_delivers_exactly_the_matches(fc: FilterCluster, co
     # Long polling: a held class-filter pull wakes on a new matching message.
     started = time.monotonic()
     held = asyncio.create_task(class_pull(fconn, GROUP, TOPIC, 0, 60, suspend_ms=5000))
-    await asyncio.sleep(0.5)
+    await quiet_period(0.5, "the held pull answered before a matching message came", unchanged=held.done)
     assert not held.done()
     await wire.send_message(bconn, TOPIC, order(130), queue_id=0)  # 130: eu, amount 160
     p = await asyncio.wait_for(held, 10)

@@ -31,6 +31,7 @@ from tests.filtersrv.conftest import ACCOUNT, SECRET, FilterCluster, open_conn
 from tests.filtersrv.helpers import BIG_EU_SOURCE as BIG_EU
 from tests.filtersrv.helpers import is_big_eu, register, send_orders, signed, until
 from tests.support import wire
+from tests.support.quiet import quiet_period
 
 GROUP = "escapes"
 HONEST = "EscHonest"
@@ -196,7 +197,7 @@ async def test_no_escape_succeeds(fc: FilterCluster, conns: list[Connection], mo
             return all("at line" in e.get(t, "") for t in topics) and "Error" in e.get("EscNamed", "")
 
         await until(all_failed, timeout=30.0, what="an error from every escape")
-        await asyncio.sleep(1.0)  # let anything started by an escape show itself
+        await quiet_period(1.0, "anything started by an escape showing itself")
         delivered = {t: ids for t, ids in got.ids.items() if t != HONEST}
         assert not delivered, f"escapes that worked: {delivered}"
         texts = errors()

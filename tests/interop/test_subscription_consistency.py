@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.interop.clients import DriverProcess, run_driver, start_driver, unique_name
-from tests.interop.test_against_sievemq import queue_holders, wait_until
+from tests.interop.test_against_sievemq import wait_until
 from tests.support.procs import Proc, dev_proc
 from tests.support.quiet import quiet_period_blocking
 
@@ -90,18 +90,26 @@ def ons_consumer(p: Proc, topic: str, group: str, expr: str) -> DriverProcess:
     )
 
 
-def queues_settled(p: Proc, group: str, topic: str, shared: bool) -> None:
-    """Until both consumers are in the group and its queues are where the mode puts them: all pulled by one client
-    (strict: the inconsistent one is left out), or some by each (rocketmq: shared out regardless)."""
+def owned(d: DriverProcess) -> set[int] | None:
+    """The queues a consumer says it owns now (its last ``queues`` event), None before it said."""
+    events = d.of("queues")
+    return set(events[-1]["queues"]) if events else None
 
-    def settled(holders: dict[str, list[int]]) -> bool:
-        sizes = sorted(len(qs) for qs in holders.values())
-        if len(sizes) != 2 or set().union(*holders.values()) != set(range(4)):
+
+def queues_settled(ab: DriverProcess, c: DriverProcess, shared: bool) -> None:
+    """Until both consumers' own rebalances put the queues where the mode does: all with the consistent one
+    (strict: the inconsistent one is left out), or some with each and none with both (rocketmq: shared out regardless;
+    messages sent while the first still owned the second's queues would reach it, and there would be no loss)."""
+
+    def settled() -> bool:
+        qa, qc = owned(ab), owned(c)
+        if qa is None or qc is None:
             return False
-        return sizes[0] > 0 if shared else sizes == [0, 4]
+        if shared:
+            return bool(qa) and bool(qc) and not qa & qc and qa | qc == set(range(4))
+        return qa == set(range(4)) and not qc
 
-    wait_until(lambda: settled(queue_holders(p, group, topic)), 60.0,
-               lambda: f"queues of {topic} by client: {queue_holders(p, group, topic)}")  # fmt: skip
+    wait_until(settled, 60.0, lambda: f"queues owned: {owned(ab)} (TagA || TagB), {owned(c)} (TagC)")
 
 
 def run_scenario(p: Proc, shared: bool) -> tuple[set[str], set[str], str]:
@@ -113,7 +121,7 @@ def run_scenario(p: Proc, shared: bool) -> tuple[set[str], set[str], str]:
         ab.wait_for("started", timeout=60)
         c = ons_consumer(p, topic, group, "TagC")
         c.wait_for("started", timeout=60)
-        queues_settled(p, group, topic, shared)
+        queues_settled(ab, c, shared)
         sent = run_driver(
             "rmqcp",
             [

@@ -8,7 +8,7 @@
  *                              --expect N --timeout S [--from first|last] [--linger 2]
  *
  * One JSON object per line on stdout (events: started, sent, received, rejected, client_error, error, timeout,
- * done). Exit codes: 0 ok, 1 send/start failure, 2 usage error, 3 consume timeout, 4 watchdog.
+ * done; a consumer's queues: the queues of its topic it owns, at start and at every change). Exit codes: 0 ok, 1 send/start failure, 2 usage error, 3 consume timeout, 4 watchdog.
  *
  * ali-ons is looked up with require('ali-ons'), then under $INTEROP_DIR/node/node_modules, then under
  * <repo>/.interop/node/node_modules.
@@ -435,6 +435,19 @@ async function consume(ons, args) {
     from_where: args.from, model: args.model,
   });
 
+  // 'queues' whenever the set of queues of the topic this consumer owns changes (its own rebalance's view: tests
+  // wait for it rather than for time)
+  let lastQueues = null;
+  const watchQueues = table && typeof table.values === 'function' ? setInterval(() => {
+    const now = Array.from(table.values())
+      .filter(v => v && v.messageQueue && v.messageQueue.topic === args.topic && !v.dropped)
+      .map(v => Number(v.messageQueue.queueId)).sort((a, b) => a - b);
+    if (now.join(',') !== lastQueues) {
+      lastQueues = now.join(',');
+      emit('queues', { topic: args.topic, queues: now });
+    }
+  }, 100) : null;
+
   const sleep = ms => new Promise(r => setTimeout(r, Math.max(0, ms)));
 
   let code = 0;
@@ -451,6 +464,7 @@ async function consume(ons, args) {
     duplicates: Array.from(accepted.values()).reduce((a, c) => a + c - 1, 0),
   };
   if (code === 3) emit('timeout', Object.assign({ expect: args.expect, timeout: args.timeout }, summary));
+  if (watchQueues) clearInterval(watchQueues);
   try {
     await withTimeout(consumer.close(), 5000, 'consumer close');
   } catch (err) {

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import zlib
@@ -22,6 +21,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool
+from tests.support.quiet import quiet_period
 from tests.unit.ha.test_link import Pair, put, store, until
 
 
@@ -129,7 +129,7 @@ async def test_a_slave_checks_then_follows_and_a_diverged_master_is_refused(tmp_
     await p.start()
     try:
         await until(lambda: bool(refusals))
-        await asyncio.sleep(0.3)
+        await quiet_period(0.3, "the slave's log written after the refusal", unchanged=lambda: p.slave.max_phy_offset)
         assert refusals[0] == "diverged" and p.client.refusal == "diverged" and p.slave.max_phy_offset == held
     finally:
         await p.close()
