@@ -115,12 +115,16 @@ def tie_to_parent(parent: int) -> None:
         os._exit(1)
 
 
-def supervise(child: int, lifeline: int, cpu_seconds: int, parent: int) -> NoReturn:
-    """Outside the PID namespace: wait for the worker and end the same way (a SIGKILL at the CPU hard limit is
-    reported as SIGXCPU: PID 1 of a namespace does not die of the soft limit's SIGXCPU)."""
+def supervise(child: int, lifeline: int, cpu_seconds: int, parent: int, cpu_flag: int) -> NoReturn:
+    """Outside the PID namespace: wait for the worker and end the same way. A SIGKILL at the CPU hard limit is
+    reported as SIGXCPU (PID 1 of a namespace does not die of the soft limit's SIGXCPU): the worker's SIGXCPU
+    handler writes a byte to ``cpu_flag`` before it asks for the SIGKILL, so the kill is told apart from any other
+    without comparing CPU times (which a loaded machine's accounting can leave short of the limit)."""
     tie_to_parent(parent)
-    os.closerange(3, lifeline)
-    os.closerange(lifeline + 1, 1 << 16)
+    keep = sorted((lifeline, cpu_flag))
+    os.closerange(3, keep[0])
+    os.closerange(keep[0] + 1, keep[1])
+    os.closerange(keep[1] + 1, 1 << 16)
     try:
         _, status, usage = os.wait4(child, 0)
     except ChildProcessError:
@@ -128,13 +132,22 @@ def supervise(child: int, lifeline: int, cpu_seconds: int, parent: int) -> NoRet
     if os.WIFEXITED(status):
         os._exit(os.WEXITSTATUS(status))
     sig = os.WTERMSIG(status)
-    if sig == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= cpu_seconds - 0.05:
+    if sig == signal.SIGKILL and (_flagged(cpu_flag) or usage.ru_utime + usage.ru_stime >= cpu_seconds - 0.05):
         sig = signal.SIGXCPU
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    signal.signal(sig, signal.SIG_DFL)
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two keep their default action: no handler to reset
+        signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)
     os._exit(128 + sig)
+
+
+def _flagged(fd: int) -> bool:
+    """Whether the worker wrote to its CPU-limit pipe (it is dead: the pipe holds the byte or is at its end)."""
+    try:
+        return os.read(fd, 1) != b""
+    except OSError:
+        return False
 
 
 class Lockdown:
@@ -240,15 +253,20 @@ class Lockdown:
     def _enter_pid_namespace(self) -> int:
         """Fork; the child (PID 1) returns the read end of a pipe that the parent holds open as long as it lives."""
         r, w = os.pipe()
+        flag_r, flag_w = os.pipe()
         child = os.fork()
         if child:
             os.close(r)
-            supervise(child, w, self.plan.cpu_seconds, self.plan.parent)
+            os.close(flag_w)
+            supervise(child, w, self.plan.cpu_seconds, self.plan.parent, flag_r)
         os.close(w)
+        os.close(flag_r)
         self._arm_parent_death(r, keep=True)
         cpu = self.plan.cpu_seconds
 
         def cpu_limit_reached(signum: int, frame: object) -> None:  # PID 1 ignores SIGXCPU: ask for the SIGKILL now
+            with contextlib.suppress(OSError):
+                os.write(flag_w, b"x")  # tells the supervisor that the coming SIGKILL is the CPU limit's
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 
         signal.signal(signal.SIGXCPU, cpu_limit_reached)

@@ -44,7 +44,7 @@ SPAWN_TIMEOUT = 30.0
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BOOT = (
     "import sys\n"
-    "if {root!r} not in sys.path: sys.path.append({root!r})\n"
+    "if {root!r} not in sys.path: sys.path.insert(0, {root!r})  # the server's own copy of sievemq, first\n"
     "from sievemq.filtersrv.sandbox import main\n"
     "sys.exit(main(sys.argv))"
 )
