@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from sievemq.client import api
 from sievemq.client.instance import ClientInstance
@@ -40,6 +40,17 @@ LOCAL_RETRY_DELAY = 5.0
 _CLIENT_ONLY_PROPS = (PropertyKey.MIN_OFFSET, PropertyKey.MAX_OFFSET, PropertyKey.CONSUME_START_TIME)
 
 
+class ConsumeParts(TypedDict):
+    """The services a consume service (concurrent or orderly) works with, keyword arguments of both."""
+
+    inst: ClientInstance
+    """The client instance (brokers' addresses and connections)."""
+    offsets: OffsetStore
+    """Where consumed offsets go."""
+    inner: Producer
+    """The consumer's inner producer (sends to the retry topic)."""
+
+
 class ConsumeService:
     """The consuming half of a started PushConsumer: runs ``listener`` over the messages its queues pulled, with the
     consumer's group and ``ConsumeOptions``; sends failures back through ``inner`` (the consumer's inner producer)
@@ -52,10 +63,8 @@ class ConsumeService:
         listener: Listener,
         options: ConsumeOptions,
         *,
-        inst: ClientInstance,
-        offsets: OffsetStore,
-        inner: Producer,
         broadcasting: bool = False,
+        **parts: Unpack[ConsumeParts],
     ) -> None:
         self.group = group
         self.listener = listener
@@ -63,9 +72,9 @@ class ConsumeService:
         self.options = options
         self.broadcasting = broadcasting
         """Broadcasting consumers do not retry failed messages."""
-        self.inst = inst
-        self.offsets = offsets
-        self.inner = inner
+        self.inst = parts["inst"]
+        self.offsets = parts["offsets"]
+        self.inner = parts["inner"]
         self.state = "running"
         self.sem = asyncio.Semaphore(options.concurrency)
         self.executor = ThreadPoolExecutor(options.concurrency, thread_name_prefix=f"sievemq-{group}")

@@ -26,17 +26,20 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from sievemq.client import api
 from sievemq.client.errors import FilterFunctionError
+from sievemq.client.function_status import ERROR_LOG_INTERVAL, FunctionStatus, StatusBoard, function_of
 from sievemq.client.instance import ClientInstance
-from sievemq.client.message import FilterFunction, MessageQueue
+from sievemq.client.message import MessageQueue
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import ResponseCode
 from sievemq.util.tasks import Background
+
+__all__ = ["ERROR_LOG_INTERVAL", "REGISTER_TIMEOUT", "ROUTE_REFRESH_INTERVAL", "TRANSPORT_ERRORS", "FunctionFilters",
+           "FunctionStatus"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,6 @@ REGISTER_TIMEOUT = 15.0
 """Timeout of a 302: the filter server loads the function in a worker first (``loadTimeoutSeconds``, 10 s)."""
 ROUTE_REFRESH_INTERVAL = 1.0
 """Pulls that find no usable filter server refresh the topic's route at most this often."""
-ERROR_LOG_INTERVAL = 10.0
-"""A topic's "no filter server could run the function" error is logged at once, then at most this often."""
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (ConnectionClosedError, RequestTimeoutError, OSError, TimeoutError)
 _OK_PULL_CODES = frozenset(
     {
@@ -60,26 +61,6 @@ Key = tuple[str, str]
 """(topic, filter server address)."""
 
 
-@dataclass
-class FunctionStatus:
-    """One topic's filter function as ``PushConsumer.function_status()`` reports it."""
-
-    topic: str
-    function: str
-    """``module:function`` or the uploaded function's name."""
-    kind: str
-    """``named`` or ``source``."""
-    crc: int
-    filter_servers: list[str] = field(default_factory=list)
-    """Filter servers holding the current registration (sorted)."""
-    last_error: str | None = None
-    """The latest problem (no filter server, refusal, function failure); None again once a pull succeeds."""
-    last_error_time: float | None = None
-    """When ``last_error`` happened (``time.time()``); kept after the error clears."""
-    errors: int = 0
-    """Problems counted so far."""
-
-
 class _Refused(Exception):
     """A filter server refused the registration (the text names server, function, group, topic and reason)."""
 
@@ -88,13 +69,6 @@ class _Refused(Exception):
         self.code = code
         self.text = text
         self.reason = reason
-
-
-def _function(entry: SubscriptionEntry) -> FilterFunction:
-    fn = entry.selector.filter_function
-    if fn is None:
-        raise ValueError(f"the subscription of {entry.topic} is not a filter function")
-    return fn
 
 
 class FunctionFilters:
@@ -112,10 +86,9 @@ class FunctionFilters:
         self._disabled: set[Key] = set()
         """Filter servers whose pulls said the function is disabled (re-registered at the next round)."""
         self._locks: dict[Key, asyncio.Lock] = {}
-        self._status: dict[str, FunctionStatus] = {}
+        self._board = StatusBoard()
+        """What ``status()`` reports (``client/function_status.py``)."""
         self._route_refreshed: dict[str, float] = {}
-        self._logged: dict[str, tuple[float, int]] = {}
-        """Topic -> when its unavailability was last logged, and how many errors were not logged since."""
         self._rounds = Background(f"filter functions of {group}")
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -149,27 +122,7 @@ class FunctionFilters:
 
     def status(self) -> dict[str, FunctionStatus]:
         """Topic -> the state of its filter function (copies)."""
-        out = {}
-        for topic, st in self._status.items():
-            servers = sorted(s for (t, s), crc in self._accepted.items() if t == topic and crc == st.crc)
-            out[topic] = FunctionStatus(
-                st.topic, st.function, st.kind, st.crc, servers, st.last_error, st.last_error_time, st.errors
-            )
-        return out
-
-    def _status_of(self, entry: SubscriptionEntry) -> FunctionStatus:
-        fn = _function(entry)
-        st = self._status.get(entry.topic)
-        if st is None or st.function != fn.name or st.crc != fn.crc:
-            st = FunctionStatus(entry.topic, fn.name, fn.kind, fn.crc)
-            self._status[entry.topic] = st
-        return st
-
-    def _error(self, entry: SubscriptionEntry, text: str) -> None:
-        st = self._status_of(entry)
-        st.last_error = text
-        st.last_error_time = time.time()
-        st.errors += 1
+        return self._board.report(self._accepted)
 
     async def _refresh_route(self, topic: str) -> None:
         now = time.monotonic()
@@ -186,7 +139,7 @@ class FunctionFilters:
         disabled is left alone; with ``fresh`` (a round) both are sent again. Raises ``_Refused`` for a refusal;
         transport errors propagate.
         """
-        fn = _function(entry)
+        fn = function_of(entry)
         key = (entry.topic, server)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -210,7 +163,7 @@ class FunctionFilters:
                 )
                 self._refused[key] = (fn.crc, e.code, e.text, e.reason)
                 log.error("%s", e.text)
-                self._error(entry, e.text)
+                self._board.error(entry, e.text)
                 raise e from None
             self._accepted[key] = fn.crc
             self._refused.pop(key, None)
@@ -233,21 +186,20 @@ class FunctionFilters:
         funcs = [e for e in entries if e.selector.is_function]
         topics = {e.topic for e in funcs}
         if complete:
-            for topic in [t for t in self._status if t not in topics]:
-                del self._status[topic]
+            self._board.keep_only(topics)
         jobs: list[tuple[SubscriptionEntry, str]] = []
         for entry in funcs:
-            self._status_of(entry)
+            self._board.of(entry)
             servers = self.servers(entry.topic)
             self._forget_except(entry.topic, set(servers))
             if not servers:
                 text = (
                     f"no filter server is listed in the route of topic {entry.topic} (filterServerTable) to run "
-                    f"{_function(entry).describe()} of group {self.group}; its queues wait (nothing is skipped) "
+                    f"{function_of(entry).describe()} of group {self.group}; its queues wait (nothing is skipped) "
                     "until a filter server registers with the broker"
                 )
                 log.error("%s", text)
-                self._error(entry, text)
+                self._board.error(entry, text)
             jobs.extend((entry, s) for s in servers)
         if complete:
             for key in [k for k in (*self._accepted, *self._refused, *self._disabled) if k[0] not in topics]:
@@ -262,11 +214,11 @@ class FunctionFilters:
             return e
         except TRANSPORT_ERRORS as e:
             text = (
-                f"cannot register {_function(entry).describe()} of group {self.group} on topic {entry.topic} with "
+                f"cannot register {function_of(entry).describe()} of group {self.group} on topic {entry.topic} with "
                 f"filter server {server}: {e or type(e).__name__}; trying again before pulling through it"
             )
             log.warning("%s", text)
-            self._error(entry, text)
+            self._board.error(entry, text)
         return None
 
     def _forget(self, key: Key) -> None:
@@ -355,33 +307,25 @@ class FunctionFilters:
             log.info(
                 "filter server %s has no registration of %s for group %s on topic %s; registering it again",
                 server,
-                _function(entry).describe(),
+                function_of(entry).describe(),
                 self.group,
                 mq.topic,
             )
             self._forget(key)
             r = await once()
         if r.code in _OK_PULL_CODES:
-            st = self._status_of(entry)
-            if st.last_error is not None:
-                st.last_error = None
-                if self._logged.pop(mq.topic, None) is not None:
-                    log.info(
-                        "%s of group %s on topic %s runs again (filter server %s)",
-                        _function(entry).describe(),
-                        self.group,
-                        mq.topic,
-                        server,
-                    )
+            if self._board.cleared(entry):
+                log.info("%s of group %s on topic %s runs again (filter server %s)", function_of(entry).describe(),
+                         self.group, mq.topic, server)  # fmt: skip
             return r
         text = f"pull of {mq} at offset {offset} through filter server {server}: [{r.code}] {r.remark or ''}"
-        self._error(entry, text)
+        self._board.error(entry, text)
         if r.reason == Reason.FILTER_DISABLED and key not in self._disabled:
             self._disabled.add(key)
             log.warning(
                 "%s is disabled on filter server %s for group %s; it is registered again (re-enabling it) at the "
                 "next heartbeat round",
-                _function(entry).describe(),
+                function_of(entry).describe(),
                 server,
                 self.group,
             )
@@ -389,16 +333,8 @@ class FunctionFilters:
 
     def _unavailable(self, entry: SubscriptionEntry, mq: MessageQueue, offset: int, detail: str) -> FilterFunctionError:
         text = (
-            f"no filter server could run {_function(entry).describe()} of group {self.group} on topic {mq.topic} "
+            f"no filter server could run {function_of(entry).describe()} of group {self.group} on topic {mq.topic} "
             f"(queue {mq}, offset {offset}): {detail}. Nothing is skipped: the pull is retried"
         )
-        self._error(entry, text)
-        now = time.monotonic()
-        last, unlogged = self._logged.get(mq.topic, (float("-inf"), 0))
-        if now - last >= ERROR_LOG_INTERVAL:
-            more = f" ({unlogged} more such errors of this topic since the last report)" if unlogged else ""
-            log.error("%s%s", text, more)
-            self._logged[mq.topic] = (now, 0)
-        else:
-            self._logged[mq.topic] = (last, unlogged + 1)
+        self._board.unavailable(entry, text)
         return FilterFunctionError(text)

@@ -17,32 +17,29 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import orjson
 
 from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
+from sievemq.client.broker_requests import BrokerRequests, Relay
 from sievemq.client.errors import NameServerUnreachableError, NoRouteError
-from sievemq.client.message import MessageQueue
-from sievemq.client.options import DEFAULT_NAMESRV, ClientOptions, check_security, parse_namesrv
-from sievemq.client.request_reply import ReplyWaiters, pushed_reply
+from sievemq.client.heartbeats import Heartbeats
+from sievemq.client.members import ConsumerLike, ProducerLike
+from sievemq.client.options import DEFAULT_NAMESRV, ClientOptions, parse_namesrv
+from sievemq.client.request_reply import ReplyWaiters
 from sievemq.client.route_cache import RouteCache
-from sievemq.errors import RemotingError, SieveError
-from sievemq.protocol.admin_bodies import decode_reset_body
-from sievemq.protocol.consume_directly import ConsumeDirectlyResult
-from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData
-from sievemq.protocol.message import PropertyKey, decode_record
-from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP
+from sievemq.errors import RemotingError
 from sievemq.protocol.reasons import RefusedSubscription
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection, ConnectionPool
 from sievemq.remoting.tls import ClientTls, TlsFileError
-from sievemq.util.tasks import cancel_and_wait, spawn
+from sievemq.util.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -66,35 +63,14 @@ _tls_settings = operator.attrgetter("tls", "tls_ca_file", "tls_cert_file", "tls_
 
 
 @dataclass(frozen=True)
-class ClientConfig:
+class ClientConfig(ClientOptions):
     """Settings shared by the clients of one instance (the first client's values win): a client's
-    ``ClientOptions`` with the name servers and the instance name resolved (``ClientConfig.of``)."""
+    ``ClientOptions`` with the name servers and the instance name resolved (``ClientConfig.of``), and this host's
+    address."""
 
     namesrv: tuple[str, ...] = (DEFAULT_NAMESRV,)
     instance_name: str = field(default_factory=default_instance_name)
     client_ip: str = field(default_factory=local_ip)
-    request_timeout: float = 3.0
-    poll_namesrv_interval: float = 30.0
-    heartbeat_interval: float = 30.0
-    rebalance_interval: float = 20.0
-    persist_interval: float = 5.0
-    access_key: str = ""
-    """Sign every request with this account (RocketMQ's ACL) when set, with ``secret_key``."""
-    secret_key: str = field(default="", repr=False)
-    tls: bool = False
-    """Every connection (name servers and brokers) over TLS (docs/protocol/tls.md §5)."""
-    tls_ca_file: str | None = None
-    """PEM certificates trusted to sign the servers' certificates (None: the system's)."""
-    tls_cert_file: str | None = None
-    """PEM certificate to present to servers that require one (``tlsServerAuthClient``)."""
-    tls_key_file: str | None = None
-    """PEM private key of ``tls_cert_file`` (None: in the same file)."""
-    tls_verify: bool = True
-    """False accepts any server certificate and host name: for self-signed development certificates only."""
-
-    def __post_init__(self) -> None:
-        check_security(self.access_key, self.secret_key, self.tls, self.tls_ca_file, self.tls_cert_file,
-                       self.tls_key_file, self.tls_verify)  # fmt: skip
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The SSL context of every connection (None without ``tls``); ValueError naming a file that does not load."""
@@ -128,46 +104,6 @@ class ClientConfig:
         return cls.create(settings.pop("namesrv"), settings.pop("instance_name"), **settings)
 
 
-class ProducerLike(Protocol):
-    """What the instance needs from a producer."""
-
-    group: str
-
-    def topics(self) -> list[str]:
-        """Topics whose routes the producer uses."""
-        ...
-
-    def on_route(self, topic: str, route: TopicRouteData) -> None:
-        """A fresh route arrived."""
-        ...
-
-
-class ConsumerLike(Protocol):
-    """What the instance needs from a consumer."""
-
-    group: str
-
-    def topics(self) -> list[str]:
-        """Topics whose routes the consumer uses."""
-        ...
-
-    def consumer_data(self) -> ConsumerData | None:
-        """The heartbeat entry (None: not a group member, e.g. a pull consumer with assigned queues only)."""
-        ...
-
-    async def rebalance(self) -> bool:
-        """One rebalance round; False asks for an early retry."""
-        ...
-
-    async def persist_offsets(self) -> None:
-        """Periodic offset persistence."""
-        ...
-
-    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        """A broker reset the group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET)."""
-        ...
-
-
 class ClientInstance(RouteCache):
     """Routes, connections, heartbeats and the periodic work of the clients of one instance name (the route
     cache and its broker address table are a ``RouteCache``)."""
@@ -186,20 +122,25 @@ class ClientInstance(RouteCache):
         self.replies = ReplyWaiters()
         """Requests (``Producer.request``) waiting for their replies."""
         self.consumers: dict[str, ConsumerLike] = {}
-        self.directly_relay: Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand]] | None = None
+        self.directly_relay: Relay | None = None
         """Where a CONSUME_MESSAGE_DIRECTLY for another client id goes (a proxy's 5.x clients); None: refused."""
         self._refs = 0
         self._ns_index = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._rebalance_event: asyncio.Event | None = None
-        self._heartbeat_lock: asyncio.Lock | None = None
         self._route_locks: dict[str, asyncio.Lock] = {}
-        self._seen_conns: dict[str, Connection] = {}
         self._started = False
         self._closed = False
-        self._last_refused: list[RefusedSubscription] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.heartbeats = Heartbeats(self.client_id, self.producers, self.consumers, self.all_broker_addrs,
+                                     self.pool.get, timeout=config.request_timeout,
+                                     background=self._background)  # fmt: skip
+        """HEART_BEAT to the brokers (``client/heartbeats.py``)."""
+        self.requests = BrokerRequests(self.client_id, self.producers, self.consumers, self.replies,
+                                       rebalance_now=self.rebalance_now, relay=lambda: self.directly_relay,
+                                       background=self._background)  # fmt: skip
+        """The answers to the brokers' requests (``client/broker_requests.py``)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @classmethod
@@ -242,10 +183,9 @@ class ClientInstance(RouteCache):
             return
         self._started = True
         self._rebalance_event = asyncio.Event()
-        self._heartbeat_lock = asyncio.Lock()
         self._tasks = [
             asyncio.create_task(self._every(self.config.poll_namesrv_interval, self.refresh_routes), name="routes"),
-            asyncio.create_task(self._every(self.config.heartbeat_interval, self._heartbeat_tick), name="heartbeat"),
+            asyncio.create_task(self._every(self.config.heartbeat_interval, self.heartbeats.tick), name="heartbeat"),
             asyncio.create_task(self._every(self.config.persist_interval, self._persist_all), name="offsets"),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
         ]
@@ -314,89 +254,13 @@ class ClientInstance(RouteCache):
 
     # ------------------------------------------------------------------------------------------ broker requests
     async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        """Requests brokers send us: NOTIFY_CONSUMER_IDS_CHANGED wakes the rebalance."""
-        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            log.info("broker %s:%d: consumer ids of group %s changed", *conn.peer, cmd.ext_fields.get("consumerGroup"))
-            self.rebalance_now()
-            return None
-        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
-            self._check_transaction(conn, cmd)
-            return None
-        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
-            self._reset_offsets(conn, cmd)
-            return None if cmd.is_oneway else cmd.response(ResponseCode.SUCCESS)
-        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            return await self._consume_directly(conn, cmd)
-        if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
-            try:
-                reply = pushed_reply(cmd.ext_fields, cmd.body)
-            except Exception as e:
-                log.warning("broker %s:%d pushed a broken reply: %s", *conn.peer, e)
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"broken reply: {e}")
-            if not self.replies.deliver(reply):
-                log.info("reply %s arrived after its request ended", reply.properties.get("CORRELATION_ID"))
-            return cmd.response(ResponseCode.SUCCESS)
-        if cmd.is_oneway:
-            return None
-        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported by client")
-
-    async def _consume_directly(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """A broker passes an operator's CONSUME_MESSAGE_DIRECTLY (docs/admin.md §8): our consumer of the group runs
-        its listener on the message; a request for another client id goes to ``directly_relay``."""
-        group, client_id = cmd.ext_fields.get("consumerGroup", ""), cmd.ext_fields.get("clientId", "")
-        if client_id != self.client_id and self.directly_relay is not None:
-            return await self.directly_relay(conn, cmd)
-        run = getattr(self.consumers.get(group), "consume_directly", None)
-        if run is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
-        try:
-            msg, _ = decode_record(cmd.body)
-        except ValueError as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the message does not decode: {e}")
-        try:
-            result: ConsumeDirectlyResult = await run(msg)
-        except SieveError as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
-        return cmd.response(ResponseCode.SUCCESS, body=result.encode())
-
-    def _reset_offsets(self, conn: Connection, cmd: RemotingCommand) -> None:
-        """Hand a broker's offset reset (docs/admin.md §4) to the consumer of its group."""
-        topic, group = cmd.ext_fields.get("topic", ""), cmd.ext_fields.get("group", "")
-        try:
-            table = {MessageQueue(*k): v for k, v in decode_reset_body(cmd.body).items()}
-        except ValueError as e:
-            log.warning("broker %s:%d sent an unreadable offset reset: %s", *conn.peer, e)
-            return
-        consumer = self.consumers.get(group)
-        if consumer is None:
-            log.info("broker %s:%d resets offsets of group %r, which has no consumer here", *conn.peer, group)
-            return
-        log.info("broker %s:%d resets the offsets of group %s on topic %s", *conn.peer, group, topic)
-        spawn(consumer.reset_offsets(topic, table), self._background, "reset-offsets")
-
-    def _check_transaction(self, conn: Connection, cmd: RemotingCommand) -> None:
-        """Hand a broker's check of a half message to the transaction producer of its group (``PGROUP``)."""
-        try:
-            msg, _ = decode_record(cmd.body)
-        except ValueError as e:
-            log.warning("broker %s:%d sent a transaction check with a broken message: %s", *conn.peer, e)
-            return
-        group = msg.properties.get(PropertyKey.PGROUP, "")
-        check = getattr(self.producers.get(group), "check_transaction", None)
-        if check is None:
-            log.warning("broker %s:%d checks a transaction of producer group %r, which is no transaction producer "
-                        "here", *conn.peer, group)  # fmt: skip
-            return
-        check(conn, cmd.ext_fields, msg)
+        """Requests brokers send us (``client/broker_requests.py``): NOTIFY_CONSUMER_IDS_CHANGED wakes the rebalance."""
+        return await self.requests.handle(conn, cmd)
 
     async def conn(self, addr: str) -> Connection:
         """The connection to ``addr``; a broker we reconnected to gets a heartbeat at once."""
         conn = await self.pool.get(addr)
-        prev = self._seen_conns.get(addr)
-        if prev is not conn:
-            self._seen_conns[addr] = conn
-            if prev is not None and addr in self.all_broker_addrs(include_slaves=True):
-                spawn(self._heartbeat_one(addr, self._heartbeat_data()), self._background, "heartbeat")
+        self.heartbeats.connected(addr, conn)
         return conn
 
     # ------------------------------------------------------------------------------------------ routes
@@ -453,12 +317,8 @@ class ClientInstance(RouteCache):
 
     def _greet(self, before: set[str]) -> None:
         """Heartbeat at once to brokers that just appeared in the routes (they must know us to rebalance)."""
-        new = [a for a in self.all_broker_addrs(include_slaves=True) if a not in before]
-        if new and self._started and not self._closed and (self.producers or self.consumers):
-            data = self._heartbeat_data()
-            for addr in new:
-                if addr in self.all_broker_addrs(include_slaves=bool(data.consumers)):
-                    spawn(self._heartbeat_one(addr, data), self._background, "heartbeat")
+        if self._started and not self._closed:
+            self.heartbeats.greet(before)
 
     def remember_brokers(self, route: TopicRouteData) -> None:
         """Make the brokers of a route addressable (the TBW102 route used for auto-creation)."""
@@ -477,49 +337,13 @@ class ClientInstance(RouteCache):
             await self.update_route(topic)
 
     # ------------------------------------------------------------------------------------------ heartbeats
-    def _heartbeat_data(self) -> HeartbeatData:
-        consumers = [d for c in list(self.consumers.values()) if (d := c.consumer_data()) is not None]
-        groups = sorted(self.producers)
-        if CLIENT_INNER_PRODUCER_GROUP not in groups:
-            groups.append(CLIENT_INNER_PRODUCER_GROUP)
-        return HeartbeatData(self.client_id, groups, consumers)
-
-    async def _heartbeat_one(self, addr: str, data: HeartbeatData) -> list[RefusedSubscription]:
-        """One heartbeat; returns the subscriptions the broker refused (sievemq brokers list them)."""
-        try:
-            conn = await self.pool.get(addr)
-            self._seen_conns[addr] = conn
-            answer = await api.heartbeat(conn, data, self.config.request_timeout)
-        except Exception as e:
-            log.warning("heartbeat to broker %s failed: %s", addr, e)
-            return []
-        if answer.remark and not answer.refused:  # refusals are told by their consumer (start) or the tick, once
-            log.warning("broker %s: %s", addr, answer.remark)
-        return list(answer.refused)
-
     async def heartbeat_all(self) -> list[RefusedSubscription]:
         """HEART_BEAT to every broker (slaves too when there are consumers); the subscriptions they refused."""
-        if not self.producers and not self.consumers:
-            return []
-        assert self._heartbeat_lock is not None
-        async with self._heartbeat_lock:
-            data = self._heartbeat_data()
-            addrs = self.all_broker_addrs(include_slaves=bool(data.consumers))
-            answers = await asyncio.gather(*(self._heartbeat_one(a, data) for a in addrs))
-        return list(dict.fromkeys(r for refused in answers for r in refused))
-
-    async def _heartbeat_tick(self) -> None:
-        refused = await self.heartbeat_all()
-        for r in refused:  # say each once, not once per heartbeat
-            if r not in self._last_refused:
-                log.error("broker refuses a subscription of this client: %s", r.remark)
-        if self._last_refused and not refused:
-            log.info("every subscription of this client is consistent with its group again")
-        self._last_refused = refused
+        return await self.heartbeats.all()
 
     def told_refusals(self, refused: Iterable[RefusedSubscription]) -> None:
         """Refusals a consumer's ``start()`` raised or logged already: the heartbeat tick does not repeat them."""
-        self._last_refused = list(dict.fromkeys([*self._last_refused, *refused]))
+        self.heartbeats.told_refusals(refused)
 
     # ------------------------------------------------------------------------------------------ consumers
     def rebalance_now(self) -> None:

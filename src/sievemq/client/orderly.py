@@ -19,15 +19,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Unpack
 
 from sievemq.client import api
-from sievemq.client.consume_service import ConsumeService, Listener
-from sievemq.client.instance import ClientInstance
+from sievemq.client.consume_service import ConsumeParts, ConsumeService, Listener
 from sievemq.client.message import ConsumeResult, MessageQueue, restore_retry_topic
-from sievemq.client.offset_store import OffsetStore
 from sievemq.client.options import ConsumeOptions
 from sievemq.client.process_queue import ProcessQueue
-from sievemq.client.producer import Producer
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import is_retry_topic
 from sievemq.util.tasks import Background, spawn
@@ -61,13 +59,11 @@ class OrderlyConsumeService(ConsumeService):
         listener: Listener,
         options: ConsumeOptions,
         *,
-        inst: ClientInstance,
-        offsets: OffsetStore,
-        inner: Producer,
         owned_queues: Callable[[], Iterable[MessageQueue]],
+        **parts: Unpack[ConsumeParts],
     ) -> None:
         """``owned_queues()``: the queues the consumer holds now (their locks are renewed)."""
-        super().__init__(group, listener, options, inst=inst, offsets=offsets, inner=inner)
+        super().__init__(group, listener, options, **parts)
         self.owned_queues = owned_queues
         self._lanes: dict[MessageQueue, _Lane] = {}
         self._locked: dict[MessageQueue, float] = {}  # queue -> when the broker last confirmed our lock

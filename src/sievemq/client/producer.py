@@ -12,28 +12,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Unpack
 
 from sievemq.client import api
-from sievemq.client.errors import MessageValidationError, NoRouteError
+from sievemq.client.errors import MessageValidationError
 from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave
 from sievemq.client.message import Message, MessageQueue, SendResult, SendStatus
 from sievemq.client.options import ClientKwargs, ClientOptions, client_options, refuse_unknown
 from sievemq.client.outgoing import Outgoing, new_uniq_id, prepare, prepare_batch, send_header
-from sievemq.client.request_reply import is_reply, mark_request, reply_outgoing
+from sievemq.client.publish_routes import PublishInfo, PublishRoutes, master_addr
+from sievemq.client.request_reply import mark_request, reply_outgoing, send_code
 from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_group, validate_message
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.filter.tags import java_string_hash
 from sievemq.protocol.message import MessageExt
-from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, reply_topic
-from sievemq.protocol.route import PERM_WRITE, TopicRouteData
+from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
-from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.codes import ResponseCode
 
 __all__ = ["Outgoing", "Producer", "ProducerKwargs", "PublishInfo", "QueueSelector", "new_uniq_id", "shard_selector"]
 
@@ -54,22 +53,6 @@ RETRY_CODES = frozenset(
 )
 
 
-def unwritable(route: TopicRouteData) -> str:
-    """Why a route that lists queues has none to send to: brokers without a master, or queues not writable."""
-    masters = {bd.broker_name for bd in route.broker_datas if 0 in bd.broker_addrs}
-    why = []
-    for bd in route.broker_datas:
-        if bd.broker_name not in masters:
-            slaves = ", ".join(addr for _, addr in sorted(bd.broker_addrs.items())) or "none"
-            why.append(f"broker {bd.broker_name} has no master in the routes (is it running?); its slaves ({slaves}) "
-                       "take no sends")  # fmt: skip
-    for qd in route.queue_datas:
-        if qd.broker_name in masters and not (qd.perm & PERM_WRITE and qd.write_queue_nums):
-            why.append(f"broker {qd.broker_name} holds it read-only (perm {qd.perm}, "
-                       f"{qd.write_queue_nums} write queues)")  # fmt: skip
-    return "; ".join(why) or "its route lists no writable queue"
-
-
 def shard_selector(key: object) -> QueueSelector:
     """A selector sending every message with the same ``key`` to the same queue (Java hash of ``str(key)``)."""
     h = abs(java_string_hash(str(key)))
@@ -78,33 +61,6 @@ def shard_selector(key: object) -> QueueSelector:
         return queues[h % len(queues)]
 
     return select
-
-
-@dataclass
-class PublishInfo:
-    """Writable queues of a topic and the round-robin position."""
-
-    queues: list[MessageQueue]
-    from_default: bool = False
-    checked_at: float = field(default_factory=time.monotonic)
-    counter: int = field(default_factory=lambda: random.randrange(1 << 16))
-
-    def select(self, avoid: set[str], last_broker: str | None) -> MessageQueue:
-        """Next queue round robin, avoiding brokers in ``avoid``, else one not on ``last_broker``."""
-        n = len(self.queues)
-        for i in range(n):
-            mq = self.queues[(self.counter + i) % n]
-            if mq.broker_name not in avoid and mq.broker_name != last_broker:
-                self.counter += i + 1
-                return mq
-        for i in range(n):
-            mq = self.queues[(self.counter + i) % n]
-            if mq.broker_name != last_broker:
-                self.counter += i + 1
-                return mq
-        mq = self.queues[self.counter % n]
-        self.counter += 1
-        return mq
 
 
 class ProducerKwargs(ClientKwargs, total=False):
@@ -155,8 +111,8 @@ class Producer(ClientLifecycle):
         self.queue_selector = queue_selector
         self.default_topic_queue_nums = default_topic_queue_nums
         self.fault_backoff = fault_backoff
-        self._infos: dict[str, PublishInfo] = {}
-        self._faults: dict[str, float] = {}
+        self._routes = PublishRoutes()
+        """The queues of the topics sent to, and the brokers sends avoid for now (``client/publish_routes.py``)."""
         self._instance: ClientInstance | None = _instance
         self._inner = _instance is not None
         self._state = "new"
@@ -191,55 +147,16 @@ class Producer(ClientLifecycle):
     # ------------------------------------------------------------------------------------------ routes
     def topics(self) -> list[str]:
         """Topics this producer sent to (their routes are refreshed)."""
-        return list(self._infos)
+        return self._routes.topics()
 
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         """A fresh route: rebuild the topic's queue list (keeps the round-robin position)."""
-        if topic not in self._infos or self._instance is None:
-            return
-        queues = self._instance.publish_queues(topic, route)
-        if queues:
-            old = self._infos[topic]
-            self._infos[topic] = PublishInfo(queues, False, time.monotonic(), old.counter)
+        if self._instance is not None:
+            self._routes.on_route(self._instance, topic, route)
 
     async def publish_info(self, topic: str) -> PublishInfo:
         """The topic's writable queues; from TBW102's route when the name servers know no route (auto-create)."""
-        inst = self._running()
-        info = self._infos.get(topic)
-        if info is not None and info.queues and not (info.from_default and time.monotonic() - info.checked_at > 1.0):
-            return info
-        route = await inst.update_route(topic)
-        queues = inst.publish_queues(topic, route) if route else []
-        if queues:
-            info = PublishInfo(queues, False, time.monotonic(), info.counter if info else random.randrange(1 << 16))
-            self._infos[topic] = info
-            return info
-        if info is not None and info.queues:
-            info.checked_at = time.monotonic()
-            return info
-        default = await inst.fetch_route(AUTO_CREATE_TOPIC_KEY)
-        if default is not None and default.queue_datas:
-            inst.remember_brokers(default)
-            for qd in default.queue_datas:
-                n = min(self.default_topic_queue_nums, qd.read_queue_nums)
-                qd.read_queue_nums = qd.write_queue_nums = n
-            queues = inst.publish_queues(topic, default)
-            if queues:
-                info = PublishInfo(queues, True)
-                self._infos[topic] = info
-                return info
-        raise await self._no_route(topic, route)
-
-    async def _no_route(self, topic: str, route: TopicRouteData | None) -> NoRouteError:
-        """Why ``topic`` has no queue to send to, naming what is missing (a master, a departed broker)."""
-        if route is not None and route.queue_datas:
-            return NoRouteError(topic, unwritable(route))
-        try:
-            await self._running().fetch_route(topic, missing_ok=False)
-        except NoRouteError as e:
-            if e.reason:  # the name server knows more (BROKER_GONE: the brokers that left)
-                return NoRouteError(topic, e.detail, e.reason)
-        return NoRouteError(topic, "no name server knows it and auto-creation (TBW102) is not available")
+        return await self._routes.info(self._running(), topic, self.default_topic_queue_nums)
 
     # ------------------------------------------------------------------------------------------ preparing
     def prepare(self, msg: Message) -> Outgoing:
@@ -256,24 +173,14 @@ class Producer(ClientLifecycle):
     # ------------------------------------------------------------------------------------------ sending
     async def master_addr(self, mq: MessageQueue) -> str:
         """The address of ``mq``'s master broker (the route is fetched when unknown)."""
-        inst = self._running()
-        addr = inst.broker_addr(mq.broker_name, master_only=True)
-        if addr is None:
-            await inst.update_route(mq.topic)
-            addr = inst.broker_addr(mq.broker_name, master_only=True)
-        if addr is None:
-            raise ConnectionClosedError(f"no master address known for broker {mq.broker_name}")
-        return addr
+        return await master_addr(self._running(), mq)
 
     async def _send_once(self, out: Outgoing, mq: MessageQueue, timeout: float) -> SendResult:
         inst = self._running()
         addr = await self.master_addr(mq)
-        code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
-        if is_reply(out):
-            code = RequestCode.SEND_REPLY_MESSAGE_V2
         try:
             conn = await inst.conn(addr)
-            r = await api.send_request(conn, self._header(out, mq), out.body, code=code, timeout=timeout)
+            r = await api.send_request(conn, self._header(out, mq), out.body, code=send_code(out), timeout=timeout)
         except RemotingError as e:
             if e.remark:
                 raise
@@ -291,16 +198,6 @@ class Producer(ClientLifecycle):
             region_id=r.region_id,
             trace_on=r.trace_on,
         )
-
-    def _mark(self, broker: str, failed: bool) -> None:
-        if failed:
-            self._faults[broker] = time.monotonic() + self.fault_backoff
-        else:
-            self._faults.pop(broker, None)
-
-    def _avoid(self) -> set[str]:
-        now = time.monotonic()
-        return {b for b, until in self._faults.items() if until > now}
 
     async def send_outgoing(
         self, out: Outgoing, *, selector: QueueSelector | None = None, timeout: float | None = None
@@ -323,7 +220,7 @@ class Producer(ClientLifecycle):
                 break
             if attempt:
                 info = await self.publish_info(out.topic)
-            mq = info.select(self._avoid(), last_broker)
+            mq = info.select(self._routes.avoid(), last_broker)
             try:
                 result = await self._send_once(out, mq, remaining)
             except RemotingError as e:
@@ -333,10 +230,10 @@ class Producer(ClientLifecycle):
             except (ConnectionClosedError, RequestTimeoutError, OSError) as e:
                 last_error = e
             else:
-                self._mark(mq.broker_name, False)
+                self._routes.mark(mq.broker_name, False, self.fault_backoff)
                 return result
             log.info("send to %s failed (attempt %d): %s", mq, attempt + 1, last_error)
-            self._mark(mq.broker_name, True)
+            self._routes.mark(mq.broker_name, True, self.fault_backoff)
             last_broker = mq.broker_name
         if last_error is None:
             raise RequestTimeoutError(f"send to topic {out.topic} timed out after {timeout:.1f}s")
@@ -369,7 +266,7 @@ class Producer(ClientLifecycle):
         inst = self._running()
         out = self.prepare(msg)
         correlation = mark_request(out, inst.client_id, timeout)
-        await self._know_reply_brokers(msg.topic)
+        await self._routes.know_reply_brokers(inst, msg.topic, self.default_topic_queue_nums)
         waiting = inst.replies.expect(correlation)
         deadline = time.monotonic() + timeout
         try:
@@ -382,20 +279,6 @@ class Producer(ClientLifecycle):
             ) from None
         finally:
             inst.replies.forget(correlation)
-
-    async def _know_reply_brokers(self, topic: str) -> None:
-        """Heartbeat to every broker of the clusters of ``topic``: a reply may come from any of them."""
-        inst = self._running()
-        info = await self.publish_info(topic)
-        names = {mq.broker_name for mq in info.queues}
-        route = inst.route(topic)
-        routes = [route] if route is not None else list(inst.routes.values())
-        clusters = {b.cluster for r in routes for b in r.broker_datas if b.broker_name in names}
-        for cluster in clusters:
-            try:
-                await inst.update_route(reply_topic(cluster))
-            except Exception as e:
-                log.debug("route of %s: %s", reply_topic(cluster), e)
 
     async def reply(
         self,
@@ -471,12 +354,9 @@ class Producer(ClientLifecycle):
                 assert out.source is not None
                 mq = selector(list(info.queues), out.source)
             else:
-                mq = info.select(self._avoid(), None)
+                mq = info.select(self._routes.avoid(), None)
             conn = await self._running().conn(await self.master_addr(mq))
-            code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
-            if is_reply(out):
-                code = RequestCode.SEND_REPLY_MESSAGE_V2
-            api.send_oneway_request(conn, self._header(out, mq), out.body, code=code)
+            api.send_oneway_request(conn, self._header(out, mq), out.body, code=send_code(out))
         except Exception as e:
             log.warning("one-way send to %s failed: %s", out.topic, e)
 

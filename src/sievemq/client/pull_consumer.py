@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Unpack
 
@@ -24,7 +21,8 @@ from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refu
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.options import ClientKwargs, ClientOptions, client_options, refuse_unknown
-from sievemq.client.queue_puller import PULL_RETRY_DELAY, QueuePuller, fetch_for
+from sievemq.client.pull_queues import PullQueues
+from sievemq.client.queue_puller import PULL_RETRY_DELAY
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
 from sievemq.client.start_position import StartPosition, first_offset, pin
 from sievemq.client.subscription import SubscriptionEntry, to_millis
@@ -34,75 +32,6 @@ from sievemq.protocol.message import MessageExt
 from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _QueueState:
-    mq: MessageQueue
-    position: int
-    """Next offset poll() hands out."""
-    fetch_offset: int
-    """Next offset the pull loop asks for."""
-    generation: int = 0
-    buffered: int = 0
-    task: asyncio.Task[None] | None = None
-    entry: SubscriptionEntry | None = None
-    moved_back: int | None = None
-    """The offset a pull answer moved this queue back to (PULL_OFFSET_MOVED), until a seek."""
-
-
-@dataclass
-class _Batch:
-    mq: MessageQueue
-    generation: int
-    msgs: list[MessageExt] = field(default_factory=list)
-
-
-class _Buffer:
-    """Fetched batches waiting for ``poll()``, in arrival order, and the event ``poll()`` waits on."""
-
-    def __init__(self) -> None:
-        self.batches: deque[_Batch] = deque()
-        self.event = asyncio.Event()
-
-    def add(self, batch: _Batch) -> None:
-        """A fetch loop's batch (wakes a waiting ``poll()``)."""
-        self.batches.append(batch)
-        self.event.set()
-
-    def clear(self) -> None:
-        """Drop every batch."""
-        self.batches.clear()
-
-    async def wait(self, timeout: float) -> None:
-        """Until a batch arrives or ``timeout`` seconds pass."""
-        self.event.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self.event.wait()
-
-    def take(self, queues: dict[MessageQueue, _QueueState], limit: int) -> list[MessageExt]:
-        """Up to ``limit`` messages in queue order (batches of dropped or re-sought queues are skipped); each
-        queue's position moves past what it hands out."""
-        out: list[MessageExt] = []
-        while self.batches and len(out) < limit:
-            batch = self.batches[0]
-            st = queues.get(batch.mq)
-            if st is None or st.generation != batch.generation:
-                self.batches.popleft()
-                continue
-            room = limit - len(out)
-            part, rest = batch.msgs[:room], batch.msgs[room:]
-            if rest:
-                batch.msgs = rest
-            else:
-                self.batches.popleft()
-            st.buffered -= len(part)
-            st.position = part[-1].queue_offset + 1
-            if not rest and st.buffered == 0:
-                st.position = max(st.position, st.fetch_offset)
-            out.extend(part)
-        return out
 
 
 class PullConsumer(ClientLifecycle):
@@ -149,8 +78,8 @@ class PullConsumer(ClientLifecycle):
         self.allocate = allocate
         self._subs: dict[str, SubscriptionEntry] = {}
         self._assigned: list[MessageQueue] | None = None
-        self._queues: dict[MessageQueue, _QueueState] = {}
-        self._ready = _Buffer()
+        self._fetched = PullQueues(group, self, lambda: self._state == "running")
+        """The queues fetched, their positions and the buffer ``poll()`` reads (``client/pull_queues.py``)."""
         self._state = "new"
         self._instance: ClientInstance | None = None
         self._offsets: RemoteOffsetStore | None = None
@@ -204,7 +133,7 @@ class PullConsumer(ClientLifecycle):
 
     def assignment(self) -> set[MessageQueue]:
         """Queues currently fetched."""
-        return set(self._queues)
+        return set(self._fetched.states)
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic`` (from the name servers)."""
@@ -247,10 +176,7 @@ class PullConsumer(ClientLifecycle):
             with contextlib.suppress(Exception):
                 await self.commit()
         await cancel_and_wait(*self._background)
-        for st in list(self._queues.values()):
-            await self._stop_queue(st)
-        self._queues.clear()
-        self._ready.clear()
+        await self._fetched.remove_all()
         await leave(inst, consumer_group=self.group)
         self._state = "closed"
 
@@ -282,20 +208,19 @@ class PullConsumer(ClientLifecycle):
     async def persist_offsets(self) -> None:
         """With ``auto_commit``, commit positions every 5 s (one-way)."""
         if self._state == "running" and self.auto_commit and self._offsets is not None:
-            for st in self._queues.values():
+            for st in self._fetched.states.values():
                 self._offsets.update(st.mq, st.position)
-            await self._offsets.persist_all(list(self._queues), oneway=True)
+            await self._offsets.persist_all(list(self._fetched.states), oneway=True)
 
     def owned_queues(self) -> set[MessageQueue]:
         """Queues being fetched."""
-        return set(self._queues)
+        return set(self._fetched.states)
 
     async def drop_queue(self, mq: MessageQueue) -> None:
         """Stop fetching ``mq`` (a rebalance took it); its position is committed if ``auto_commit``."""
-        st = self._queues.pop(mq, None)
+        st = await self._fetched.remove(mq)
         if st is None:
             return
-        await self._stop_queue(st)
         assert self._offsets is not None
         if self.auto_commit:
             self._offsets.update(mq, st.position)
@@ -310,87 +235,51 @@ class PullConsumer(ClientLifecycle):
         offset = await first_offset(inst, self._offsets, mq, self._start, log, refresh_route=True)
         if offset is None:
             return False
-        if self._state != "running" or mq in self._queues:
+        if self._state != "running" or mq in self._fetched.states:
             return True
-        entry = self._subs.get(mq.topic) or SubscriptionEntry.create(mq.topic, "*")
-        st = _QueueState(mq, offset, offset, entry=entry)
-        self._queues[mq] = st
-        self._start_queue(st)
+        self._fetched.add(inst, mq, offset, self._subs.get(mq.topic) or SubscriptionEntry.create(mq.topic, "*"))
         return True
 
     async def _apply_assignment(self) -> None:
         assert self._assigned is not None
         wanted = set(self._assigned)
-        for mq in [q for q in self._queues if q not in wanted]:
+        for mq in [q for q in self._fetched.states if q not in wanted]:
             await self.drop_queue(mq)
         inst = self._running()
         for topic in {mq.topic for mq in wanted}:
             if inst.route(topic) is None:
                 await inst.update_route(topic)
-        fresh = {mq for mq in wanted if mq not in self._queues and mq not in self._start.known}
+        fresh = {mq for mq in wanted if mq not in self._fetched.states and mq not in self._start.known}
         if fresh and self._offsets is not None:  # a queue assigned now starts now
             topics = sorted({mq.topic for mq in fresh})
             await pin(inst, self._offsets, self._start, topics, log, commit=self.auto_commit, only=fresh)
-        for mq in sorted(wanted - set(self._queues)):
+        for mq in sorted(wanted - set(self._fetched.states)):
             if not await self.take_queue(mq):
                 log.warning("assigned queue %s could not be started; retrying in %.0fs", mq, PULL_RETRY_DELAY)
 
                 async def retry(q: MessageQueue = mq) -> None:
                     await asyncio.sleep(PULL_RETRY_DELAY)
-                    if self._state == "running" and self._assigned and q in self._assigned and q not in self._queues:
+                    wanted_still = self._state == "running" and self._assigned and q in self._assigned
+                    if wanted_still and q not in self._fetched.states:
                         await self._apply_assignment()
 
                 spawn(retry(), self._background, "assign-retry")
-
-    # ------------------------------------------------------------------------------------------ fetching
-    def _start_queue(self, st: _QueueState) -> None:
-        inst = self._running()
-        assert st.entry is not None
-        target = _Fetching(st, st.generation, self._ready, lambda: self._state == "running", self.max_cached_messages)
-        puller = QueuePuller(inst, st.mq, target, fetch_for(inst, st.mq, self.group, self), logger=log)
-        st.task = asyncio.get_running_loop().create_task(puller.run(), name=f"fetch {st.mq}")
-
-    async def _stop_queue(self, st: _QueueState) -> None:
-        st.generation += 1
-        task, st.task = st.task, None
-        await cancel_and_wait(task)
 
     # ------------------------------------------------------------------------------------------ user calls
     async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[MessageExt]:
         """Buffered messages (waiting up to ``timeout`` seconds for some); positions move past them."""
         self._running()
-        limit = max_records or self.max_poll_records
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            out = self._ready.take(self._queues, limit)
-            if out:
-                return out
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            await self._ready.wait(remaining)
+        return await self._fetched.poll(timeout, max_records or self.max_poll_records)
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         """Hand out ``mq``'s messages from ``offset`` next (buffered ones are discarded)."""
-        st = self._queues.get(mq)
-        if st is None:
-            raise ClientStateError(f"{mq} is not assigned to this consumer")
-        if offset < 0:
-            raise ValueError("offset must be >= 0")
-        st.generation += 1
-        st.moved_back = None
-        if st.task is not None:
-            st.task.cancel()
-        st.position = st.fetch_offset = offset
-        st.buffered = 0
-        if self._state == "running":
-            self._start_queue(st)
+        self._fetched.seek(mq, offset, self._instance if self._state == "running" else None)
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): every
         owned queue of it seeks there (buffered messages are dropped)."""
         for mq, offset in sorted(offsets.items()):
-            st = self._queues.get(mq)
+            st = self._fetched.states.get(mq)
             if st is not None and st.moved_back == offset:
                 continue  # a sievemq broker's pull answer told this queue first (docs/admin.md §4): it moved already
             if mq.topic == topic and st is not None and offset >= 0:
@@ -401,10 +290,7 @@ class PullConsumer(ClientLifecycle):
 
     def position(self, mq: MessageQueue) -> int:
         """The next offset ``poll()`` hands out for ``mq``."""
-        st = self._queues.get(mq)
-        if st is None:
-            raise ClientStateError(f"{mq} is not assigned to this consumer")
-        return st.position
+        return self._fetched.state(mq).position
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset the broker stores for this group and queue (-1 when none)."""
@@ -417,7 +303,7 @@ class PullConsumer(ClientLifecycle):
         self._running()
         assert self._offsets is not None
         if offsets is None:
-            offsets = {mq: st.position for mq, st in self._queues.items()}
+            offsets = {mq: st.position for mq, st in self._fetched.states.items()}
         for mq, off in offsets.items():
             self._offsets.update(mq, off)
         first_error: Exception | None = None
@@ -429,56 +315,3 @@ class PullConsumer(ClientLifecycle):
                 first_error = first_error or e
         if first_error is not None:
             raise first_error
-
-
-class _Fetching:
-    """One queue's fetch loop (one ``generation`` of it) as its ``QueuePuller`` sees it: messages go to ``buffer``,
-    which ``poll()`` reads; the position moves past offsets with nothing to hand out once the buffer holds none of
-    them; no pull while the buffer holds ``max_cached`` of the queue's messages."""
-
-    def __init__(
-        self, st: _QueueState, generation: int, buffer: _Buffer, running: Callable[[], bool], max_cached: int
-    ) -> None:
-        self.st = st
-        self.generation = generation
-        self.buffer = buffer
-        self._running = running
-        self.max_cached = max_cached
-
-    def running(self) -> bool:
-        return self._running()
-
-    def dropped(self) -> bool:
-        return self.st.generation != self.generation
-
-    def subscription(self) -> SubscriptionEntry | None:
-        return self.st.entry
-
-    def next_offset(self) -> int:
-        return self.st.fetch_offset
-
-    def flow_controlled(self) -> bool:
-        return self.st.buffered >= self.max_cached
-
-    def commit_offset(self) -> int | None:
-        return None  # positions are committed by commit() (or auto_commit), never on pulls
-
-    def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
-        st = self.st
-        st.fetch_offset = next_offset
-        if kept:
-            st.buffered += len(kept)
-            self.buffer.add(_Batch(st.mq, self.generation, kept))
-        elif st.buffered == 0:
-            st.position = max(st.position, st.fetch_offset)
-
-    def on_advance(self, next_offset: int) -> None:
-        st = self.st
-        st.fetch_offset = next_offset
-        if st.buffered == 0:
-            st.position = st.fetch_offset
-
-    async def on_offset_moved(self, next_offset: int) -> None:
-        if next_offset < self.st.fetch_offset:
-            self.st.moved_back = next_offset
-        self.on_advance(next_offset)

@@ -11,15 +11,14 @@ through ``%RETRY%<group>`` later, and go to ``%DLQ%<group>`` after ``max_reconsu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, Unpack
 
 from sievemq.client.consume_directly import consume_directly
-from sievemq.client.consume_service import ConsumeService, Listener
+from sievemq.client.consume_service import ConsumeParts, ConsumeService, Listener
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
 from sievemq.client.filter_functions import FunctionFilters, FunctionStatus
 from sievemq.client.instance import ClientConfig, ClientInstance
@@ -36,11 +35,10 @@ from sievemq.client.options import (
     refuse_unknown,
 )
 from sievemq.client.orderly import OrderlyConsumeService
-from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
-from sievemq.client.queue_puller import QueuePuller, fetch_for
+from sievemq.client.push_queues import PushQueues
 from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
-from sievemq.client.start_position import StartPosition, first_offset, pin
+from sievemq.client.start_position import StartPosition, pin
 from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.consume_directly import ConsumeDirectlyResult
@@ -123,14 +121,12 @@ class PushConsumer(ClientLifecycle):
         self._rebalancer: Rebalancer | None = None
         self._inner: Producer | None = None
         self._consuming: ConsumeService | None = None
-        self._pqs: dict[MessageQueue, ProcessQueue] = {}
-        self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._queues: PushQueues | None = None
+        """The owned queues and their pull loops, once started (``client/push_queues.py``)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_entry: SubscriptionEntry | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._functions: FunctionFilters | None = None
-        self._moved_back: dict[MessageQueue, tuple[ProcessQueue, int]] = {}
-        """Queues a pull answer moved back (PULL_OFFSET_MOVED): the queue's process queue then, and the offset."""
 
     # ------------------------------------------------------------------------------------------ configuration
     @property
@@ -172,7 +168,7 @@ class PushConsumer(ClientLifecycle):
 
     def assignment(self) -> set[MessageQueue]:
         """The queues this client processes now."""
-        return set(self._pqs)
+        return self.owned_queues()
 
     def subscriptions(self) -> dict[str, SubscriptionEntry]:
         """Topic -> subscription (without the retry topic)."""
@@ -199,14 +195,17 @@ class PushConsumer(ClientLifecycle):
         self._rebalancer = Rebalancer(inst, self.group, self, broadcasting=self.broadcasting, strategy=self.allocate)
         self._inner = Producer(group=CLIENT_INNER_PRODUCER_GROUP, options=self.options, _instance=inst,
                                send_timeout=self.config.request_timeout)  # fmt: skip
+        parts: ConsumeParts = {"inst": inst, "offsets": self._offsets, "inner": self._inner}
         if self.orderly:
-            self._consuming = OrderlyConsumeService(self.group, listener, self.consume_options, inst=inst,
-                                                    offsets=self._offsets, inner=self._inner,
-                                                    owned_queues=self.owned_queues)  # fmt: skip
+            self._consuming = OrderlyConsumeService(self.group, listener, self.consume_options,
+                                                    owned_queues=self.owned_queues, **parts)  # fmt: skip
         else:
-            self._consuming = ConsumeService(self.group, listener, self.consume_options, inst=inst,
-                                             offsets=self._offsets, inner=self._inner,
-                                             broadcasting=self.broadcasting)  # fmt: skip
+            self._consuming = ConsumeService(self.group, listener, self.consume_options,
+                                             broadcasting=self.broadcasting, **parts)  # fmt: skip
+        self._queues = PushQueues(inst, self.group, self._consuming, self._offsets, self._start,
+                                  subscription=lambda topic: self._all_subs().get(topic),
+                                  functions=lambda: self._functions,
+                                  running=lambda: self._state == "running")  # fmt: skip
         await self._inner.start()
         self._state = "running"
         async with self._closed_on_failure():
@@ -231,21 +230,14 @@ class PushConsumer(ClientLifecycle):
             return
         self._state = "closing"
         self._start.release()
-        inst, consumer = self._instance, self._consuming
-        assert inst is not None and self._offsets is not None and consumer is not None
+        inst, consumer, queues = self._instance, self._consuming, self._queues
+        assert inst is not None and consumer is not None and queues is not None
         await consumer.stop()  # no local retry (nor orderly batch) starts from here on
-        await cancel_and_wait(*self._pull_tasks.values(), *self._background)
+        await cancel_and_wait(*queues.tasks.values(), *self._background)
         if self._functions is not None:
             await self._functions.close()
         await consumer.finish(CLOSE_WAIT)  # let running listeners finish so that their offsets count
-        for pq in self._pqs.values():
-            pq.dropped = True
-        await self._offsets.persist_all(list(self._pqs), oneway=False)
-        if isinstance(consumer, OrderlyConsumeService):
-            for mq in list(self._pqs):
-                await consumer.unlock(mq)
-        self._pqs.clear()
-        self._pull_tasks.clear()
+        await queues.release_all()  # offsets persisted, orderly queues unlocked
         if self._inner is not None:
             await self._inner.close()
         await leave(inst, consumer_group=self.group)
@@ -321,64 +313,25 @@ class PushConsumer(ClientLifecycle):
 
     async def persist_offsets(self) -> None:
         """Write the offsets of the owned queues (every 5 s, one-way)."""
-        if self._state == "running" and self._offsets is not None:
-            await self._offsets.persist_all(list(self._pqs), oneway=True)
+        if self._state == "running" and self._offsets is not None and self._queues is not None:
+            await self._offsets.persist_all(list(self._queues.pqs), oneway=True)
 
     # ------------------------------------------------------------------------------------------ queue ownership
     def owned_queues(self) -> set[MessageQueue]:
         """Queues being processed."""
-        return set(self._pqs)
+        return set(self._queues.pqs) if self._queues is not None else set()
 
     async def drop_queue(self, mq: MessageQueue) -> None:
         """Stop processing ``mq``; persist and forget its offset."""
-        pq = self._pqs.pop(mq, None)
-        task = self._pull_tasks.pop(mq, None)
-        self._moved_back.pop(mq, None)
-        if pq is not None:
-            pq.dropped = True
-        await cancel_and_wait(task)
-        orderly = self._consuming if isinstance(self._consuming, OrderlyConsumeService) else None
-        if orderly is not None:
-            await orderly.release(mq)  # its running batch ends first: its offset counts
-        assert self._offsets is not None
-        if not self.broadcasting:
-            try:
-                await self._offsets.persist(mq, oneway=False)
-            except Exception as e:
-                log.warning("persisting the offset of released queue %s failed: %s", mq, e)
-        else:
-            await self._offsets.persist_all([mq])
-        self._offsets.remove(mq)
-        if orderly is not None:
-            await orderly.unlock(mq)  # the next holder starts after what was consumed here
+        assert self._queues is not None
+        await self._queues.drop(mq)
 
     async def take_queue(self, mq: MessageQueue) -> bool:
         """Start pulling ``mq`` from its committed offset (or per ``consume_from``)."""
-        inst = self._instance
-        assert inst is not None and self._offsets is not None
+        assert self._queues is not None
         if mq.topic not in self._all_subs():
             return True
-        orderly = self._consuming if isinstance(self._consuming, OrderlyConsumeService) else None
-        if orderly is not None and mq not in await orderly.lock([mq]):
-            return False  # another client still holds it: the next round tries again
-        offset = await first_offset(inst, self._offsets, mq, self._start, log)
-        if offset is None:
-            return False
-        if self._state != "running" or mq in self._pqs:
-            return True
-        self._start_pulling(inst, mq, offset)
-        return True
-
-    def _start_pulling(self, inst: ClientInstance, mq: MessageQueue, offset: int) -> None:
-        assert self._offsets is not None and self._consuming is not None
-        pq = ProcessQueue(offset)
-        self._offsets.update(mq, offset)
-        self._pqs[mq] = pq
-        service = self._consuming
-        fetch = fetch_for(inst, mq, self.group, service.options, lambda: self._functions)
-        target = _PushQueue(mq, pq, self._offsets, service, lambda topic: self._all_subs().get(topic), self._moved_back)
-        puller = QueuePuller(inst, mq, target, fetch, logger=log)
-        self._pull_tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
+        return await self._queues.take(mq)
 
     async def consume_directly(self, msg: MessageExt) -> ConsumeDirectlyResult:
         """An operator's CONSUME_MESSAGE_DIRECTLY: the listener's verdict on ``msg`` alone, offsets untouched
@@ -391,81 +344,5 @@ class PushConsumer(ClientLifecycle):
         """A broker reset this group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4): each
         owned queue starts over from its new offset; what was fetched from it and not consumed yet is dropped, and
         listeners still running on it commit nothing."""
-        inst = self._instance
-        for mq, offset in sorted(offsets.items()):
-            pq = self._pqs.get(mq)
-            if mq.topic != topic or pq is None or inst is None or self._state != "running":
-                continue
-            moved = self._moved_back.get(mq)
-            if moved is not None and moved[0] is pq and moved[1] == offset:
-                continue  # a sievemq broker's pull answer told this queue first (docs/admin.md §4): it moved already
-            pq.dropped = True
-            await cancel_and_wait(self._pull_tasks.pop(mq, None))
-            if isinstance(self._consuming, OrderlyConsumeService):
-                await self._consuming.release(mq)  # its running batch ends first (and commits nothing)
-            if self._pqs.get(mq) is not pq or self._state != "running":
-                continue  # released meanwhile (a rebalance)
-            log.info("group %s: offset of %s reset to %d by the broker", self.group, mq, offset)
-            self._start_pulling(inst, mq, offset)
-
-
-class _PushQueue:
-    """One queue of a push consumer as its ``QueuePuller`` sees it: messages go to the consume service, offsets to the
-    offset store (the committable offset rides on pulls to the master); ``subscription(topic)`` is the consumer's
-    subscription of a topic now; a pull answer that moves the queue back is noted in ``moved_back``."""
-
-    def __init__(
-        self,
-        mq: MessageQueue,
-        pq: ProcessQueue,
-        offsets: OffsetStore,
-        service: ConsumeService,
-        subscription: Callable[[str], SubscriptionEntry | None],
-        moved_back: dict[MessageQueue, tuple[ProcessQueue, int]],
-    ) -> None:
-        self.mq = mq
-        self.pq = pq
-        self.offsets = offsets
-        self.service = service
-        self._subscription = subscription
-        self.moved_back = moved_back
-
-    def running(self) -> bool:
-        return self.service.state == "running"
-
-    def dropped(self) -> bool:
-        return self.pq.dropped
-
-    def subscription(self) -> SubscriptionEntry | None:
-        return self._subscription(self.mq.topic)
-
-    def next_offset(self) -> int:
-        return self.pq.next_offset
-
-    def flow_controlled(self) -> bool:
-        o = self.service.options
-        return self.pq.over_limits(o.max_cached_messages, o.max_cached_bytes, o.max_span)
-
-    def commit_offset(self) -> int | None:
-        commit = self.offsets.read_memory(self.mq) if not self.service.broadcasting else -1
-        return commit if commit > 0 else None
-
-    def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
-        fresh = self.pq.add(kept, next_offset)
-        if not fresh:
-            self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
-        self.service.dispatch(self.mq, self.pq, fresh)
-
-    def on_advance(self, next_offset: int) -> None:
-        self.pq.advance(next_offset)
-        self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
-
-    async def on_offset_moved(self, next_offset: int) -> None:
-        if next_offset < self.pq.next_offset:  # moved back (an operator's reset): what is in flight no longer counts
-            self.pq.reset(next_offset)
-            self.moved_back[self.mq] = (self.pq, next_offset)
-        else:
-            self.pq.advance(next_offset)
-        self.offsets.update(self.mq, next_offset)
-        with contextlib.suppress(Exception):
-            await self.offsets.persist(self.mq, oneway=True)
+        if self._queues is not None:
+            await self._queues.reset(topic, offsets)

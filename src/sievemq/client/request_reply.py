@@ -12,10 +12,10 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.compression import CompressionError, decompress, is_compressed
 from sievemq.protocol.message import MessageExt, PropertyKey, properties_to_string, string_to_properties
 from sievemq.protocol.names import reply_topic
-from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.headers import get_int, get_str
 
-__all__ = ["REPLY", "ReplyWaiters", "is_reply", "mark_request", "pushed_reply", "reply_outgoing"]
+__all__ = ["REPLY", "ReplyWaiters", "is_reply", "mark_request", "pushed_reply", "reply_outgoing", "send_code"]
 
 REPLY = "reply"
 """``MSG_TYPE`` of a reply message."""
@@ -56,6 +56,14 @@ def reply_outgoing(request: MessageExt, body: bytes, properties: Mapping[str, st
 def is_reply(out: Outgoing) -> bool:
     """True for a reply message (sent with SEND_REPLY_MESSAGE_V2)."""
     return out.properties.get(PropertyKey.MSG_TYPE) == REPLY
+
+
+def send_code(out: Outgoing) -> int:
+    """The request code that sends ``out``: SEND_REPLY_MESSAGE_V2 for a reply, SEND_BATCH_MESSAGE for a batch, else
+    SEND_MESSAGE_V2."""
+    if is_reply(out):
+        return RequestCode.SEND_REPLY_MESSAGE_V2
+    return RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
 
 
 def pushed_reply(fields: Mapping[str, str], body: bytes) -> MessageExt:
