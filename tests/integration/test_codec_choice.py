@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sievemq import Message, Producer, accel
+from sievemq import Message, Producer
 from sievemq.admin.api import AdminClient
+from sievemq.protocol import accel
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import create_topic, pull_all
 from tests.support.procs import Proc

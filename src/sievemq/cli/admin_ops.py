@@ -1,6 +1,6 @@
 """The operator's everyday commands (docs/admin.md): ``group list|progress|reset-offset|delete``, ``message
 show|find|verify``, ``topic peek`` and ``dlq resend``; each with ``--json``. The ``group`` and ``topic`` subcommands are
-added to the groups of ``admin/cli.py``."""
+added to the groups of ``cli/admin.py``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Filter server settings: a frozen dataclass loaded from TOML, ``SIEVEMQ_FILTERSRV_*`` variables and flags.
 
-Precedence, lowest to highest: defaults < TOML file < environment < flags (as ``sievemq.config.load_config``).
+Precedence, lowest to highest: defaults < TOML file < environment < flags (as ``sievemq.settings.load_config``).
 The environment prefix is ``SIEVEMQ_FILTERSRV_`` (not ``SIEVEMQ_``) so that a filter server started by a broker
 does not pick up the broker's own ``SIEVEMQ_LISTEN_PORT`` and friends. List settings (``filterModules``,
 ``filterPaths``, ``uploadAccounts``, ``sandboxSkip``, ``sandboxReadPaths``) are TOML arrays, or comma-separated
