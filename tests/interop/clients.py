@@ -271,6 +271,21 @@ class DriverResult(list):  # list[dict[str, Any]]
         return f"<DriverResult rc={self.returncode} events={len(self)} cmd={self.cmd[1:3]}>"
 
 
+_CPP_SHUTDOWN_ABORT = "boost::thread_interrupted"
+
+
+def settled_code(returncode: int | None, stderr: str, events: list[dict[str, Any]]) -> int | None:
+    """A driver's exit code, except one known defect of RocketMQ's C++ core: it can abort (SIGABRT) in its own
+    shutdown, ``terminate called after throwing an instance of 'boost::thread_interrupted'``, after the driver
+    printed its outcome ("done", emitted before the shutdown). That run's code is the one "done" reports; anything
+    else (no "done", another abort) stays a failure."""
+    if returncode == -signal.SIGABRT and _CPP_SHUTDOWN_ABORT in stderr:
+        done = [e for e in events if e.get("event") == "done"]
+        if done and isinstance(done[-1].get("exit_code"), int):
+            return int(done[-1]["exit_code"])
+    return returncode
+
+
 def _kill_group(proc: subprocess.Popen[Any], sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
@@ -318,10 +333,11 @@ def run_driver(
         )
         raise DriverTimeout(f"driver did not exit within {timeout}s\n{res.describe()}") from None
     events = [_parse_line(x) for x in out.decode("utf-8", "replace").splitlines() if x.strip()]
+    stderr = err.decode("utf-8", "replace")
     return DriverResult(
         events,
-        returncode=proc.returncode,
-        stderr=err.decode("utf-8", "replace"),
+        returncode=settled_code(proc.returncode, stderr, events),
+        stderr=stderr,
         cmd=cmd,
         log_dir=log_dir,
         duration=time.monotonic() - t0,
@@ -436,7 +452,8 @@ class DriverProcess:
             self.stop(grace=2.0)
             raise DriverTimeout(f"driver did not exit within {timeout}s\n{self.describe()}") from None
         self._finish()
-        return code
+        settled = settled_code(code, self.stderr, self.events)
+        return code if settled is None else settled
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM (consumers then print 'done' and exit), SIGKILL after ``grace`` seconds."""
@@ -463,7 +480,7 @@ class DriverProcess:
         end = self._t_end if self._t_end is not None else time.monotonic()
         return DriverResult(
             self.events,
-            returncode=self.proc.poll(),
+            returncode=settled_code(self.proc.poll(), self.stderr, self.events),
             stderr=self.stderr,
             cmd=self.cmd,
             log_dir=self.log_dir,

@@ -622,8 +622,10 @@ def run_consume(client: Any, args: argparse.Namespace) -> int:
         }
     if code == 3:
         emit("timeout", expect=args.expect, timeout=args.timeout, **summary)
-    shutdown_quietly(consumer, "consumer")
+    # "done" comes before the shutdown: the C++ core can abort in its shutdown (boost::thread_interrupted escaping
+    # one of its threads), after everything was consumed; the harness then reads the outcome from "done".
     emit("done", role="consumer", exit_code=code, **summary)
+    shutdown_quietly(consumer, "consumer")
     return code
 
 
