@@ -20,6 +20,8 @@ fi
 # and tests/unit/protocol/test_accel.py compares it with the pure-Python reference.
 .venv/bin/python -c 'import sievemq.protocol._codec' || { echo "the compiled codec did not build (see pip's output)"; exit 1; }
 bash tests/interop/setup_clients.sh
+# Apache RocketMQ itself (name server, broker, proxy, mqadmin) from Maven Central, the reference of tests/compat.
+bash tests/compat/setup_reference.sh
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the package's layers ([tool.importlinter] in pyproject.toml)

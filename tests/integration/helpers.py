@@ -24,6 +24,7 @@ from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand, SerializeType, decode_header, encode
 from sievemq.remoting.connection import Connection
+from tests.support.wire import ANSWER_TIMEOUT
 
 T = TypeVar("T")
 
@@ -33,7 +34,7 @@ SUB_ALL = "*"
 
 async def eventually(
     probe: Callable[[], T | Awaitable[T]],
-    timeout: float = 5.0,
+    timeout: float = ANSWER_TIMEOUT,
     interval: float = 0.02,
     what: str = "condition",
 ) -> T:
@@ -69,7 +70,7 @@ async def call(
     fields: dict[str, Any] | None = None,
     body: bytes = b"",
     *,
-    timeout: float = 5.0,
+    timeout: float = ANSWER_TIMEOUT,
     version: int | None = None,
 ) -> RemotingCommand:
     """Send a raw request and return whatever the peer answered (no code check)."""
@@ -154,7 +155,7 @@ async def held_pulls(conn: Connection) -> int:
     return int(orjson.loads(resp.body)["table"].get("pullHeldCount", "0"))
 
 
-async def wait_held(conn: Connection, task: asyncio.Task[Any], count: int = 1, timeout: float = 3.0) -> None:
+async def wait_held(conn: Connection, task: asyncio.Task[Any], count: int = 1, timeout: float = ANSWER_TIMEOUT) -> None:
     """Wait until the broker holds ``count`` pulls; fail if ``task`` (the pull) is answered meanwhile."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

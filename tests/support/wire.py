@@ -23,6 +23,10 @@ from sievemq.remoting.connection import Connection
 
 __all__ = ["get_route", "heartbeat", "send_batch", "send_message"]
 
+ANSWER_TIMEOUT = 30.0
+"""How long a test waits for a server's answer: a safety net for a hung server, never a measure (a loaded machine
+answers late, and a test that fails then is a bug)."""
+
 
 def _checked(resp: RemotingCommand) -> RemotingCommand:
     if resp.code != ResponseCode.SUCCESS:
@@ -30,7 +34,7 @@ def _checked(resp: RemotingCommand) -> RemotingCommand:
     return resp
 
 
-async def get_route(conn: Connection, topic: str, timeout: float = 3.0) -> TopicRouteData:
+async def get_route(conn: Connection, topic: str, timeout: float = ANSWER_TIMEOUT) -> TopicRouteData:
     """GET_ROUTEINFO_BY_TOPIC from a name server (RemotingError when it has none)."""
     cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
     return TopicRouteData.from_json(orjson.loads(_checked(await conn.request(cmd, timeout)).body))
@@ -47,7 +51,7 @@ async def send_message(
     properties: dict[str, str] | None = None,
     queue_id: int = -1,
     delay_level: int = 0,
-    timeout: float = 3.0,
+    timeout: float = ANSWER_TIMEOUT,
 ) -> api.SendResult:
     """SEND_MESSAGE_V2 of one message (RemotingError for codes other than success and the flush/slave timeouts)."""
     props = dict(properties or {})
@@ -76,7 +80,7 @@ async def send_batch(
     group: str = "sievemq-producer",
     queue_id: int = -1,
     code: int = RequestCode.SEND_BATCH_MESSAGE,
-    timeout: float = 3.0,
+    timeout: float = ANSWER_TIMEOUT,
 ) -> api.SendResult:
     """SEND_BATCH_MESSAGE (or another send code with the batch flag)."""
     header = SendMessageHeader(
@@ -85,7 +89,7 @@ async def send_batch(
     return await api.send_request(conn, header, encode_batch(entries), code=code, timeout=timeout)
 
 
-async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = 3.0) -> RemotingCommand:
+async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = ANSWER_TIMEOUT) -> RemotingCommand:
     """HEART_BEAT; the raw answer, for tests of its extFields (``api.heartbeat`` returns the typed result)."""
     cmd = RemotingCommand.request(RequestCode.HEART_BEAT, body=orjson.dumps(data.to_json()))
     return _checked(await conn.request(cmd, timeout))

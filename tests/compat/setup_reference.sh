@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Resolve Apache RocketMQ itself (name server, broker, proxy, mqadmin) from Maven Central for the compatibility
+# tests (tests/compat/, docs/compat.md): the jars and their dependencies are copied into
+#   $INTEROP_DIR/rocketmq-VERSION/lib/        (INTEROP_DIR defaults to <repo>/.interop, gitignored)
+# Nothing is built; the tests run the jars with `java -cp 'lib/*' org.apache.rocketmq...Startup`.
+# Idempotent (a finished install has lib/.complete) and safe to run from parallel pytest workers (a file lock).
+# Needs java (17) and mvn on PATH; RocketMQ's own versions: ROCKETMQ_VERSIONS (default "5.5.0").
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo_root="$(cd "$here/../.." && pwd)"
+dest="${INTEROP_DIR:-$repo_root/.interop}"
+versions="${ROCKETMQ_VERSIONS:-5.5.0}"
+log() { printf '[setup_reference] %s\n' "$*"; }
+die() { printf '[setup_reference] ERROR: %s\n' "$*" >&2; exit 1; }
+
+command -v java >/dev/null || die "java is not on PATH (Apache RocketMQ runs on Java 8-17; CI machines have 17)"
+command -v mvn >/dev/null || die "mvn is not on PATH (Maven resolves Apache RocketMQ from Maven Central)"
+mkdir -p "$dest"
+exec 9>"$dest/.reference.lock"
+flock -w 900 9 || die "could not take $dest/.reference.lock within 900 s"
+
+for v in $versions; do
+  lib="$dest/rocketmq-$v/lib"
+  if [[ -f "$lib/.complete" ]]; then
+    log "ok rocketmq $v ($(ls "$lib" | wc -l) jars in $lib)"
+    continue
+  fi
+  rm -rf "$lib"
+  extra=()
+  case "$v" in 4.*) extra+=(-DnoProxy) ;; esac  # RocketMQ 4 has no proxy
+  log "resolving Apache RocketMQ $v from Maven Central into $lib"
+  mvn -q -B -Dstyle.color=never -f "$here/reference/pom.xml" -Drocketmq.version="$v" "${extra[@]}" \
+    dependency:copy-dependencies -DoutputDirectory="$lib" -DincludeScope=runtime \
+    || die "maven could not resolve Apache RocketMQ $v"
+  ls "$lib"/rocketmq-broker-"$v".jar >/dev/null || die "rocketmq-broker-$v.jar missing from $lib"
+  touch "$lib/.complete"
+  log "ok rocketmq $v ($(ls "$lib" | wc -l) jars)"
+done
