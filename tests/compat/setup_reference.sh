@@ -36,3 +36,22 @@ for v in $versions; do
   touch "$lib/.complete"
   log "ok rocketmq $v ($(ls "$lib" | wc -l) jars)"
 done
+
+# Our own drivers (tests/compat/drivers/*.java, e.g. MqAdminBatch: many mqadmin commands in one JVM), compiled
+# against each 5.x version's jars into $INTEROP_DIR/rocketmq-VERSION/drivers; again when a .java is newer.
+for v in $versions; do
+  case "$v" in 5.*) ;; *) continue ;; esac
+  out="$dest/rocketmq-$v/drivers"
+  for src in "$here"/drivers/*.java; do
+    [[ -e "$src" ]] || continue
+    cls="$out/$(basename "$src" .java).class"
+    if [[ -f "$cls" && "$cls" -nt "$src" ]]; then
+      continue
+    fi
+    command -v javac >/dev/null || die "javac is not on PATH (a JDK 17 compiles tests/compat/drivers)"
+    mkdir -p "$out"
+    javac -nowarn -encoding UTF-8 -d "$out" -cp "$dest/rocketmq-$v/lib/*" "$src" \
+      || die "could not compile $src against rocketmq $v"
+    log "compiled $(basename "$src") for rocketmq $v into $out"
+  done
+done

@@ -9,6 +9,7 @@ evaluate a selector over the same stored messages.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from sievemq.client.errors import RemotingError
 from sievemq.client.message import Message
 from sievemq.client.producer import Producer
 from sievemq.protocol.heartbeat import Subscription
-from sievemq.remoting.codes import ResponseCode
+from sievemq.protocol.message import decode_records
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection, connect
 from tests.support.procs import Proc, broker_proc, namesrv_proc
 from tests.support.rocketmq import rocketmq
@@ -115,3 +118,36 @@ async def matched(conn: Connection, topic: str, expression: str, kind: str = "SQ
         if r.code == ResponseCode.PULL_NOT_FOUND or r.next_begin_offset >= r.max_offset:
             return ResponseCode.SUCCESS, frozenset(got)
         offset = r.next_begin_offset
+
+
+async def pop_bodies(conn: Connection, group: str, topic: str, init_mode: int, queue_id: int = 0) -> list[str]:
+    """One POP_MESSAGE (200050) as RocketMQ's clients send it (``initMode`` 0: MIN, 1: MAX): the bodies handed out,
+    in order (none: PULL_NOT_FOUND)."""
+    fields = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": queue_id,
+        "maxMsgNums": 32,
+        "invisibleTime": 60_000,
+        "pollTime": 0,
+        "bornTime": int(time.time() * 1000),
+        "initMode": init_mode,
+        "expType": "TAG",
+        "exp": "*",
+    }
+    resp = await conn.request(RemotingCommand.request(RequestCode.POP_MESSAGE, fields), 30.0)
+    if resp.code == ResponseCode.PULL_NOT_FOUND:
+        return []
+    assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+    return [m.body.decode() for m in decode_records(resp.body)] if resp.body else []
+
+
+async def query_offset_answer(conn: Connection, group: str, topic: str, zero_if_not_found: bool | None) -> int:
+    """QUERY_CONSUMER_OFFSET (14) for a queue the group has no offset of: the offset answered, or -code."""
+    fields: dict[str, object] = {"consumerGroup": group, "topic": topic, "queueId": 0}
+    if zero_if_not_found is not None:
+        fields["setZeroIfNotFound"] = zero_if_not_found
+    resp = await conn.request(RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, fields), 30.0)
+    if resp.code != ResponseCode.SUCCESS:
+        return -resp.code
+    return int(resp.ext_fields["offset"])

@@ -58,9 +58,10 @@ async def test_pull_status_table(broker: Proc, open_conn: OpenConn) -> None:
     # A queue id beyond readQueueNums is an error with a remark.
     r = await api.pull_message(conn, GROUP, "StatusTopic", 2, 0)
     assert r.code == ResponseCode.SYSTEM_ERROR and r.remark and "queueId" in r.remark
-    # Pulled messages do not carry WAIT (the broker drops it) but do carry CLUSTER.
+    # Pulled messages carry what RocketMQ 5's broker stores: WAIT as sent, and its CLUSTER, MSG_REGION, TRACE_ON.
     (m,) = (await api.pull_message(conn, GROUP, "StatusTopic", 0, 0, max_nums=1)).messages
-    assert "WAIT" not in m.properties and m.properties.get("CLUSTER") == "DefaultCluster"
+    assert m.properties.get("WAIT") == "true" and m.properties.get("CLUSTER") == "DefaultCluster"
+    assert (m.properties.get("MSG_REGION"), m.properties.get("TRACE_ON")) == ("DefaultRegion", "true")
 
 
 async def test_permissions_and_system_topics(broker: Proc, open_conn: OpenConn) -> None:
@@ -85,7 +86,7 @@ async def test_permissions_and_system_topics(broker: Proc, open_conn: OpenConn) 
 
     with pytest.raises(RemotingError) as ei:
         await wire.send_message(conn, "WriteOnly", b"x", queue_id=5)
-    assert ei.value.code == ResponseCode.SYSTEM_ERROR and "queueId" in ei.value.remark
+    assert ei.value.code == ResponseCode.INVALID_PARAMETER and "queueId" in ei.value.remark
 
 
 async def test_one_way_offset_commit_and_negative_offsets(broker: Proc, open_conn: OpenConn) -> None:
@@ -178,7 +179,8 @@ async def test_c_style_property_strings_and_born_host(broker: Proc, open_conn: O
     assert resp.code == ResponseCode.SUCCESS, resp
     r = await api.pull_message(conn, GROUP, "CStyle", 0, 0, subscription="TagA")
     (m,) = r.messages
-    assert m.tags == "TagA" and m.keys == ["ck1", "ck2"] and "WAIT" not in m.properties
+    assert m.tags == "TagA" and m.keys == ["ck1", "ck2"] and m.properties.get("WAIT") == "true"
+    assert m.msg_id and len(m.msg_id) == 32, "the broker made a UNIQ_KEY for a message sent without one"
     assert m.born_host == ("127.0.0.1", conn.local[1])
     assert f"{m.store_host[0]}:{m.store_host[1]}" == broker.addr
 

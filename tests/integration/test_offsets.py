@@ -135,19 +135,21 @@ async def test_queue_offsets_time_search_and_earliest_store_time(broker: Proc, o
     ts = [m.store_timestamp for m in msgs]
     assert ts == sorted(ts) and len(set(ts)) == 3, ts
 
-    async def search(t: int) -> int:
-        resp = await call(
-            conn, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "TimeTopic", "queueId": 0, "timestamp": t}
-        )
+    async def search(t: int, boundary: str | None = None) -> int:
+        fields: dict[str, object] = {"topic": "TimeTopic", "queueId": 0, "timestamp": t}
+        if boundary is not None:
+            fields["boundaryType"] = boundary
+        resp = await call(conn, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
         assert resp.code == ResponseCode.SUCCESS, resp
         return int(resp.ext_fields["offset"])
 
     assert [await search(t) for t in ts] == [0, 1, 2]
     assert await search(ts[0] - 60_000) == 0
-    assert await search(ts[2] + 60_000) == 2
-    # Between two messages: the nearer one.
-    assert await search(ts[1] - 2) == 1
-    assert await search(ts[0] + 2) == 0
+    assert await search(ts[2] + 60_000) == 3, "after the last message: the max offset"
+    # Between two messages: the later one (RocketMQ 5's lower boundary, also what "LOWER" asks); "UPPER" (any case,
+    # as RocketMQ 5's clients send the enum's name): the earlier one.
+    assert [await search(ts[0] + 1), await search(ts[0] + 1, "LOWER"), await search(ts[0] + 1, "upper")] == [1, 1, 0]
+    assert await search(ts[2] + 60_000, "UPPER") == 2
 
     resp = await call(conn, RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": "TimeTopic", "queueId": 0})
     assert resp.code == ResponseCode.SUCCESS

@@ -34,9 +34,9 @@ async def _send(conn: Connection, n: int, tags: list[str] | None = None, props: 
 
 
 async def _start(conn: Connection, group: str, **kw: object) -> None:
-    """A group's first POP: its cursor starts at the queue's end (nothing is there to hand out yet)."""
+    """A group's first POP, on an empty queue: nothing to hand out yet, and the group's cursor is set."""
     r = await pop_api.pop_message(conn, group, TOPIC, 0, invisible_ms=1000, **kw)  # type: ignore[arg-type]
-    assert r.messages == [], "a new group starts at the end of the queue"
+    assert r.messages == [], "a new group on an empty queue gets nothing"
 
 
 async def test_leases_acks_and_redelivery_with_the_attempt_raised(cluster: Cluster, open_conn: OpenConn) -> None:
@@ -44,11 +44,16 @@ async def test_leases_acks_and_redelivery_with_the_attempt_raised(cluster: Clust
     conn = await open_conn(cluster.broker(ns.addr, "broker-pop"))
     await create_topic(conn, TOPIC, queues=1)
     await _send(conn, 2, prefix="before")
-    await _start(conn, "g1")
+    start = await pop_api.pop_message(conn, "g1", TOPIC, 0, max_nums=32, invisible_ms=5000)
+    assert [m.message.body for m in start.messages] == [b"before0", b"before1"], (
+        "a new group reads a young queue from its first message (RocketMQ's rule)"
+    )
+    for m in start.messages:
+        await pop_api.ack_message(conn, "g1", m.handle)
     bodies = await _send(conn, 6)
 
     r = await pop_api.pop_message(conn, "g1", TOPIC, 0, max_nums=4, invisible_ms=1500)
-    assert [m.message.body for m in r.messages] == bodies[:4], "a new group starts after what was stored before it"
+    assert [m.message.body for m in r.messages] == bodies[:4], "the group goes on after what it acked"
     assert {m.attempt for m in r.messages} == {1}
     again = await pop_api.pop_message(conn, "g1", TOPIC, 0, max_nums=32, invisible_ms=1500)
     assert [m.message.body for m in again.messages] == bodies[4:], "leased messages are invisible to the group"
@@ -230,7 +235,7 @@ async def test_a_pop_of_queue_minus_one_takes_from_every_queue_and_waits_on_all(
     conn = await open_conn(broker)
     await create_topic(conn, TOPIC, queues=4)
     first = await pop_api.pop_message(conn, "any", TOPIC, -1, invisible_ms=5000)
-    assert first.messages == [], "every queue of a new group starts at its end"
+    assert first.messages == [], "nothing in any queue yet"
     for q in range(4):
         await wire.send_message(conn, TOPIC, f"q{q}".encode(), queue_id=q)
     r = await pop_api.pop_message(conn, "any", TOPIC, -1, max_nums=32, invisible_ms=5000)
@@ -242,3 +247,37 @@ async def test_a_pop_of_queue_minus_one_takes_from_every_queue_and_waits_on_all(
     await wire.send_message(await open_conn(broker), TOPIC, b"late", queue_id=3)
     late = await asyncio.wait_for(task, 5)
     assert [m.message.body for m in late.messages] == [b"late"]
+
+
+async def _first_pop(conn: Connection, group: str, **kw: object) -> list[bytes]:
+    r = await pop_api.pop_message(conn, group, TOPIC, 0, max_nums=32, invisible_ms=5000, **kw)  # type: ignore[arg-type]
+    return [m.message.body for m in r.messages]
+
+
+async def test_where_a_new_group_starts_follows_rocketmq(cluster: Cluster, open_conn: OpenConn) -> None:
+    """A group new to a queue starts (docs/pop.md, RocketMQ's PopMessageProcessor.getInitOffset): with initMode MAX,
+    what RocketMQ 5's proxies send, at 0 while the queue's first message is in memory, else at its last message;
+    with MIN at its first message; with newGroupStartsAtEnd at its end."""
+    ns = cluster.namesrv()
+    young = await open_conn(cluster.broker(ns.addr, "broker-young"))
+    await create_topic(young, TOPIC, queues=1)
+    bodies = await _send(young, 3)
+    assert await _first_pop(young, "max") == bodies, "a young queue is read whole"
+    assert await _first_pop(young, "min", from_latest=False) == bodies
+
+    # accessMessageInMemoryMaxRatio 0: no message counts as in memory, as on a queue whose head is long gone from
+    # memory; so does initPopOffsetByCheckMsgInMem false.
+    for name, flags in (("broker-old", ("--access-message-in-memory-max-ratio", "0")),
+                        ("broker-nocheck", ("--init-pop-offset-by-check-msg-in-mem", "false"))):  # fmt: skip
+        conn = await open_conn(cluster.broker(ns.addr, name, *flags))
+        await create_topic(conn, TOPIC, queues=1)
+        bodies = await _send(conn, 3)
+        assert await _first_pop(conn, "max") == bodies[-1:], f"{name}: the queue's last message first"
+        assert await _first_pop(conn, "min", from_latest=False) == bodies, f"{name}: MIN starts at the first"
+
+    at_end = await open_conn(cluster.broker(ns.addr, "broker-end", "--new-group-starts-at-end", "true"))
+    await create_topic(at_end, TOPIC, queues=1)
+    await _send(at_end, 3)
+    assert await _first_pop(at_end, "max") == [], "newGroupStartsAtEnd: a new group starts at the end"
+    later = await _send(at_end, 1, prefix="later")
+    assert await _first_pop(at_end, "max") == later

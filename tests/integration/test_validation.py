@@ -30,15 +30,15 @@ async def test_invalid_topic_names_are_refused_with_a_remark(broker: Proc, open_
     bad_chars = ["bad topic", "bad/topic", "topic!", "tópico", "a.b"]
     for topic in bad_chars:
         code, remark, reason = await _send_code(conn, topic)
-        assert (code, reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_NAME), (topic, code, remark)
+        assert (code, reason) == (ResponseCode.INVALID_PARAMETER, Reason.INVALID_NAME), (topic, code, remark)
         assert topic in remark, remark  # the remark names the name
 
     code, remark, reason = await _send_code(conn, "t" * 128)
-    assert (code, reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_NAME), (code, remark)
+    assert (code, reason) == (ResponseCode.INVALID_PARAMETER, Reason.INVALID_NAME), (code, remark)
     assert "127" in remark, remark  # the remark names the limit
     # A multi-byte name is measured in bytes: 64 two-byte chars are 128 bytes (and illegal anyway).
     code, remark, reason = await _send_code(conn, "é" * 64)
-    assert (code, reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_NAME), (code, remark)
+    assert (code, reason) == (ResponseCode.INVALID_PARAMETER, Reason.INVALID_NAME), (code, remark)
 
     # 127 bytes of legal characters is fine, as are the other legal characters.
     for topic in ("t" * 127, "a-b_c%d|e", "Az09"):

@@ -11,9 +11,14 @@ rmq044     rocketmq 0.4.4                   ``.interop/venv-rmq044/bin/python`` 
 ons        ali-ons 3.12.0 (npm)             ``node``                              ``drivers/ons_driver.js``
 rmq5       rocketmq-python-client 5.1.2     ``.interop/venv-rmq5/bin/python``     ``drivers/rmq5_driver.py``
 rmq5-node  rocketmq-client-nodejs 1.0.8     ``node``                              ``drivers/rmq5_node_driver.js``
+java4      rocketmq-client 4.9.8 (Java)     ``java`` (``.interop/java-rocketmq-``  ``drivers/java`` (Driver.java)
+java5      rocketmq-client 5.5.0 (Java)     ``client-VERSION``: jar, lib, CDS)     the same source, 5.x's jars
 =========  ==============================  =====================================  ==============================
 
-The two 5.x kinds speak gRPC to sievemq's proxy (``--endpoints``) instead of the 4.x protocol to a name server.
+The two 5.x gRPC kinds (rmq5, rmq5-node) speak to sievemq's proxy (``--endpoints``) instead of the 4.x protocol to a
+name server. ``java5`` is the 4.x remoting API of the 5.x line (``DefaultMQProducer``, ``DefaultMQPushConsumer``...),
+not the gRPC client; the Java driver's commands are listed in its usage text (``produce``, ``consume``,
+``lite-pull``, ``transaction``, ``request``) and its extra events in tests/interop/test_java_clients.py.
 
 Typical use::
 
@@ -56,7 +61,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 DRIVERS_DIR = HERE / "drivers"
 SETUP_SCRIPT = HERE / "setup_clients.sh"
-KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5", "rmq5-node")
+KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5", "rmq5-node", "java4", "java5")
 
 _DRIVER_FILES = {
     "rmqcp": DRIVERS_DIR / "rmqcp_driver.py",
@@ -67,6 +72,11 @@ _DRIVER_FILES = {
     "rmq5-node": DRIVERS_DIR / "rmq5_node_driver.js",  # the Node.js 5.x gRPC client (.interop/node-rmq5)
 }
 _NODE_KINDS = ("ons", "rmq5-node")
+JAVA_VERSIONS = {"java4": "4.9.8", "java5": "5.5.0"}
+"""Apache RocketMQ's Java remoting client (rocketmq-client) of each Java kind (tests/interop/setup_java_clients.sh)."""
+JAVA_OPTIONS = ["-Xms32m", "-Xmx160m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+                "-Djava.net.preferIPv4Stack=true"]  # fmt: skip
+"""A small, quick-starting JVM; setup_java_clients.sh makes its class-data-sharing archive with these options."""
 _VENVS = {"rmqcp": "venv-rmqcp", "rmq044": "venv-rmq044", "rmqcp-tx": "venv-rmqcp", "rmq5": "venv-rmq5"}
 
 
@@ -165,9 +175,25 @@ def node_bin() -> str:
     return node
 
 
+def java_client_dir(kind: str) -> Path:
+    """Where setup_java_clients.sh built the Java driver of ``kind`` ('java4' or 'java5')."""
+    return interop_dir() / f"java-rocketmq-client-{JAVA_VERSIONS[kind]}"
+
+
+def java_command(kind: str) -> list[str]:
+    """``java ... io.sievemq.interop.Driver`` on the classpath of ``kind``'s client only (its driver.jar and lib/)."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else (shutil.which("java") or "java")
+    d = java_client_dir(kind)
+    cds = [f"-XX:SharedArchiveFile={d / 'driver.jsa'}", "-Xshare:auto"] if (d / "driver.jsa").exists() else []
+    return [java, *JAVA_OPTIONS, *cds, "-cp", f"{d / 'driver.jar'}:{d / 'lib'}/*", "io.sievemq.interop.Driver"]
+
+
 def driver_command(kind: str, args: Sequence[str]) -> list[str]:
     if kind not in KINDS:
         raise ValueError(f"unknown client kind {kind!r}; expected one of {KINDS}")
+    if kind in JAVA_VERSIONS:
+        return [*java_command(kind), *[str(a) for a in args]]
     script = str(_DRIVER_FILES[kind])
     exe = node_bin() if kind in _NODE_KINDS else str(python_for(kind))
     return [exe, script, *[str(a) for a in args]]
@@ -265,6 +291,9 @@ class DriverResult(list):  # list[dict[str, Any]]
             cpp = sorted(Path(self.log_dir).glob("logs/rocketmq-cpp/*.log*"))
             if cpp:
                 lines += [f"---- C++ client log {cpp[-1]} (tail) ----", cpp[-1].read_text(errors="replace")[-4000:]]
+            java = Path(self.log_dir) / "logs" / "rocketmqlogs" / "rocketmq_client.log"
+            if java.exists():
+                lines += [f"---- Java client log {java} (tail) ----", java.read_text(errors="replace")[-6000:]]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

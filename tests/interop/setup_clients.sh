@@ -8,6 +8,7 @@
 #   .interop/venv-rmq5/    rocketmq-python-client==5.1.2 + grpcio-tools  (the 5.x gRPC client; import: rocketmq.v5)
 #   .interop/node/         ali-ons@3.12.0                    (pure JavaScript)
 #   .interop/node-rmq5/    rocketmq-client-nodejs@1.0.8      (the official Node.js 5.x gRPC client)
+#   .interop/java-rocketmq-client-VERSION/  our Java driver on rocketmq-client 4.9.8 / 5.5.0 (setup_java_clients.sh)
 #
 # Environment knobs:
 #   INTEROP_DIR     where to install (default: <repo>/.interop)
@@ -211,6 +212,9 @@ fi
 (cd "$node5_dir" && node -e "const m = require('rocketmq-client-nodejs'); if (!m.SimpleConsumer || !m.PushConsumer || !m.Producer) process.exit(1); require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb')") \
   || die "node -e \"require('rocketmq-client-nodejs')\" failed in $node5_dir"
 log "ok   node-rmq5: require('rocketmq-client-nodejs') works ($(node -e "process.stdout.write(require('$node5_dir/node_modules/rocketmq-client-nodejs/package.json').version)"))"
+
+# Apache RocketMQ's Java remoting client (rocketmq-client 4.9.8 and 5.5.0) under our Java driver (kinds java4, java5).
+INTEROP_DIR="$dest" bash "$here/setup_java_clients.sh" || die "building the Java drivers failed"
 
 date -u +%Y-%m-%dT%H:%M:%SZ > "$dest/.setup-ok"
 log "done: clients installed under $dest"

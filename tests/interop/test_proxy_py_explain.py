@@ -58,7 +58,7 @@ def test_explain_counts_are_what_a_5x_simple_consumer_of_the_selector_receives(c
     topic = unique_name("PxE")
     create_topic(dev, topic, queues=2)
     consumers: dict[str, DriverProcess] = {}
-    for name, ((flag, expr), want) in SELECTORS.items():  # a new 5.x group starts at the end: start them first
+    for name, ((flag, expr), want) in SELECTORS.items():  # consumers first, then the sends
         # One more than matches: each waits out its timeout, so a message it should not get has time to come.
         driver_flag = {"--sql": "--sql", "--tag": "--tag-expr"}[flag]
         consumers[name] = start_driver("rmq5", ["simple-consume", "--endpoints", proxy.addr, "--topic", topic,

@@ -119,11 +119,12 @@ class JavaProc:
             time.sleep(0.05)
         return self
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM (RocketMQ's shutdown hooks flush and close), SIGKILL when it does not end in time."""
+    def stop(self, timeout: float = 60.0, graceful: bool = True) -> None:
+        """SIGTERM (RocketMQ's shutdown hooks flush and close), SIGKILL when it does not end in time; at once when
+        not ``graceful``."""
         if self.popen is None or self.popen.poll() is not None:
             return
-        self.popen.send_signal(signal.SIGTERM)
+        self.popen.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
         try:
             self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -192,9 +193,10 @@ class Reference:
 
 @contextmanager
 def rocketmq(tmp: Path, version: str = LATEST, broker: Mapping[str, object] | None = None,
-             proxy: bool = False) -> Iterator[Reference]:  # fmt: skip
+             proxy: bool = False, graceful: bool = False) -> Iterator[Reference]:  # fmt: skip
     """Apache RocketMQ ``version`` (a name server and a broker, with ``broker`` settings over ``BROKER_DEFAULTS``;
-    a proxy in cluster mode when ``proxy``) on free loopback ports, stopped at the end."""
+    a proxy in cluster mode when ``proxy``) on free loopback ports, killed at the end (stopped with SIGTERM when
+    ``graceful``: RocketMQ's shutdown takes half a minute on a loaded machine)."""
     lib = reference_lib(version)
     home = tmp / f"rocketmq-{version}"
     home.mkdir(parents=True, exist_ok=True)
@@ -238,4 +240,4 @@ def rocketmq(tmp: Path, version: str = LATEST, broker: Mapping[str, object] | No
         yield ref
     finally:
         for p in reversed(ref.procs):
-            p.stop()
+            p.stop(graceful=graceful)

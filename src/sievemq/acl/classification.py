@@ -56,6 +56,7 @@ BROKER_RULES: Mapping[int, Rule] = {
                             after_read="PUB on the half message's topic"),
     # consumption
     C.PULL_MESSAGE: _res(_SUB_TOPIC_GROUP, "SUB on the topic and on consumerGroup"),
+    C.LITE_PULL_MESSAGE: _res(_SUB_TOPIC_GROUP, "SUB on the topic and on consumerGroup (a lite pull consumer's pull)"),
     C.POP_MESSAGE: _res(_SUB_TOPIC_GROUP, "SUB on the topic and on consumerGroup"),
     C.ACK_MESSAGE: _res(receipt, "SUB on the receipt handle's topic and on consumerGroup"),
     C.CHANGE_MESSAGE_INVISIBLETIME: _res(receipt, "SUB on the receipt handle's topic and on consumerGroup"),
@@ -67,6 +68,7 @@ BROKER_RULES: Mapping[int, Rule] = {
     C.GET_MIN_OFFSET: _res(_ANY_TOPIC, "PUB or SUB on the topic"),
     C.GET_EARLIEST_MSG_STORETIME: _res(_ANY_TOPIC, "PUB or SUB on the topic"),
     C.GET_TOPIC_STATS_INFO: _res(_ANY_TOPIC, "a topic's queues: PUB or SUB on the topic"),
+    C.GET_TOPIC_CONFIG: _res(_ANY_TOPIC, "a topic's config: PUB or SUB on the topic"),
     C.QUERY_TOPIC_CONSUME_BY_WHO: _res(_ANY_TOPIC, "the groups of a topic: PUB or SUB on the topic"),
     C.GET_CONSUME_STATS: _res(topic_and_group(Perm.ANY), "a group's progress: SUB on it, PUB or SUB on the topic"),
     # clients and groups
@@ -82,11 +84,28 @@ BROKER_RULES: Mapping[int, Rule] = {
     # reads of the broker itself
     C.GET_TOPIC_NAME_LIST: _signed("the broker's topic names (the name servers list them to anyone)"),
     C.GET_BROKER_RUNTIME_INFO: _signed("the broker's counters, role and disk"),
+    C.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: _signed("the names of the topics the broker keeps for itself"),
     # RocketMQ's admin codes
     C.UPDATE_AND_CREATE_TOPIC: _admin(
         "create or change a topic", "topic", "defaultTopic", "readQueueNums", "writeQueueNums", "perm",
         "topicFilterType", "topicSysFlag", "order", "attributes", "force"),
     C.UPDATE_BROKER_CONFIG: _admin("broker settings (answered with 3)"),
+    C.UPDATE_AND_CREATE_TOPIC_LIST: _admin("create or change topics (their configs in the body)"),
+    C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: _admin("create or change groups (their configs in the body)"),
+    C.GET_BROKER_CONFIG: _admin("the broker's settings (paths, addresses, limits)"),
+    C.GET_PRODUCER_CONNECTION_LIST: _admin("a producer group's clients and addresses", "producerGroup"),
+    C.GET_ALL_PRODUCER_INFO: _admin("every producer's client and address"),
+    C.GET_CONSUMER_RUNNING_INFO: _admin(
+        "asks a consumer for its running state (its threads' stacks too)", "consumerGroup", "clientId",
+        "jstackEnable"),
+    C.GET_BROKER_CONSUME_STATS: _admin("every group's progress", "isOrder", "timeoutMillis"),
+    C.QUERY_CONSUME_QUEUE: _admin(
+        "a queue's entries (commit-log offsets, sizes, tag codes)", "topic", "queueId", "index", "count",
+        "consumerGroup"),
+    C.CLEAN_EXPIRED_CONSUMEQUEUE: _admin("deletes the queues of topics the broker no longer has"),
+    C.CLEAN_UNUSED_TOPIC: _admin("deletes the queues of topics the broker no longer has"),
+    C.DELETE_EXPIRED_COMMITLOG: _admin("runs retention now (deletes expired commit-log segments)"),
+    C.VIEW_BROKER_STATS_DATA: _admin("a topic's or a group's traffic counts", "statsName", "statsKey"),
     C.DELETE_TOPIC_IN_BROKER: _admin("delete a topic", "topic"),
     C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _admin("create or change a group (its config in the body)"),
     C.DELETE_SUBSCRIPTIONGROUP: _admin("delete a group", "groupName", "cleanOffset"),
@@ -129,6 +148,9 @@ NAMESRV_RULES: Mapping[int, Rule] = {
     C.PUT_KV_CONFIG: _admin("write a KV setting", "namespace", "key", "value"),
     C.DELETE_KV_CONFIG: _admin("delete a KV setting", "namespace", "key"),
     C.DELETE_TOPIC_IN_NAMESRV: _admin("remove a topic from routes", "topic", "clusterName"),
+    C.GET_NAMESRV_CONFIG: _admin("the name server's settings (paths, addresses)"),
+    C.WIPE_WRITE_PERM_OF_BROKER: _admin("stops sends to a broker (its routes lose write)", "brokerName"),
+    C.ADD_WRITE_PERM_OF_BROKER: _admin("makes a broker's routes writable again", "brokerName"),
 }
 """Every request code a name server serves."""
 

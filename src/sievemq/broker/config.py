@@ -190,6 +190,13 @@ class _BrokerMessages(_BrokerIdentity):
         lo=1,
         hi=INT32_MAX,
     )
+    init_pop_offset_by_check_msg_in_mem: bool = setting(
+        "POP: a group new to a queue (RocketMQ 5 clients through a proxy start with initMode MAX) starts at offset 0 "
+        "while the queue still starts there and its first message is in memory (accessMessageInMemoryMaxRatio), so it "
+        "reads a young queue whole; otherwise, and when false, at the queue's last message, as RocketMQ does "
+        "(newGroupStartsAtEnd starts such a group at the end instead)",
+        True,
+    )
     pop_inflight_max: int = setting(
         "POP: messages one queue of one group may have handed out and not acked (each lease costs ~100 bytes of "
         "memory); a queue at the limit hands out only messages whose invisible time ran out",

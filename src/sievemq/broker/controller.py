@@ -21,7 +21,9 @@ from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop.service import PopService, PopSettings
 from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
+from sievemq.broker.processors.broker_admin import BrokerAdminProcessor
 from sievemq.broker.processors.client import ClientProcessor
+from sievemq.broker.processors.client_admin import ClientAdminProcessor
 from sievemq.broker.processors.consume_directly import ConsumeDirectlyProcessor
 from sievemq.broker.processors.consume_stats import ConsumeStatsProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
@@ -111,7 +113,11 @@ class BrokerController:
                                              groups=self.groups, offsets=self.offsets, schedule=self.schedule,
                                              filters=self.filters, recover_from=recover_from)  # fmt: skip
         self.pop = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, config_dir, save,
-                              config.broker_name, self.store_host, PopSettings(config.pop_inflight_max))  # fmt: skip
+                              config.broker_name, self.store_host, PopSettings(
+                                  config.pop_inflight_max,
+                                  check_in_memory=config.init_pop_offset_by_check_msg_in_mem,
+                                  new_group_starts_at_end=config.new_group_starts_at_end,
+                                  memory_limit=memory_share(config.access_message_in_memory_max_ratio)))  # fmt: skip
         self.acl = broker_acl(config)
         table = ProcessorTable("broker", check_request, self.acl)
         self.filter_servers = FilterServerManager(
@@ -213,7 +219,7 @@ class BrokerController:
                 c.new_group_starts_at_end,
                 memory_share(c.access_message_in_memory_max_ratio),
             ),
-            QueryProcessor(self.store),
+            QueryProcessor(self.store, self.consumers),
             ConsumeDirectlyProcessor(self.store, self.consumers, c.broker_name),
             AdminProcessor(
                 self.topics,
@@ -231,7 +237,9 @@ class BrokerController:
             ),
             GroupStatusProcessor(self.consumers, self.offsets, self.topics, self.store, c.broker_name),
             ConsumeStatsProcessor(self.offsets, self.store, self.topics, self.consumers, c.broker_name,
-                                  self._pop_cursor),
+                                  self._pop_cursor, lambda: self.groups.table, c.advertised_addr),
+            ClientAdminProcessor(self.consumers, self.producers),
+            BrokerAdminProcessor(c, self.topics, self.store, self.stats),
             GroupAdminProcessor(self.offsets, self.groups, self.topics, self.store, self.consumers, self.filters,
                                 self.pop, self.hold, self.writer, c.broker_name, gate),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name,

@@ -99,10 +99,10 @@ class SubscriptionGroupManager:
         self._save(self.path, {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}})
 
     def find(self, group: str) -> GroupConfig | None:
-        """The group's config; created with defaults when auto-creation is on (RemotingError TOO_MANY_GROUPS when
-        the table is full)."""
+        """The group's config; created with defaults when auto-creation is on and ``group`` is a legal name, as
+        RocketMQ creates one (RemotingError TOO_MANY_GROUPS when the table is full)."""
         cfg = self.table.get(group)
-        if cfg is None and self.auto_create:
+        if cfg is None and self.auto_create and group_problem(group) is None:
             self.check_room(group)
             cfg = GroupConfig(group, retryMaxTimes=self.max_reconsume_times)
             self.table[group] = cfg

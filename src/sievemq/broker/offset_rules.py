@@ -16,6 +16,14 @@ QUERY_NOT_FOUND is answered instead of 0:
   RocketMQ's clients then start at the queue's end when they consume from the last offset. A group that has
   committed offsets of the topic keeps RocketMQ's rule for queues it has none of (a queue added later is read from
   its first message).
+
+A POP consumer (RocketMQ 5's clients through a proxy, ``POP_MESSAGE``) has no committed offset to ask for: the
+broker picks where a group starts in a queue it has none of (``pop_start``, RocketMQ's
+``PopMessageProcessor.getInitOffset``). With the request's ``initMode`` MIN, and always in a retry topic, the queue's
+first stored message. With MAX (what the proxies send): offset 0 while the queue still starts there and its first
+message is in memory (``initPopOffsetByCheckMsgInMem``, on by default), so a new group on a young queue reads it
+whole; otherwise the queue's **last** message (max - 1, RocketMQ's "pop the last one"). ``newGroupStartsAtEnd``
+starts a new group at the end for POP too.
 """
 
 from __future__ import annotations
@@ -45,3 +53,32 @@ def answers_zero(facts: UnknownOffset, *, new_group_starts_at_end: bool, memory_
         return False
     in_memory = facts.head_lag is None or facts.head_lag <= memory_limit
     return facts.min_offset <= 0 and in_memory
+
+
+@dataclass(frozen=True, slots=True)
+class PopStart:
+    """The facts where a POP group starts depends on."""
+
+    init_latest: bool
+    """The request's ``initMode`` is MAX (1), not MIN (0)."""
+    retry_topic: bool
+    """The queue is a ``%RETRY%`` topic's."""
+    group_knows_topic: bool
+    """The group has a committed offset of some queue of the topic here."""
+    min_offset: int
+    max_offset: int
+    head_lag: int | None
+    """Bytes from the queue's first message (offset 0) to the commit log's end; None when it has none."""
+
+
+def pop_start(facts: PopStart, *, check_in_memory: bool, new_group_starts_at_end: bool, memory_limit: int) -> int:
+    """The offset a POP group without one starts at in a queue (``check_in_memory``: RocketMQ's
+    ``initPopOffsetByCheckMsgInMem``; ``memory_limit``: the bytes that count as in memory)."""
+    if not facts.init_latest or facts.retry_topic:
+        return facts.min_offset
+    if new_group_starts_at_end and not facts.group_knows_topic:
+        return facts.max_offset
+    in_memory = facts.head_lag is None or facts.head_lag <= memory_limit
+    if check_in_memory and facts.min_offset <= 0 and in_memory:
+        return 0
+    return max(0, facts.max_offset - 1)

@@ -30,11 +30,12 @@ from sievemq.store.jsonfile import atomic_write_json, read_json
 log = logging.getLogger(__name__)
 
 
-def validate_topic_name(topic: str) -> None:
-    """Raise RemotingError (SYSTEM_ERROR as RocketMQ, reason INVALID_NAME) when ``topic`` is not a legal name."""
+def validate_topic_name(topic: str, code: int = ResponseCode.SYSTEM_ERROR) -> None:
+    """Raise RemotingError (``code``: SYSTEM_ERROR as RocketMQ answers most requests, INVALID_PARAMETER as its sends;
+    reason INVALID_NAME) when ``topic`` is not a legal name."""
     problem = topic_problem(topic)
     if problem is not None:
-        raise RemotingError(ResponseCode.SYSTEM_ERROR, problem, Reason.INVALID_NAME)
+        raise RemotingError(code, problem, Reason.INVALID_NAME)
 
 
 class TopicConfigManager:

@@ -28,7 +28,7 @@ class NamesrvController:
     def __init__(self, config: NamesrvConfig) -> None:
         self.config = config
         self.routes = RouteTable()
-        self.processors = NamesrvProcessors(self.routes, config.order_message_enable)
+        self.processors = NamesrvProcessors(self.routes, config.order_message_enable, config)
         strict = strict_policy(config.acl_strict_signatures, config.acl_signature_window_seconds)
         self.acl = AclAuthorizer(config.acl_file, NAMESRV, strict=strict) if config.acl_enable else None
         """With ``aclEnable``: write requests need an admin account's signature (docs/protocol/acl.md §4)."""

@@ -19,6 +19,7 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.headers import get_bool, get_str, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
+from sievemq.settings.properties import config_properties
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,10 @@ log = logging.getLogger(__name__)
 class NamesrvProcessors:
     """Answers the name server's request codes over a RouteTable and a KV store."""
 
-    def __init__(self, routes: RouteTable, order_message_enable: bool = False) -> None:
+    def __init__(self, routes: RouteTable, order_message_enable: bool = False, config: object | None = None) -> None:
+        """``config``: the name server's settings, answered to GET_NAMESRV_CONFIG."""
         self.routes = routes
+        self.config = config
         self.kv: dict[str, dict[str, str]] = {}
         self.order_message_enable = order_message_enable
         self.routes_found = 0
@@ -50,6 +53,9 @@ class NamesrvProcessors:
         table.register(RequestCode.DELETE_KV_CONFIG, self.delete_kv)
         table.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self.get_kv_list)
         table.register(RequestCode.QUERY_DATA_VERSION, self.query_data_version)
+        table.register(RequestCode.GET_NAMESRV_CONFIG, self.get_config)
+        table.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm)
+        table.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm)
 
     async def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """103 REGISTER_BROKER: record the broker, its topics and its filter servers."""
@@ -184,3 +190,21 @@ class NamesrvProcessors:
             live.last_update = time.monotonic()
         body = orjson.dumps(live.data_version) if live else b""
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"changed": changed}, body=body)
+
+    async def get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """319 GET_NAMESRV_CONFIG: the name server's settings as properties text (camelCase keys, secrets left
+        out). UPDATE_NAMESRV_CONFIG (318) is not served: settings are read at start."""
+        body = config_properties(self.config).encode() if self.config is not None else b""
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    async def wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """205 WIPE_WRITE_PERM_OF_BROKER, header ``brokerName``: its topics' routes lose PERM_WRITE (producers stop
+        sending to it; ``RouteTable.set_write_perm``); ``wipeTopicCount`` answers how many."""
+        count = self.routes.set_write_perm(require_str(cmd.ext_fields, "brokerName"), writable=False)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
+
+    async def add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """327 ADD_WRITE_PERM_OF_BROKER, header ``brokerName``: its topics' routes become read-write again;
+        ``addTopicCount`` answers how many."""
+        count = self.routes.set_write_perm(require_str(cmd.ext_fields, "brokerName"), writable=True)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"addTopicCount": count})

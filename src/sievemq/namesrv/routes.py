@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.namesrv.departures import Departures
-from sievemq.protocol.route import BrokerData, QueueData, TopicConfig, TopicRouteData
+from sievemq.protocol.route import PERM_READ, PERM_WRITE, BrokerData, QueueData, TopicConfig, TopicRouteData
 
 
 @dataclass(slots=True)
@@ -183,6 +183,20 @@ class RouteTable:
         if not route.broker_datas:
             return None
         return route
+
+    def set_write_perm(self, broker_name: str, writable: bool) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (``writable`` false: each of the broker's topics loses PERM_WRITE) or
+        ADD_WRITE_PERM_OF_BROKER (true: each becomes read-write), in the routes only: the broker's next registration
+        with a new data version (a topic change) puts its own permissions back, as in RocketMQ. Returns how many
+        topics were changed."""
+        count = 0
+        for queues in self.topic_queues.values():
+            qd = queues.get(broker_name)
+            if qd is None:
+                continue
+            qd.perm = PERM_READ | PERM_WRITE if writable else qd.perm & ~PERM_WRITE
+            count += 1
+        return count
 
     def delete_topic(self, topic: str) -> None:
         """Remove a topic from every broker's routes."""

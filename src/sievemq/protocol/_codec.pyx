@@ -384,7 +384,6 @@ def batch_messages(body, topic, queue_id, sys_flag, born_timestamp, born_host, s
             return None
         props = _props_from_utf8(b + pos, props_len)
         pos += props_len
-        props.pop("WAIT", None)
         if "DELAY" in props or body_len > max_body:
             return None
         props.update(base)

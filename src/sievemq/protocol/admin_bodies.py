@@ -36,6 +36,7 @@ __all__ = [
     "decode_reset_body",
     "decode_topic_stats",
     "encode_consume_stats",
+    "encode_consume_stats_list",
     "encode_consumer_connection",
     "encode_group_list",
     "encode_reset_body",
@@ -70,6 +71,20 @@ class ConsumeStats:
 
 def encode_consume_stats(stats: ConsumeStats) -> bytes:
     """ConsumeStats as RocketMQ writes it (``consumeTps`` only when known)."""
+    return dumps(_consume_stats_doc(stats))
+
+
+def encode_consume_stats_list(broker_addr: str, groups: list[dict[str, list[ConsumeStats]]], total_diff: int) -> bytes:
+    """ConsumeStatsList (GET_BROKER_CONSUME_STATS 317): ``{"brokerAddr", "consumeStatsList": [{group:
+    [ConsumeStats...]}], "totalDiff", "totalInflightDiff"}``."""
+    rows = [{g: [_consume_stats_doc(s) for s in stats] for g, stats in row.items()} for row in groups]
+    inflight = sum(max(0, w.pull_offset - w.consumer_offset) for row in groups for stats in row.values()
+                   for s in stats for w in s.offsets.values())  # fmt: skip
+    return dumps({"brokerAddr": broker_addr, "consumeStatsList": rows, "totalDiff": total_diff,
+                  "totalInflightDiff": inflight})  # fmt: skip
+
+
+def _consume_stats_doc(stats: ConsumeStats) -> dict[str, Any]:
     table = QueueMap(
         {
             k: {
@@ -84,7 +99,7 @@ def encode_consume_stats(stats: ConsumeStats) -> bytes:
     doc: dict[str, Any] = {"offsetTable": table}
     if stats.consume_tps is not None:
         doc["consumeTps"] = stats.consume_tps
-    return dumps(doc)
+    return doc
 
 
 def _object(value: Any, what: str) -> dict[Any, Any]:
@@ -185,8 +200,10 @@ def encode_consumer_connection(cc: ConsumerConnection) -> bytes:
     """ConsumerConnection as RocketMQ writes it."""
     return orjson.dumps(
         {
-            "connectionSet": [{"clientAddr": c.client_addr, "clientId": c.client_id, "language": c.language,
-                               "version": c.version} for c in cc.connections],
+            "connectionSet": [
+                {"clientAddr": c.client_addr, "clientId": c.client_id, "language": c.language, "version": c.version}
+                for c in cc.connections
+            ],
             "consumeFromWhere": cc.consume_from_where,
             "consumeType": cc.consume_type,
             "messageModel": cc.message_model,

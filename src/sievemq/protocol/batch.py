@@ -77,8 +77,8 @@ def batch_messages(
     base: dict[str, str],
     max_body: int,
 ) -> list[MessageExt] | None:
-    """The messages a broker stores for a batch body: each entry with its properties minus ``WAIT`` and with
-    ``base`` laid over them, and the request's topic, queue, flags, born time and hosts.
+    """The messages a broker stores for a batch body: each entry with its own properties (``WAIT`` too, as RocketMQ
+    stores them) and ``base`` laid over them, and the request's topic, queue, flags, born time and hosts.
 
     None when the caller must look closer and refuse the batch: a malformed body, no entry, an entry with a
     ``DELAY`` level, or a body over ``max_body`` bytes.
@@ -90,7 +90,6 @@ def batch_messages(
     out: list[MessageExt] = []
     for e in entries:
         props = e.properties
-        props.pop("WAIT", None)
         if "DELAY" in props or len(e.body) > max_body:
             return None
         props.update(base)

@@ -4,7 +4,8 @@ Every server (name server, broker, filter server) runs ``check_request`` on each
 answers, so no processor ever sees a topic or group name outside RocketMQ's rules, or a number that does
 not fit the Java type RocketMQ declares for the field (``int``: 32 bits, ``long``: 64 bits), or a negative
 value where only non-negative ones mean something. A refusal is SYSTEM_ERROR (as RocketMQ answers an
-illegal topic) with reason ``INVALID_NAME`` or ``INVALID_HEADER`` and a remark naming the field. Fields
+illegal topic), INVALID_PARAMETER (29) for an illegal name in a send (as RocketMQ 5's send check answers it),
+with reason ``INVALID_NAME`` or ``INVALID_HEADER`` and a remark naming the field. Fields
 are checked only when present and not empty: which fields a request *requires* is the processor's business.
 
 The rules are keyed by field name because RocketMQ uses each name with one meaning across its headers
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from sievemq.errors import RemotingError
+from sievemq.errors import HeaderError, RemotingError
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_MAX
@@ -89,6 +90,7 @@ INT_RULES: dict[str, tuple[int, int]] = {
 """Field -> inclusive range of its integer value."""
 
 _V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
+_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
 
 
 def check_name(field: str, value: str) -> None:
@@ -185,5 +187,14 @@ def reference_check_fields(fields: Mapping[str, str], rename: Mapping[str, str] 
 
 def check_request(code: int, fields: Mapping[str, str]) -> None:
     """The edge check of one request's header (see the module docstring); raises HeaderError / RemotingError."""
-    if fields:
+    if not fields:
+        return
+    if code not in _SEND_CODES:
         check_fields(fields, V2_TO_V1 if code in _V2_CODES else None)
+        return
+    try:
+        check_fields(fields, V2_TO_V1 if code in _V2_CODES else None)
+    except HeaderError:
+        raise  # a number out of its Java type: RocketMQ cannot decode the header either (SYSTEM_ERROR)
+    except RemotingError as e:  # an illegal name: RocketMQ 5's send check answers INVALID_PARAMETER
+        raise RemotingError(ResponseCode.INVALID_PARAMETER, e.remark, e.reason) from None

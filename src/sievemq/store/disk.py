@@ -189,7 +189,8 @@ class DiskGuard:
 
     def runtime_info(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO says of the disk: ``storeDiskTotalBytes``, ``storeDiskFreeBytes``,
-        ``commitLogDiskRatio`` (the used share of the store's filesystem, RocketMQ's name) and ``storeDiskState``
+        ``commitLogDiskRatio`` (the used share of the store's filesystem as RocketMQ and ``df`` count it:
+        ``used_percent_ratio``) and ``storeDiskState``
         (``writable``, ``full``, ``read-only``). One ``statvfs``; nothing of the sizes when it fails."""
         state = "read-only" if self.read_only is not None else "full" if self.full is not None else "writable"
         info = {"storeDiskState": state}
@@ -199,8 +200,9 @@ class DiskGuard:
             return info
         total = st.f_blocks * st.f_frsize
         used = total - st.f_bfree * st.f_frsize
-        info.update(storeDiskTotalBytes=str(total), storeDiskFreeBytes=str(st.f_bavail * st.f_frsize),
-                    commitLogDiskRatio=f"{used / total:.4f}" if total else "0")  # fmt: skip
+        usable = st.f_bavail * st.f_frsize
+        info.update(storeDiskTotalBytes=str(total), storeDiskFreeBytes=str(usable),
+                    commitLogDiskRatio=used_percent_ratio(used, usable))  # fmt: skip
         return info
 
     def leave_read_only(self) -> None:
@@ -210,3 +212,14 @@ class DiskGuard:
             self.read_only = None
             self._limit.reset("read-only")
         self.invalidate()
+
+
+def used_percent_ratio(used: int, usable: int) -> str:
+    """RocketMQ's disk ratio (``UtilAll.getDiskPartitionSpaceUsedPercent``), as ``df`` counts Use%: the used share
+    of what is used or usable by the broker (blocks reserved for root count as neither), rounded up to a whole
+    percent, as Java prints the double (``0.38``)."""
+    whole = used + usable
+    if whole <= 0:
+        return "-1.0"
+    percent = -(-used * 100 // whole)
+    return repr(percent / 100.0)

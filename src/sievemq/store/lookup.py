@@ -20,18 +20,21 @@ from sievemq.store.scan import ScanLimits, position_status, scan_window, window_
 __all__ = ["Reader", "offset_by_time"]
 
 
-def offset_by_time(cq: ConsumeQueue, timestamp: int, store_time_at: Callable[[int], int | None]) -> int:
-    """Binary search of ``cq`` on store times (read from the commit log by ``store_time_at(phy)``).
+def offset_by_time(
+    cq: ConsumeQueue, timestamp: int, store_time_at: Callable[[int], int | None], upper: bool = False
+) -> int:
+    """Binary search of ``cq`` on store times (read from the commit log by ``store_time_at(phy)``), as RocketMQ 5
+    answers SEARCH_OFFSET_BY_TIMESTAMP (docs/protocol/requests.md §9).
 
-    Returns the first offset stored exactly at ``timestamp`` if any; else the nearer of its two
-    neighbours (the earlier one on a tie, as Java); before everything the min offset, after
-    everything the last offset. Store times are non-decreasing along a queue; entries whose
-    record is gone count as "earlier than anything".
+    Lower boundary (the default): the first offset stored at or after ``timestamp``; the max offset when every
+    message is older. ``upper``: the last offset stored at or before it; the min offset when every message is
+    newer. An empty queue: its min offset. Store times are non-decreasing along a queue; entries whose record is
+    gone count as "earlier than anything".
     """
     lo, hi = cq.min_offset, cq.max_offset
     if lo >= hi:
         return lo
-    first, last = lo, hi - 1
+    first = lo
 
     def t(i: int) -> int:
         e = cq.entry(i)
@@ -40,20 +43,13 @@ def offset_by_time(cq: ConsumeQueue, timestamp: int, store_time_at: Callable[[in
         v = store_time_at(e[0])
         return -1 if v is None else v
 
-    while lo < hi:  # first offset whose store time is >= timestamp
+    while lo < hi:  # lower: the first offset whose store time is >= timestamp; upper: ... > timestamp
         mid = (lo + hi) // 2
-        if t(mid) < timestamp:
+        if t(mid) < timestamp or (upper and t(mid) == timestamp):
             lo = mid + 1
         else:
             hi = mid
-    right = lo
-    if right > last:
-        return last
-    tr = t(right)
-    if tr == timestamp or right == first:
-        return right
-    tl = t(right - 1)
-    return right if (timestamp - tl) > (tr - timestamp) else right - 1
+    return max(first, lo - 1) if upper else lo
 
 
 class Reader:
@@ -110,12 +106,13 @@ class Reader:
             return None
         return self.commitlog.store_timestamp_at(e[0])
 
-    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """Queue offset of the message stored at ``timestamp``, else the nearer neighbour (requests.md §9)."""
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int, upper: bool = False) -> int:
+        """The first queue offset stored at or after ``timestamp`` (``upper``: the last at or before it), as
+        ``offset_by_time`` (requests.md §9); 0 for an unknown queue."""
         cq = self.queues.find(topic, queue_id)
         if cq is None:
             return 0
-        return offset_by_time(cq, timestamp, self.commitlog.store_timestamp_at)
+        return offset_by_time(cq, timestamp, self.commitlog.store_timestamp_at, upper)
 
     def earliest_store_time(self, topic: str, queue_id: int) -> int:
         """Store time of the message at the queue's min offset (-1 if none)."""

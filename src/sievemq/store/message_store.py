@@ -372,9 +372,9 @@ class MessageStore:
         """Oldest queue offset still readable (0 for an unknown queue)."""
         return self.reader.min_offset(topic, queue_id)
 
-    def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """Queue offset of the message stored at ``timestamp``, else the nearer neighbour."""
-        return self.reader.offset_by_time(topic, queue_id, timestamp)
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp: int, upper: bool = False) -> int:
+        """The first queue offset stored at or after ``timestamp`` (``upper``: the last at or before it)."""
+        return self.reader.offset_by_time(topic, queue_id, timestamp, upper)
 
     def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
         """Store time of the message at the queue's min offset (-1 if none)."""

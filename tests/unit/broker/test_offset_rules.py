@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sievemq.broker.offset_rules import UnknownOffset, answers_zero
+from sievemq.broker.offset_rules import PopStart, UnknownOffset, answers_zero, pop_start
 
 LIMIT = 1000
 
@@ -35,3 +35,34 @@ def test_new_group_starts_at_end_only_for_groups_new_to_the_topic() -> None:
         "a group that has offsets of the topic reads a queue added later from its first message"
     )
     assert not answers_zero(facts(knows=True, zero=False), new_group_starts_at_end=True, memory_limit=LIMIT)
+
+
+def _pop(init_latest: bool = True, *, retry: bool = False, knows: bool = False, lo: int = 0, hi: int = 10,
+         lag: int | None = 100) -> PopStart:  # fmt: skip
+    return PopStart(init_latest, retry, knows, lo, hi, lag)
+
+
+@pytest.mark.parametrize(
+    ("facts", "start"),
+    [
+        (_pop(), 0),  # a young queue, its head in memory: read whole
+        (_pop(lag=None, hi=0), 0),  # an empty queue
+        (_pop(lag=10_000), 9),  # head out of memory: the last message
+        (_pop(lo=4, lag=None), 9),  # head deleted: the last message
+        (_pop(hi=0, lo=0, lag=10_000), 0),  # never below 0
+        (_pop(False, lo=4, lag=10_000), 4),  # MIN: the oldest stored
+        (_pop(retry=True, lo=3, lag=10_000), 3),  # a retry topic: always the oldest
+    ],
+)
+def test_pop_start_follows_rocketmq(facts: PopStart, start: int) -> None:
+    assert pop_start(facts, check_in_memory=True, new_group_starts_at_end=False, memory_limit=1000) == start
+
+
+def test_pop_start_without_the_memory_check_or_at_the_end() -> None:
+    assert pop_start(_pop(), check_in_memory=False, new_group_starts_at_end=False, memory_limit=1000) == 9
+    assert pop_start(_pop(), check_in_memory=True, new_group_starts_at_end=True, memory_limit=1000) == 10
+    known = _pop(knows=True)
+    assert pop_start(known, check_in_memory=True, new_group_starts_at_end=True, memory_limit=1000) == 0, (
+        "a group that knows the topic keeps RocketMQ's rule for a queue it has no offset of"
+    )
+    assert pop_start(_pop(False), check_in_memory=True, new_group_starts_at_end=True, memory_limit=1000) == 0

@@ -57,14 +57,17 @@ async def test_refusals(parts: Parts) -> None:
     assert e.value.code == ResponseCode.MESSAGE_ILLEGAL and "maxMessageSize" in e.value.remark
     with pytest.raises(RemotingError) as e:
         await s.send(parts.conn(), send_cmd("Orders", b"x", queue_id=99))
-    assert (e.value.code, e.value.reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_HEADER)
+    assert (e.value.code, e.value.reason) == (ResponseCode.INVALID_PARAMETER, Reason.INVALID_HEADER)
+    with pytest.raises(RemotingError) as e:
+        await s.send(parts.conn(), send_cmd("Orders", b"", queue_id=0))
+    assert e.value.code == ResponseCode.MESSAGE_ILLEGAL and "empty" in e.value.remark
     parts.topics.delete("TBW102")  # no template: nothing is created on first send
     s = sender(parts, auto_create=False)
     cases = [
         (send_cmd("Unknown", b"x"), ResponseCode.TOPIC_NOT_EXIST),
-        (send_cmd("TBW102", b"x"), ResponseCode.SYSTEM_ERROR),
+        (send_cmd("TBW102", b"x"), ResponseCode.INVALID_PARAMETER),
         (send_cmd(SCHEDULE_TOPIC, b"x"), ResponseCode.NO_PERMISSION),
-        (send_cmd("bad/name", b"x"), ResponseCode.SYSTEM_ERROR),
+        (send_cmd("bad/name", b"x"), ResponseCode.INVALID_PARAMETER),
     ]
     for cmd, code in cases:
         with pytest.raises(RemotingError) as e:
@@ -115,12 +118,14 @@ async def test_send_back_retries_then_dead_letters(parts: Parts) -> None:
     assert (await sb.send_back(parts.conn(), back(m.commit_log_offset))).code == ResponseCode.SUCCESS
     (r,) = [x for q in range(18) for x in stored(parts, SCHEDULE_TOPIC, q)]
     assert r.properties["REAL_TOPIC"] == retry_topic("g") and r.properties["DELAY"] == "3"  # type: ignore[attr-defined]
-    assert r.properties["RETRY_TOPIC"] == "Orders" and r.properties["ORIGIN_MESSAGE_ID"] == "U1"  # type: ignore[attr-defined]
+    assert r.properties["RETRY_TOPIC"] == "Orders" and r.properties["ORIGIN_MESSAGE_ID"] == m.offset_msg_id  # type: ignore[attr-defined]
+    assert r.properties["WAIT"] == "false"  # type: ignore[attr-defined]
     assert r.reconsume_times == 1  # type: ignore[attr-defined]
     # The retried copy fails again with maxReconsumeTimes 1: dead letter, no delay.
     await sb.send_back(parts.conn(), back(r.commit_log_offset, maxReconsumeTimes=1))  # type: ignore[attr-defined]
     (d,) = stored(parts, dlq_topic("g"))
     assert d.body == b"failed" and d.reconsume_times == 2 and "DELAY" not in d.properties  # type: ignore[attr-defined]
+    assert d.properties["ORIGIN_MESSAGE_ID"] == m.offset_msg_id  # type: ignore[attr-defined]  # the first one's id stays
     # delayLevel -1 asks for the dead letter at once.
     await sb.send_back(parts.conn(), back(m.commit_log_offset, delayLevel=-1))
     assert len(stored(parts, dlq_topic("g"))) == 2

@@ -16,7 +16,7 @@ from sievemq.protocol.heartbeat import MAX_SUBSCRIPTIONS, HeartbeatData
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.protocol.route import TopicConfig
 from sievemq.protocol.send_header import V2_TO_V1
-from sievemq.remoting.codes import RequestCode
+from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.headers import get_int
 
 HOSTILE = ["..", "/x", "a/../..", "a\x00b", "x" * 128, "a\n", "名字", ".", "a b", "%RETRY%.."]
@@ -40,7 +40,7 @@ def test_legal_names_pass() -> None:
 def test_send_v2_short_keys_are_checked_as_their_names() -> None:
     with pytest.raises(RemotingError) as e:
         check_request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": ".."})
-    assert e.value.reason == "INVALID_NAME"
+    assert (e.value.code, e.value.reason) == (ResponseCode.INVALID_PARAMETER, "INVALID_NAME")  # a send's code: 29
     with pytest.raises(HeaderError):
         check_request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "T", "e": str(2**31)})  # queueId is an int
     check_request(RequestCode.PULL_MESSAGE, {"b": "..", "e": "x"})  # other codes: one-letter keys mean nothing

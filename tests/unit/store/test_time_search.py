@@ -24,26 +24,28 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[int]], None]:
 
 
 @pytest.mark.parametrize(
-    ("ts", "expect"),
+    ("ts", "lower", "upper"),
     [
-        (2000, 2),  # exact
-        (1000, 0),  # exact, first of equal times
-        (3000, 3),
-        (500, 0),  # before everything: the only neighbour is on the right
-        (9000, 5),  # after everything: the last message
-        (2400, 2),  # nearer to 2000
-        (2600, 3),  # nearer to 3000
-        (4000, 4),  # equidistant: the left one (as Java)
+        (2000, 2, 2),  # exact
+        (1000, 0, 1),  # exact: the first of equal times / the last of them
+        (3000, 3, 4),
+        (500, 0, 0),  # before everything: the first message / none at or before it, the min offset
+        (9000, 6, 5),  # after everything: the max offset (none at or after it) / the last message
+        (2400, 3, 2),  # between two: the later one / the earlier one, whichever is nearer
+        (2600, 3, 2),
+        (4000, 5, 4),
     ],
 )
 async def test_offset_by_time(
-    open_store: Callable[..., MessageStore], clock: Callable[[list[int]], None], ts: int, expect: int
+    open_store: Callable[..., MessageStore], clock: Callable[[list[int]], None], ts: int, lower: int, upper: int
 ) -> None:
+    """RocketMQ 5's boundaries: lower (the default) the first offset stored at or after ``ts``, upper the last one
+    stored at or before it."""
     s = open_store()
     clock(TIMES)
     for _ in TIMES:
         await s.put_message(msg(body=b"t"))
-    assert s.get_offset_by_time("T", 0, ts) == expect
+    assert (s.get_offset_by_time("T", 0, ts), s.get_offset_by_time("T", 0, ts, upper=True)) == (lower, upper)
 
 
 async def test_store_time_queries(open_store: Callable[..., MessageStore], clock: Callable[[list[int]], None]) -> None:
@@ -74,4 +76,6 @@ async def test_offset_by_time_after_retention(
     lo = s.get_min_offset("T", 0)
     assert lo > 0
     assert s.get_offset_by_time("T", 0, 1000) == lo
-    assert s.get_offset_by_time("T", 0, 1000 * (lo + 5) + 1) == lo + 4  # offset i was stored at 1000 * (i + 1)
+    assert s.get_offset_by_time("T", 0, 1000 * (lo + 5) + 1) == lo + 5  # offset i was stored at 1000 * (i + 1)
+    assert s.get_offset_by_time("T", 0, 1000 * (lo + 5) + 1, upper=True) == lo + 4
+    assert s.get_offset_by_time("T", 0, 1000, upper=True) == lo  # none at or before it: the min offset

@@ -31,6 +31,7 @@ from typing import Any
 from sievemq.broker.filters import MessageFilter
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
+from sievemq.broker.offset_rules import PopStart, pop_start
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop import orderly
 from sievemq.broker.pop.book import PopBook, QueueKey, QueueState
@@ -41,7 +42,7 @@ from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, decode_record
-from sievemq.protocol.names import dlq_topic
+from sievemq.protocol.names import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.receipt_handle import ReceiptHandle
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
@@ -71,6 +72,11 @@ class PopSettings:
     """Leases one queue of one group may hold; a queue at the limit hands out only due leases."""
     snapshot_seconds: float = 5.0
     round_seconds: float = 1.0
+    check_in_memory: bool = True
+    """``initPopOffsetByCheckMsgInMem``: a new group starts a young queue at 0 (``offset_rules.pop_start``)."""
+    new_group_starts_at_end: bool = False
+    memory_limit: int = 1 << 62
+    """Bytes behind the commit log's end that count as in memory (``accessMessageInMemoryMaxRatio``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,9 +250,18 @@ class PopService:
         committed = self.offsets.query(req.group, req.topic, qid)
         if committed >= 0:
             return committed
-        if req.init_latest:
-            return self.store.get_max_offset(req.topic, qid)
-        return self.store.get_min_offset(req.topic, qid)
+        head = self.store.read_cq_entries(req.topic, qid, 0, 1)
+        facts = PopStart(
+            init_latest=req.init_latest,
+            retry_topic=req.topic.startswith(RETRY_GROUP_TOPIC_PREFIX),
+            group_knows_topic=self.offsets.knows(req.group, req.topic),
+            min_offset=self.store.get_min_offset(req.topic, qid),
+            max_offset=self.store.get_max_offset(req.topic, qid),
+            head_lag=self.store.max_phy_offset - head[0][0] if head and head[0][0] >= 0 else None,
+        )
+        s = self.settings
+        return pop_start(facts, check_in_memory=s.check_in_memory, memory_limit=s.memory_limit,
+                         new_group_starts_at_end=s.new_group_starts_at_end)  # fmt: skip
 
     def _stored(self, topic: str, qid: int, offset: int) -> bytes | None:
         entries = self.store.read_cq_entries(topic, qid, offset, 1)

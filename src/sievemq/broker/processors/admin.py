@@ -11,16 +11,24 @@ import orjson
 
 from sievemq.broker.clients import ConsumerManager
 from sievemq.broker.config_files import ConfigWriter
-from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.groups import GroupConfig, SubscriptionGroupManager
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.rates import human_bytes
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.topics import TopicConfigManager, validate_topic_name
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.admin_bodies import TopicOffset, encode_topic_stats
 from sievemq.protocol.mq_json import QueueKey
-from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, IllegalName
+from sievemq.protocol.names import (
+    AUTO_CREATE_TOPIC_KEY,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    IllegalName,
+    is_system_topic,
+    reply_topic,
+)
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -31,6 +39,7 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
 from sievemq.version import __version__
 
+_GROUP_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 PREPARED_QUEUES_MAX = 16
 """How many of a created topic's queues get their first file ahead (``MessageStore.prepare_queues``): enough for the
 usual 4-16 queues, and a request for 1,024 does not make 1,024 files that no message may ever need."""
@@ -77,11 +86,15 @@ class AdminProcessor:
     def register(self, table: ProcessorTable) -> None:
         """Put the admin codes into ``table``."""
         table.register(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic)
+        table.register(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, self.create_topic_list)
+        table.register(RequestCode.GET_TOPIC_CONFIG, self.get_topic_config)
+        table.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.system_topics)
         table.register(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topic_config)
         table.register(RequestCode.GET_TOPIC_NAME_LIST, self.topic_names)
         table.register(RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats)
         table.register(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic)
         table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.create_group)
+        table.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST, self.create_group_list)
         table.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, self.all_groups)
         table.register(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, self.get_group)
         table.register(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info)
@@ -115,12 +128,54 @@ class AdminProcessor:
             topic_sys_flag=int_or(f, "topicSysFlag", 0),
             order=get_bool(f, "order"),
         )
-        self.topics.check_room(topic)
-        self.topics.update(tc)
-        await self.store.prepare_queues(topic, range(min(write_n, PREPARED_QUEUES_MAX)))
+        await self._save_topics([tc])
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _save_topics(self, configs: list[TopicConfig]) -> None:
+        for tc in configs:
+            self.topics.check_room(tc.topic_name)
+        for tc in configs:
+            self.topics.update(tc)
+            await self.store.prepare_queues(tc.topic_name, range(min(tc.write_queue_nums, PREPARED_QUEUES_MAX)))
         await self.writer.flush()
         await self.register_now()
+
+    async def create_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """18 UPDATE_AND_CREATE_TOPIC_LIST (body: ``{"topicConfigList": [TopicConfig...]}``): every topic checked
+        first (INVALID_PARAMETER for an illegal or system name, as RocketMQ 5), then all created and registered."""
+        self._check_writable()
+        try:
+            doc = orjson.loads(cmd.body)
+            rows = doc.get("topicConfigList") if isinstance(doc, dict) else None
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise ValueError("topicConfigList must be a list of TopicConfig objects")
+            configs = [TopicConfig.from_json(r) for r in rows]
+        except IllegalName as e:
+            raise RemotingError(ResponseCode.INVALID_PARAMETER, str(e), Reason.INVALID_NAME) from None
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed CreateTopicListRequestBody: {e}",
+                                Reason.INVALID_HEADER) from None  # fmt: skip
+        for tc in configs:
+            if is_system_topic(tc.topic_name) and not tc.topic_name.startswith(_GROUP_TOPIC_PREFIXES):
+                raise RemotingError(ResponseCode.INVALID_PARAMETER, f"The topic[{tc.topic_name}] is conflict with "
+                                    "system topic.", Reason.INVALID_NAME)  # fmt: skip
+            if not (0 < tc.read_queue_nums <= 1024 and 0 < tc.write_queue_nums <= 1024):
+                raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{tc.topic_name}: queue numbers must be between 1 "
+                                    "and 1024", Reason.INVALID_HEADER)  # fmt: skip
+            if tc.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+                raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{tc.topic_name}: topicFilterType must be SINGLE_TAG "
+                                    f"or MULTI_TAG, not {tc.topic_filter_type}", Reason.INVALID_HEADER)  # fmt: skip
+        await self._save_topics(configs)
         return cmd.response(ResponseCode.SUCCESS)
+
+    async def get_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """351 GET_TOPIC_CONFIG (header ``topic``; ``lo``: sievemq has no static topics, so no queue mapping):
+        TopicConfigAndQueueMapping JSON, or TOPIC_NOT_EXIST."""
+        topic = require_str(cmd.ext_fields, "topic")
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({**tc.to_json(), "attributes": {}}))
 
     async def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """21 GET_ALL_TOPIC_CONFIG: TopicConfigSerializeWrapper JSON."""
@@ -130,6 +185,14 @@ class AdminProcessor:
         """23 GET_TOPIC_NAME_LIST."""
         body = {"topicList": sorted(self.topics.table), "brokerAddr": self.settings.advertised_addr}
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def system_topics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """305 GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicList of the topics the broker keeps for itself (templates,
+        schedule, its cluster's and its own name, the reply topic; retry and dead-letter topics are a group's)."""
+        own = {self.settings.cluster_name, self.settings.broker_name, reply_topic(self.settings.cluster_name)}
+        names = sorted(t for t in self.topics.table
+                       if t in own or (is_system_topic(t) and not t.startswith(_GROUP_TOPIC_PREFIXES)))  # fmt: skip
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": names}))
 
     async def topic_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """202 GET_TOPIC_STATS_INFO: each write queue's min and max offsets and its newest message's store time
@@ -173,6 +236,28 @@ class AdminProcessor:
         await self.writer.flush()
         return cmd.response(ResponseCode.SUCCESS)
 
+    async def create_group_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """225 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (body: ``{"groupConfigList": [SubscriptionGroupConfig...]}``):
+        every group checked first (INVALID_PARAMETER for an illegal name, as RocketMQ 5), then all created."""
+        self._check_writable()
+        try:
+            doc = orjson.loads(cmd.body)
+            rows = doc.get("groupConfigList") if isinstance(doc, dict) else None
+            if not isinstance(rows, list):
+                raise ValueError("groupConfigList must be a list of SubscriptionGroupConfig objects")
+            checked = [GroupConfig.from_json(r) for r in rows]
+            for gc in checked:
+                self.groups.check_room(gc.groupName)
+            for r in rows:
+                self.groups.update(r)
+        except IllegalName as e:
+            raise RemotingError(ResponseCode.INVALID_PARAMETER, str(e), Reason.INVALID_NAME) from None
+        except (orjson.JSONDecodeError, TypeError, AttributeError, ValueError) as e:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupList: {e}",
+                                Reason.INVALID_HEADER) from None  # fmt: skip
+        await self.writer.flush()
+        return cmd.response(ResponseCode.SUCCESS)
+
     async def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
         body = {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.groups.table.items())}}
@@ -189,18 +274,49 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(asdict(gc)))
 
     async def runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """28 GET_BROKER_RUNTIME_INFO: a KVTable of counters."""
-        s = self.stats
+        """28 GET_BROKER_RUNTIME_INFO: a KVTable of counters, under RocketMQ's names where sievemq has the same
+        measure (``mqadmin brokerStatus`` and ``clusterList`` read them; docs/admin.md §10) and sievemq's own."""
+        extra = self.extra_info()
         table = {
+            **self.stats.runtime_table(),
+            **store_runtime_info(self.store, extra),
+            **IDLE_POOLS,
+            "brokerActive": str(extra.get("brokerRole") != "SLAVE").lower(),
             "brokerVersionDesc": f"sievemq {__version__}",
             "brokerVersion": "409",
-            "msgPutTotalTodayNow": str(s.put_total),
-            "msgGetTotalTodayNow": str(s.get_total),
-            "commitLogMaxOffset": str(self.store.max_phy_offset),
-            "commitLogMinOffset": str(self.store.min_phy_offset),
             "pullHeldCount": str(self.hold.held()),
             "consumerGroups": str(len(self.consumers.groups)),
             "topics": str(len(self.topics.table)),
-            **self.extra_info(),
+            **extra,
         }
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))
+
+
+IDLE_POOLS = {
+    f"{pool}ThreadPoolQueue{what}": "0"
+    for pool in ("send", "pull", "litePull", "query", "ack")
+    for what in ("Size", "HeadWaitTimeMills")
+} | {"EndTransactionQueueSize": "0", "pageCacheLockTimeMills": "0", "startAcceptSendRequestTimeStamp": "0"}
+"""RocketMQ's request thread-pool queues and page-cache lock: sievemq serves requests on one event loop, with no
+such queue or lock (how late the loop runs: ``eventLoopLag*``)."""
+
+
+def store_runtime_info(store: MessageStore, extra: dict[str, str]) -> dict[str, str]:
+    """The store's GET_BROKER_RUNTIME_INFO entries under RocketMQ's names (``extra``: the disk's entries)."""
+    lo, hi = store.min_phy_offset, store.max_phy_offset
+    earliest = store.commitlog.store_timestamp_at(lo) if hi > lo else None
+    info = {
+        "commitLogMaxOffset": str(hi),
+        "commitLogMinOffset": str(lo if hi > 0 else -1),  # RocketMQ: -1 while the commit log has no file
+        "earliestMessageTimeStamp": str(-1 if earliest is None else earliest),
+        "dispatchBehindBytes": str(max(0, hi - store.writer.dispatched_to)),
+        "remainHowManyDataToFlush": human_bytes(max(0, hi - store.commitlog.mfq.flushed_offset)),
+    }
+    ratio = extra.get("commitLogDiskRatio")
+    if ratio is not None:
+        info[f"commitLogDiskRatio_{store.root / 'commitlog'}"] = ratio
+        info["consumeQueueDiskRatio"] = ratio  # one folder, one filesystem
+    total, free = extra.get("storeDiskTotalBytes"), extra.get("storeDiskFreeBytes")
+    if total is not None and free is not None:
+        info["commitLogDirCapacity"] = f"Total : {human_bytes(int(total))}, Free : {human_bytes(int(free))}."
+    return info

@@ -1,9 +1,10 @@
 """How far consumer groups are, as RocketMQ's tools ask (docs/admin.md §3): GET_CONSUME_STATS (208),
-GET_CONSUMER_CONNECTION_LIST (203) and QUERY_TOPIC_CONSUME_BY_WHO (300). Read-only."""
+GET_CONSUMER_CONNECTION_LIST (203), QUERY_TOPIC_CONSUME_BY_WHO (300) and GET_BROKER_CONSUME_STATS (317, every
+group at once: ``mqadmin brokerConsumeStats``). Read-only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from sievemq.broker.clients import ConsumerManager
@@ -15,6 +16,7 @@ from sievemq.protocol.admin_bodies import (
     ConsumeStats,
     OffsetWrapper,
     encode_consume_stats,
+    encode_consume_stats_list,
     encode_consumer_connection,
     encode_group_list,
 )
@@ -22,7 +24,7 @@ from sievemq.protocol.mq_json import QueueKey
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_str, require_str
+from sievemq.remoting.headers import get_bool, get_str, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
 
@@ -45,12 +47,16 @@ class ConsumeStatsProcessor:
     consumers: ConsumerManager
     broker_name: str
     pop_cursor: Callable[[str, str, int], int | None] = field(default=_no_pop_cursor)
+    group_names: Callable[[], Iterable[str]] = field(default=tuple)
+    """The broker's subscription groups (GET_BROKER_CONSUME_STATS reports these, as RocketMQ)."""
+    broker_addr: str = ""
 
     def register(self, table: ProcessorTable) -> None:
         """Put 208, 203 and 300 into ``table``."""
         table.register(RequestCode.GET_CONSUME_STATS, self.consume_stats)
         table.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.connection_list)
         table.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.consume_by_who)
+        table.register(RequestCode.GET_BROKER_CONSUME_STATS, self.broker_consume_stats)
 
     def topics_of(self, group: str, topic: str | None) -> list[str]:
         """The topics whose queues GET_CONSUME_STATS reports: ``topic``, else those the group has offsets of or
@@ -117,3 +123,28 @@ class ConsumeStatsProcessor:
         """300 QUERY_TOPIC_CONSUME_BY_WHO, header ``topic``: GroupList."""
         topic = require_str(cmd.ext_fields, "topic")
         return cmd.response(ResponseCode.SUCCESS, body=encode_group_list(self.groups_of_topic(topic)))
+
+    def broker_stats(self, order_only: bool = False) -> tuple[list[dict[str, list[ConsumeStats]]], int]:
+        """Every subscription group's queues of the topics it has offsets of (those it subscribes, while online;
+        with ``order_only`` the ordered topics only), as RocketMQ's ConsumeStatsList, and the total diff."""
+        out: list[dict[str, list[ConsumeStats]]] = []
+        total = 0
+        for group in sorted(self.group_names()):
+            info = self.consumers.get(group)
+            subscribed = info.topics() if info is not None else set()
+            found = []
+            for topic in sorted(self.offsets.offsets_of_group(group)):
+                tc = self.topics.get(topic)
+                if tc is None or (order_only and not tc.order) or (subscribed and topic not in subscribed):
+                    continue
+                stats = self.stats(group, topic)
+                total += sum(max(0, w.broker_offset - w.consumer_offset) for w in stats.offsets.values())
+                found.append(stats)
+            out.append({group: found})
+        return out, total
+
+    async def broker_consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """317 GET_BROKER_CONSUME_STATS, header ``isOrder``: ConsumeStatsList (``brokerAddr``,
+        ``consumeStatsList``: ``[{group: [ConsumeStats...]}]``, ``totalDiff``, ``totalInflightDiff``)."""
+        groups, total = self.broker_stats(get_bool(cmd.ext_fields, "isOrder"))
+        return cmd.response(ResponseCode.SUCCESS, body=encode_consume_stats_list(self.broker_addr, groups, total))

@@ -11,7 +11,7 @@ from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_bool, require_int, require_str
+from sievemq.remoting.headers import get_bool, get_str, require_int, require_str
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore
 
@@ -90,10 +90,12 @@ class OffsetProcessor:
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     async def search_by_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """29: the offset whose store time is nearest the timestamp."""
+        """29: the first offset stored at or after ``timestamp``; with ``boundaryType`` ``upper`` (any case, as
+        RocketMQ 5 reads it), the last offset stored at or before it."""
         f = cmd.ext_fields
+        upper = (get_str(f, "boundaryType") or "").lower() == "upper"
         offset = self.store.get_offset_by_time(
-            require_str(f, "topic"), require_int(f, "queueId"), require_int(f, "timestamp")
+            require_str(f, "topic"), require_int(f, "queueId"), require_int(f, "timestamp"), upper
         )
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 

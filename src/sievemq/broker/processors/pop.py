@@ -3,13 +3,13 @@
 
 POP_MESSAGE header: ``consumerGroup``, ``topic``, ``queueId`` (-1: any queue of the topic on this broker),
 ``maxMsgNums`` (1-64), ``invisibleTime`` (ms, 1 s to 12 h), ``pollTime`` (ms the broker may wait when there is
-nothing; at most 25 s), ``initMode`` (0: a group's first POP starts at the oldest messages, 1 (default): at the
-end), ``expType`` (TAG or SQL92) and ``exp`` (the filter; none or ``*``: everything), ``clientId`` (for the
-subscription-consistency check), ``order`` (true: orderly POP for a FIFO group, docs/pop.md §5) and ``attemptId``
-(an orderly POP's id; its retry with the same id gets the same batch). The answer: the records in the body (as a
-pull's), and in the header ``handles`` (the receipt handles, ``;``-separated, in the records' order), ``attempts``
-(each one's delivery attempt, ``,``-separated), ``popTime``, ``invisibleTime``, ``restNum``. Nothing to hand out:
-PULL_NOT_FOUND.
+nothing; at most 25 s), ``initMode`` (0: a group's first POP starts at the oldest messages, 1 (default): RocketMQ's
+rule, ``offset_rules.pop_start``), ``expType`` (TAG or SQL92) and ``exp`` (the filter; none or ``*``: everything),
+``clientId`` (for the subscription-consistency check), ``order`` (true: orderly POP for a FIFO group, docs/pop.md
+§5) and ``attemptId`` (an orderly POP's id; its retry with the same id gets the same batch). The answer: the records
+in the body (as a pull's), and in the header ``handles`` (the receipt handles, ``;``-separated, in the records'
+order), ``attempts`` (each one's delivery attempt, ``,``-separated), ``popTime``, ``invisibleTime``, ``restNum``.
+Nothing to hand out: PULL_NOT_FOUND.
 
 ACK_MESSAGE header: ``consumerGroup``, ``extraInfo`` (the receipt handle), ``deadLetter`` (true: to the group's
 dead-letter topic now, as ForwardMessageToDeadLetterQueue asks). CHANGE_MESSAGE_INVISIBLETIME: the same and

@@ -99,8 +99,10 @@ class PullProcessor:
     settings: PullSettings
 
     def register(self, table: ProcessorTable) -> None:
-        """Put PULL_MESSAGE into ``table``."""
+        """Put PULL_MESSAGE into ``table``, and LITE_PULL_MESSAGE (361: what rocketmq-client 5.x's
+        DefaultLitePullConsumer sends), which RocketMQ's broker serves the same way."""
         table.register(RequestCode.PULL_MESSAGE, self.pull)
+        table.register(RequestCode.LITE_PULL_MESSAGE, self.pull)
 
     # ------------------------------------------------------------------------------------------ checks
     def _check_queue(self, h: PullMessageHeader) -> None:

@@ -4,20 +4,22 @@ the requester with PUSH_REPLY_MESSAGE_TO_CLIENT (326) (docs/request-reply.md).
 The reply goes to ``<cluster>_REPLY_TOPIC`` and names its requester in ``REPLY_TO_CLIENT``. The broker stores it (so
 it can be looked up like any message) and pushes it on the requester's connection, found among its producers'
 heartbeats. The replier's answer says whether the push reached the requester (``pushed``: ``true``/``false``;
-RocketMQ's broker answers the same whether it did or not).
+RocketMQ's broker answers the same whether it did or not). Its properties are the replier's with ``MSG_REGION`` and
+``TRACE_ON`` laid over, and the pushed copy has ``PUSH_REPLY_TIME`` too, as RocketMQ 5's broker sends them.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from sievemq.broker.clients import ProducerManager
-from sievemq.broker.processors.send import born_host, stored_code
+from sievemq.broker.processors.send import REGION, born_host, stored_code
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
-from sievemq.protocol.message import MessageExt, PropertyKey, string_to_properties
+from sievemq.protocol.message import MessageExt, PropertyKey, properties_to_string, string_to_properties
 from sievemq.protocol.names import REPLY_TOPIC_SUFFIX
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -31,6 +33,8 @@ __all__ = ["ReplyProcessor"]
 log = logging.getLogger(__name__)
 
 PUSH_TIMEOUT = 3.0
+PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+"""When the broker pushed the reply, ms (RocketMQ's ``MessageConst.PROPERTY_PUSH_REPLY_TIME``)."""
 
 
 @dataclass
@@ -65,7 +69,8 @@ class ReplyProcessor:
         requester = props.get(PropertyKey.REPLY_TO_CLIENT, "")
         if not requester or not props.get(PropertyKey.CORRELATION_ID):
             raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "a reply needs REPLY_TO_CLIENT and CORRELATION_ID")
-        props[PropertyKey.CLUSTER] = self.cluster_name
+        props[PropertyKey.MSG_REGION] = REGION
+        props[PropertyKey.TRACE_ON] = "true"
         msg = MessageExt(topic=h.topic, body=cmd.body, flag=h.flag, properties=props, queue_id=max(0, h.queue_id),
                          sys_flag=h.sys_flag, born_timestamp=h.born_timestamp, born_host=born_host(conn),
                          store_host=self.store_host)  # fmt: skip
@@ -90,7 +95,8 @@ class ReplyProcessor:
             "storeHost": f"{self.store_host[0]}:{self.store_host[1]}",
             "storeTimestamp": msg.store_timestamp,
         }
-        fields["properties"] = h.properties
+        props = {**msg.properties, PUSH_REPLY_TIME: str(int(time.time() * 1000))}
+        fields["properties"] = properties_to_string(props)
         push = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, fields, body=msg.body)
         try:
             resp = await channel.conn.request(push, PUSH_TIMEOUT)

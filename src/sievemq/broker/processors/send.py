@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from sievemq.broker.groups import SubscriptionGroupManager
@@ -21,6 +21,7 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.batch import batch_messages, decode_batch
 from sievemq.protocol.compression import CompressionError, decompress, is_compressed
 from sievemq.protocol.message import MessageExt, PropertyKey, string_to_properties
+from sievemq.protocol.msgid import UniqIdGenerator
 from sievemq.protocol.names import (
     AUTO_CREATE_TOPIC_KEY,
     NOT_ALLOWED_SEND_TOPICS,
@@ -39,6 +40,8 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore, PutResult, PutStatus
 
 MAX_PROPERTIES_BYTES = 32767
+REGION = "DefaultRegion"
+"""The ``MSG_REGION`` of every stored message and send answer (RocketMQ's ``regionId`` default)."""
 _PUT_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -106,6 +109,8 @@ class SendProcessor:
     """Takes messages with ``TRAN_MSG=true`` as half messages (None: refused)."""
     timers: TimerService | None = None
     """Parks messages with a timer property until their time (None: refused; docs/timer.md)."""
+    ids: UniqIdGenerator = field(default_factory=UniqIdGenerator)
+    """Makes the ``UNIQ_KEY`` of a message sent without one (RocketMQ 5's broker does the same)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the send codes into ``table``."""
@@ -115,9 +120,10 @@ class SendProcessor:
 
     # ----------------------------------------------------------------------------------------- checks
     def _check_topic(self, h: SendMessageHeader) -> TopicConfig:
-        validate_topic_name(h.topic)
-        if h.topic == AUTO_CREATE_TOPIC_KEY:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the topic [{h.topic}] is conflict with default topic")
+        validate_topic_name(h.topic, ResponseCode.INVALID_PARAMETER)
+        if h.topic == AUTO_CREATE_TOPIC_KEY:  # RocketMQ's broker stores it; its clients refuse it (docs/compat.md)
+            raise RemotingError(ResponseCode.INVALID_PARAMETER, f"the topic [{h.topic}] is conflict with default topic",
+                                Reason.INVALID_NAME)  # fmt: skip
         if h.topic in NOT_ALLOWED_SEND_TOPICS:
             raise RemotingError(ResponseCode.NO_PERMISSION, f"sending to the system topic [{h.topic}] is forbidden")
         broker = self.settings.broker_name
@@ -149,7 +155,7 @@ class SendProcessor:
             return random.randrange(max(1, tc.write_queue_nums))
         if h.queue_id >= tc.write_queue_nums:
             raise RemotingError(
-                ResponseCode.SYSTEM_ERROR,
+                ResponseCode.INVALID_PARAMETER,
                 f"request queueId[{h.queue_id}] is illegal, topic {tc.topic_name} has {tc.write_queue_nums} "
                 "write queues",
                 Reason.INVALID_HEADER,
@@ -158,6 +164,8 @@ class SendProcessor:
 
     def _check_sizes(self, body: bytes, props: str) -> None:
         limit = self.settings.max_message_size
+        if not body:  # RocketMQ's clients refuse it with this code (its broker fails on it)
+            raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
         if len(body) > limit:
             raise RemotingError(
                 ResponseCode.MESSAGE_ILLEGAL, f"message body is {len(body)} bytes, larger than maxMessageSize {limit}"
@@ -220,8 +228,6 @@ class SendProcessor:
         tc = self._check_topic(h)
         queue_id = self._queue_id(h, tc)
         base_props = string_to_properties(h.properties) if h.properties else {}
-        base_props.pop(PropertyKey.WAIT, None)
-        base_props[PropertyKey.CLUSTER] = self.settings.cluster_name
         sys_flag = h.sys_flag | (MULTI_TAGS_FLAG if tc.topic_filter_type == "MULTI_TAG" else 0)
         peer = born_host(conn)
 
@@ -244,8 +250,9 @@ class SendProcessor:
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
             body = self._batch_body(cmd.body, h.sys_flag)
             sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)  # the entries are stored as sent, inflated
+            # Each entry is stored with its own properties only, as RocketMQ stores them (no CLUSTER).
             msgs = batch_messages(body, h.topic, queue_id, sys_flag, h.born_timestamp, peer, self.settings.store_host,
-                                  h.reconsume_times, base_props, self.settings.max_message_size)  # fmt: skip
+                                  h.reconsume_times, {}, self.settings.max_message_size)  # fmt: skip
             if msgs is None:
                 self._refuse_batch(body)
             if any(PropertyKey.TRAN_MSG in m.properties for m in msgs):
@@ -254,7 +261,7 @@ class SendProcessor:
             result = await self.store.put_messages(msgs)
         else:
             self._check_sizes(cmd.body, h.properties)
-            msg = make(cmd.body, h.flag, base_props)
+            msg = make(cmd.body, h.flag, self._stored_properties(base_props))
             if base_props.get(PropertyKey.TRAN_MSG) == "true":
                 result = await self._prepare(msg)
             else:
@@ -267,6 +274,17 @@ class SendProcessor:
         if self.topics.revision != revision:  # a topic made for this send is on disk before the answer
             await self.topics.saved_since(revision)
         return self._respond(cmd, result, queue_id, code, h.topic)
+
+    def _stored_properties(self, props: dict[str, str]) -> dict[str, str]:
+        """A single message's properties as RocketMQ 5's broker stores them: ``WAIT`` kept as sent, the broker's
+        ``CLUSTER``, ``MSG_REGION`` and ``TRACE_ON`` laid over, and a ``UNIQ_KEY`` made when the client sent none
+        (docs/protocol/message-format.md §6)."""
+        props[PropertyKey.CLUSTER] = self.settings.cluster_name
+        props[PropertyKey.MSG_REGION] = REGION
+        props[PropertyKey.TRACE_ON] = "true"
+        if not props.get(PropertyKey.UNIQ_KEY):
+            props[PropertyKey.UNIQ_KEY] = self.ids.next()
+        return props
 
     async def _prepare(self, msg: MessageExt) -> PutResult:
         """A transaction's half message: stored where no consumer reads until END_TRANSACTION commits it."""
@@ -310,7 +328,12 @@ class SendProcessor:
                 "msgId": ",".join(result.message_ids),
                 "queueId": queue_id,
                 "queueOffset": first.queue_offset,
-                "MSG_REGION": "DefaultRegion",
+                "MSG_REGION": REGION,
                 "TRACE_ON": "true",
+                **(
+                    {"transactionId": uniq}
+                    if len(result.msgs) == 1 and (uniq := first.properties.get(PropertyKey.UNIQ_KEY))
+                    else {}
+                ),
             },
         )

@@ -21,7 +21,7 @@ from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
-from sievemq.remoting.headers import get_int, get_str, int_or, require_int, require_str
+from sievemq.remoting.headers import get_int, int_or, require_int, require_str
 from sievemq.remoting.server import ProcessorTable, ResourceCheck, allow_all
 from sievemq.store import MessageStore
 
@@ -46,7 +46,7 @@ class SendBackProcessor:
 
     async def send_back(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """36: header ``group``, ``offset`` (the commit-log offset of the failed message), ``delayLevel`` (0: the
-        attempt's own level, < 0: dead-letter now), ``maxReconsumeTimes``, ``originMsgId``."""
+        attempt's own level, < 0: dead-letter now), ``maxReconsumeTimes`` (``originMsgId`` is read by no one)."""
         refusal = self.gate.write_refusal()
         if refusal is not None:
             raise refusal
@@ -65,7 +65,10 @@ class SendBackProcessor:
         self.check_more(conn, cmd, {old.topic: Perm.SUB})  # as a pull of that topic would be checked
         props = dict(old.properties)
         props.setdefault(PropertyKey.RETRY_TOPIC, old.topic)
-        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, get_str(f, "originMsgId") or old.uniq_key or old.offset_msg_id)
+        # As RocketMQ's broker: the record's own ORIGIN_MESSAGE_ID, else the record's offsetMsgId (the header's
+        # originMsgId is not used); the copy does not wait for the flush (docs/protocol/requests.md §11).
+        props.setdefault(PropertyKey.ORIGIN_MESSAGE_ID, old.offset_msg_id)
+        props[PropertyKey.WAIT] = "false"
         props.pop(PropertyKey.DELAY, None)
         limit = client_retry_limit(get_int(f, "maxReconsumeTimes"), cmd.version)
         decision = decide(old.reconsume_times, gc.retryMaxTimes if limit is None else limit, requested_delay)

@@ -295,24 +295,29 @@ class TransactionService:
                     self._settled(step.half.offset)
                     self.expired += 1
             elif isinstance(step, Check):
+                times = step.half.checks + 1  # this check's number, counted before the await
                 result = await self._write_ops([op_message(step.half.offset, OpKind.CHECKED, self.store_host, now_ms)])
                 self.book.checked(step.half.offset, now_ms)
                 if result.ok:
-                    self._send_check(half)
+                    self._send_check(half, times)
             steps += 1
         self._save_floors()
         return steps
 
-    def _send_check(self, half: MessageExt) -> None:
+    def _send_check(self, half: MessageExt, times: int) -> None:
+        """CHECK_TRANSACTION_STATE for ``half`` to one producer of its group, its ``times``-th check: the body is the
+        half message with ``TRANSACTION_CHECK_TIMES`` = ``times``, as RocketMQ's broker sends it (docs/transactions.md
+        §1)."""
         group = half.properties.get(PropertyKey.PGROUP, "")
         channels = list((self.producers.groups.get(group) or {}).values())
         if not channels:
             log.debug("no producer of group %s connected to check message %s", group, half.uniq_key)
             return
         qid = half.properties.get(PropertyKey.REAL_QID, "0")
-        shown = replace(half, topic=half.properties.get(PropertyKey.REAL_TOPIC, half.topic),
-                        queue_id=int(qid) if qid.isdecimal() else 0)  # fmt: skip
         uniq = half.uniq_key or half.offset_msg_id
+        props = {**half.properties, PropertyKey.TRANSACTION_CHECK_TIMES: str(times)}
+        shown = replace(half, topic=half.properties.get(PropertyKey.REAL_TOPIC, half.topic),
+                        queue_id=int(qid) if qid.isdecimal() else 0, properties=props)  # fmt: skip
         fields = {
             "tranStateTableOffset": half.queue_offset,
             "commitLogOffset": half.commit_log_offset,
