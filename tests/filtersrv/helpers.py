@@ -156,7 +156,7 @@ async def send_orders(conn: Connection, topic: str, ids: range, queues: int = 2)
         await wire.send_message(conn, topic, order(i), queue_id=i % queues, tags="AB"[i % 2], keys=[f"order-{i}"])
 
 
-async def until(probe: Callable[[], Awaitable[T]], *, timeout: float = 5.0, what: str = "condition") -> T:
+async def until(probe: Callable[[], Awaitable[T]], *, timeout: float = 30.0, what: str = "condition") -> T:
     """Await ``probe()`` until it returns something truthy; fail with the last value or error at the deadline."""
     deadline = time.monotonic() + timeout
     last: object = None

@@ -172,7 +172,7 @@ async def test_no_escape_succeeds(fc: FilterCluster, conns: list[Connection], mo
             return False
         return fs.addr in [s for servers in route.filter_server_table.values() for s in servers]
 
-    await until(routed, timeout=10.0, what="the filter server in the route")
+    await until(routed, timeout=30.0, what="the filter server in the route")
     c = PushConsumer(ns.addr, GROUP, consume_from="first", instance_name=f"esc-{next(_instances)}")
     for topic, src in topics.items():
         c.subscribe(topic, Selector.function_source(src, name="Escape", access_key=ACCOUNT, secret=SECRET))

@@ -102,6 +102,15 @@ async def create_topic(
     return resp
 
 
+async def create_group(conn: Connection, group: str, **config: Any) -> RemotingCommand:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker (``config``: RocketMQ's field names); asserts success. A
+    broker takes offset commits only of a group it has (as RocketMQ 5): a consumer's heartbeat or this makes it."""
+    body = orjson.dumps({"groupName": group, "consumeEnable": True, **config})
+    resp = await call(conn, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+    assert resp.code == ResponseCode.SUCCESS, f"create group {group}: [{resp.code}] {resp.remark}"
+    return resp
+
+
 async def route_or_none(ns_conn: Connection, topic: str) -> TopicRouteData | None:
     """The topic's route from a name server, or None when it answers TOPIC_NOT_EXIST."""
     resp = await call(ns_conn, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})

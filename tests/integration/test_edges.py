@@ -19,6 +19,7 @@ from sievemq.remoting.command import RemotingCommand
 from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import (
     call,
+    create_group,
     create_topic,
     decode_body_records,
     eventually,
@@ -92,6 +93,7 @@ async def test_permissions_and_system_topics(broker: Proc, open_conn: OpenConn) 
 async def test_one_way_offset_commit_and_negative_offsets(broker: Proc, open_conn: OpenConn) -> None:
     conn = await open_conn(broker)
     await wire.send_message(conn, "OnewayTopic", b"x", queue_id=0)
+    await create_group(conn, GROUP)
     fields = {"consumerGroup": GROUP, "topic": "OnewayTopic", "queueId": 0, "commitOffset": 1}
     conn.send_oneway(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields))
     await eventually(lambda: _eq(api.query_offset(conn, GROUP, "OnewayTopic", 0), 1), what="one-way commit stored")

@@ -18,7 +18,7 @@ from sievemq.proxy.v2 import service_pb2_grpc as rpc
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection, connect
 from tests.integration.conftest import Cluster
-from tests.integration.helpers import create_topic, eventually
+from tests.integration.helpers import create_group, create_topic, eventually
 from tests.integration.test_sql92 import EXPR, fill, hb, matches, pull_bodies
 from tests.support import wire
 from tests.support.metrics import Scrape, fetch, scrape
@@ -162,6 +162,7 @@ async def test_consumer_lag_per_queue_and_pop_leases_in_flight(cluster: Cluster)
             await wire.send_message(conn, "Lagging", b"a", queue_id=0)
         for _ in range(4):
             await wire.send_message(conn, "Lagging", b"b", queue_id=1)
+        await create_group(conn, "g-lag")
         await api.update_offset(conn, "g-lag", "Lagging", 0, 3)
         await api.update_offset(conn, "g-lag", "Lagging", 1, 4)
         s = await scrape(http)

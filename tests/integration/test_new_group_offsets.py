@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from tests.integration.conftest import Cluster, OpenConn
-from tests.integration.helpers import call, create_topic
+from tests.integration.helpers import call, create_group, create_topic
 from tests.support import wire
 
 TOPIC = "YoungTopic"
@@ -32,6 +32,7 @@ async def test_rocketmq_rule_by_default_and_set_zero_if_not_found(cluster: Clust
     assert await _query(conn, "new-group", 0) == (ResponseCode.SUCCESS, "0"), "a young queue: offset 0"
     assert (await _query(conn, "new-group", 0, setZeroIfNotFound="false"))[0] == ResponseCode.QUERY_NOT_FOUND
     assert await _query(conn, "new-group", 0, setZeroIfNotFound="true") == (ResponseCode.SUCCESS, "0")
+    await create_group(conn, "new-group")  # a broker takes commits of the groups it has (a heartbeat makes one)
     resp = await call(conn, RequestCode.UPDATE_CONSUMER_OFFSET,
                       {"consumerGroup": "new-group", "topic": TOPIC, "queueId": 0, "commitOffset": 2})  # fmt: skip
     assert resp.code == ResponseCode.SUCCESS
@@ -44,6 +45,7 @@ async def test_new_group_starts_at_end(cluster: Cluster, open_conn: OpenConn) ->
     await _young_topic(conn)
     assert (await _query(conn, "g", 0))[0] == ResponseCode.QUERY_NOT_FOUND, "a new group is told it has no offset"
     assert (await _query(conn, "g", 1))[0] == ResponseCode.QUERY_NOT_FOUND
+    await create_group(conn, "g")
     resp = await call(conn, RequestCode.UPDATE_CONSUMER_OFFSET,
                       {"consumerGroup": "g", "topic": TOPIC, "queueId": 0, "commitOffset": 3})  # fmt: skip
     assert resp.code == ResponseCode.SUCCESS

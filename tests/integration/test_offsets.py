@@ -14,6 +14,7 @@ from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import (
     SUB_ALL,
     call,
+    create_group,
     create_topic,
     decode_body_records,
     eventually,
@@ -42,6 +43,7 @@ async def test_consumer_offsets_update_commit_and_survive_restarts(
     assert await api.query_offset(conn, GROUP, TOPIC, 0) == 0
     assert await api.query_offset(conn, GROUP, TOPIC, 1) == 0
 
+    await create_group(conn, GROUP)  # a broker takes commits of the groups it has (a heartbeat makes one)
     await api.update_offset(conn, GROUP, TOPIC, 0, 3)
     assert await api.query_offset(conn, GROUP, TOPIC, 0) == 3
     assert await api.query_offset(conn, "other-group", TOPIC, 0) == 0, "offsets are per group"
@@ -106,6 +108,7 @@ async def test_sync_flush_broker_has_an_answered_offset_commit_on_disk(
     await create_topic(conn, TOPIC, queues=1)
     for i in range(3):
         await wire.send_message(conn, TOPIC, f"s{i}".encode(), queue_id=0)
+    await create_group(conn, GROUP)
     await api.update_offset(conn, GROUP, TOPIC, 0, 2)
     broker.kill9()
     broker = cluster.restart(broker)

@@ -9,6 +9,7 @@ import orjson
 
 from sievemq.acl.signature import RequestSigner
 from sievemq.errors import RemotingError, RequestTimeoutError, SieveError
+from sievemq.protocol import mq_json
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_system_topic
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -128,7 +129,7 @@ class AdminClient:
     async def brokers(self) -> list[BrokerInfo]:
         """Every broker the name server knows."""
         resp = await self._namesrv_call(RequestCode.GET_BROKER_CLUSTER_INFO)
-        info = orjson.loads(resp.body)
+        info = mq_json.loads(resp.body)  # RocketMQ's name server writes brokerAddrs with number keys
         out = []
         for name, bd in sorted((info.get("brokerAddrTable") or {}).items()):
             addrs = {int(k): v for k, v in (bd.get("brokerAddrs") or {}).items()}
@@ -138,12 +139,12 @@ class AdminClient:
     async def route(self, topic: str) -> TopicRouteData:
         """The route of a topic (RemotingError TOPIC_NOT_EXIST when none)."""
         resp = await self._namesrv_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        return TopicRouteData.from_json(orjson.loads(resp.body))
+        return TopicRouteData.from_json(mq_json.loads(resp.body))
 
     async def topic_list(self) -> list[str]:
         """Every topic known to the name server."""
         resp = await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        return list(orjson.loads(resp.body).get("topicList") or [])
+        return list(mq_json.loads(resp.body).get("topicList") or [])
 
     async def _target_masters(self, broker: str | None, cluster: str | None) -> list[str]:
         if broker:
@@ -203,7 +204,7 @@ class AdminClient:
         out = []
         for addr in await self._target_masters(None, None):
             resp = await self._call(addr, RequestCode.GET_GROUP_STATUS, {"consumerGroup": group})
-            out.append(orjson.loads(resp.body))
+            out.append(mq_json.loads(resp.body))
         return out
 
     async def group_filters(self, group: str) -> list[dict[str, Any]]:
@@ -211,7 +212,7 @@ class AdminClient:
         out = []
         for addr in await self._target_masters(None, None):
             resp = await self._call(addr, RequestCode.GET_GROUP_FILTERS, {"consumerGroup": group})
-            out.append(orjson.loads(resp.body))
+            out.append(mq_json.loads(resp.body))
         return out
 
     # ------------------------------------------------------------------------------------------ group configs
@@ -223,7 +224,7 @@ class AdminClient:
             if e.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
                 return None
             raise
-        doc = orjson.loads(resp.body)
+        doc = mq_json.loads(resp.body)
         return doc if isinstance(doc, dict) else None
 
     async def update_group(
@@ -255,13 +256,13 @@ class AdminClient:
                 continue
             fields = {"topic": topic, "expression": expression, "expressionType": kind, "last": last}
             resp = await self._call(addr, RequestCode.EXPLAIN_SELECTOR, fields)
-            out.append(orjson.loads(resp.body))
+            out.append(mq_json.loads(resp.body))
         return out
 
     async def runtime_info(self, broker_addr: str) -> dict[str, str]:
         """A broker's counters."""
         resp = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-        return dict(orjson.loads(resp.body).get("table") or {})
+        return dict(mq_json.loads(resp.body).get("table") or {})
 
     async def cluster_status(self) -> list[dict[str, Any]]:
         """Every broker of every set: role, address, commit-log end, codec, version, messages put and got (its

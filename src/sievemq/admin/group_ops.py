@@ -97,7 +97,12 @@ async def reset_offset(
         for slave in (addr for bid, addr in sorted(b.addrs.items()) if bid != 0):
             for k, offset in table.items():  # a slave must not keep a larger offset of before the reset
                 sync = {"consumerGroup": group, "topic": topic, "queueId": k.queue_id, "commitOffset": offset}
-                await admin.call(slave, RequestCode.UPDATE_CONSUMER_OFFSET, sync)
+                try:
+                    await admin.call(slave, RequestCode.UPDATE_CONSUMER_OFFSET, sync)
+                except RemotingError as e:
+                    if e.code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+                        raise
+                    break  # a slave that has not copied the group yet holds none of its offsets either
         rows = [QueueReset(k.topic, k.broker_name, k.queue_id, before.get(k.queue_id), v) for k, v in table.items()]
         return rows, _told(answer.ext_fields.get("clientsTold", "[]"))
 

@@ -12,12 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from sievemq.admin.api import AdminClient, BrokerInfo
 from sievemq.admin.errors import GroupNotFound
 from sievemq.admin.fanout import CONCURRENCY, fan_out, texts
 from sievemq.errors import RemotingError, SieveError
+from sievemq.protocol import mq_json
 from sievemq.protocol.admin_bodies import (
     ConsumerConnection,
     ConsumeStats,
@@ -273,8 +272,8 @@ async def known_groups(admin: AdminClient, brokers: Iterable[BrokerInfo] | None 
 
     async def names(b: BrokerInfo) -> set[str]:
         addr = _addr(b)
-        configs = orjson.loads((await admin.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)
-        offsets = orjson.loads((await admin.call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).body)
+        configs = mq_json.loads((await admin.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)
+        offsets = mq_json.loads((await admin.call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).body)
         out = set((configs.get("subscriptionGroupTable") or {}).keys())
         out.update(str(k).partition("@")[2] for k in (offsets.get("offsetTable") or {}))
         return out

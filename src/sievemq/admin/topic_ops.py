@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import orjson
-
 from sievemq.admin.api import AdminClient, BrokerInfo
 from sievemq.admin.fanout import fan_out
+from sievemq.protocol import mq_json
 from sievemq.remoting.codes import RequestCode
 
 __all__ = ["topic_holders"]
@@ -18,7 +17,7 @@ async def topic_holders(admin: AdminClient, topic: str, cluster: str | None = No
 
     async def holds(b: BrokerInfo) -> bool:
         resp = await admin.call(b.addrs[0], RequestCode.GET_TOPIC_NAME_LIST)
-        return topic in (orjson.loads(resp.body).get("topicList") or [])
+        return topic in (mq_json.loads(resp.body).get("topicList") or [])
 
     answers, _ = await fan_out(masters, holds)
     holders = [name for name, held in answers.items() if held]

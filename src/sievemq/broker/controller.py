@@ -215,6 +215,8 @@ class BrokerController:
                 self.offsets,
                 self.store,
                 self.writer,
+                self.groups,
+                self.topics,
                 self.sync_flush,
                 c.new_group_starts_at_end,
                 memory_share(c.access_message_in_memory_max_ratio),

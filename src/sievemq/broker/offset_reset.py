@@ -27,7 +27,8 @@ def offset_at_time(
     (``max_offset`` when none was, and for ``LATEST``).
 
     ``nearest(ts)`` is the store's SEARCH_OFFSET_BY_TIMESTAMP answer (the first offset stored at or after ``ts``;
-    an offset stored at ``ts`` or either neighbour is corrected here too); ``store_time(offset)`` the store time of the message at ``offset`` (None when gone).
+    an offset stored at ``ts`` or either neighbour is corrected here too); ``store_time(offset)`` the store time
+    of the message at ``offset`` (None when gone).
     """
     if timestamp < 0 or min_offset >= max_offset:
         return max_offset

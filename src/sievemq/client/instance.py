@@ -21,8 +21,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-import orjson
-
 from sievemq.acl.signature import RequestSigner
 from sievemq.client import api
 from sievemq.client.broker_requests import BrokerRequests, Relay
@@ -33,6 +31,7 @@ from sievemq.client.options import DEFAULT_NAMESRV, ClientOptions, parse_namesrv
 from sievemq.client.request_reply import ReplyWaiters
 from sievemq.client.route_cache import RouteCache
 from sievemq.errors import RemotingError
+from sievemq.protocol import mq_json
 from sievemq.protocol.reasons import RefusedSubscription
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -295,7 +294,7 @@ class ClientInstance(RouteCache):
             raise NoRouteError(topic, resp.remark or "no name server knows it", resp.ext_fields.get("reason"))
         if resp.code != ResponseCode.SUCCESS:
             raise RemotingError.from_response(resp.code, resp.remark, resp.ext_fields)
-        return TopicRouteData.from_json(orjson.loads(resp.body))
+        return TopicRouteData.from_json(mq_json.loads(resp.body))  # number keys from a RocketMQ 4 name server
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
         """Fetch and cache ``topic``'s route, telling producers; the cached route when the name servers fail."""

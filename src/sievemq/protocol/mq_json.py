@@ -9,7 +9,8 @@ ConsumeStats (GET_CONSUME_STATS 208) and ResetOffsetBody (INVOKE_BROKER_TO_RESET
 RESET_CONSUMER_CLIENT_OFFSET 220) travel this way, and RocketMQ's tools and clients expect exactly that form
 (docs/admin.md §2). ``dumps`` writes it: a ``QueueMap`` inside a document becomes such an object; everything else
 is plain JSON. ``loads`` reads it back, and reads plain JSON too: an object key that is a queue object becomes a
-``QueueKey``; any other object key is refused.
+``QueueKey``, a bare whole number its text (how RocketMQ writes a map keyed by numbers, e.g. the name server's
+cluster info); any other key that is not a string is refused.
 
 ``loads`` is written for hostile input: it nests at most ``MAX_DEPTH`` levels, never recurses without bound and
 raises ``ValueError`` (never anything else) for text that is not such a document.
@@ -171,7 +172,7 @@ class _Parser:
             return out
         while True:
             at = self.pos
-            key = self._string() if self._peek() == '"' else _queue_key(self.value(depth), at)
+            key = self._string() if self._peek() == '"' else _key(self.value(depth), at)
             self._expect(":")
             out[key] = self.value(depth)
             if self._peek() == ",":
@@ -181,8 +182,11 @@ class _Parser:
             return out
 
 
-def _queue_key(value: Any, at: int) -> QueueKey:
-    """An object used as a key must be a message queue (topic, brokerName, queueId)."""
+def _key(value: Any, at: int) -> QueueKey | str:
+    """A key that is not a string: a message queue object (topic, brokerName, queueId), or a whole number, read as
+    its text (RocketMQ writes a ``Map<Long, String>`` such as ClusterInfo's ``brokerAddrs`` as ``{0:"..."}``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     if isinstance(value, dict):
         topic, broker, qid = value.get("topic"), value.get("brokerName"), value.get("queueId")
         if isinstance(topic, str) and isinstance(broker, str) and isinstance(qid, int) and not isinstance(qid, bool):

@@ -13,6 +13,7 @@ from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
 from sievemq.protocol.reasons import Reason
+from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.store import CqExtUnit
@@ -25,8 +26,15 @@ def commit_cmd(offset: int, *, oneway: bool = False) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields, oneway=oneway)
 
 
+def offset_processor(parts: Parts, **kw: bool) -> OffsetProcessor:
+    """The processor over ``parts``, where group ``g`` and topic ``T`` (4 queues) exist."""
+    parts.groups.find("g")
+    parts.topics.update(TopicConfig("T", read_queue_nums=4, write_queue_nums=4))
+    return OffsetProcessor(parts.offsets, parts.store, parts.writer, parts.groups, parts.topics, **kw)
+
+
 async def test_sync_flush_commit_is_on_disk_when_answered(parts: Parts) -> None:
-    p = OffsetProcessor(parts.offsets, parts.store, parts.writer, sync_flush=True)
+    p = offset_processor(parts, sync_flush=True)
     await p.update_consumer_offset(parts.conn(), commit_cmd(42))
     assert read_json(parts.offsets.path) == {"offsetTable": {"T@g": {"0": 42}}}
     await p.update_consumer_offset(parts.conn(), commit_cmd(43, oneway=True))  # one-way: saved in the background
@@ -37,11 +45,30 @@ async def test_sync_flush_commit_is_on_disk_when_answered(parts: Parts) -> None:
 
 
 async def test_query_consumer_offset(parts: Parts) -> None:
-    p = OffsetProcessor(parts.offsets, parts.store, parts.writer)
+    p = offset_processor(parts)
     q = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T", "queueId": 0})
     assert (await p.query_consumer_offset(parts.conn(), q)).ext_fields == {"offset": "0"}, "new group, queue at 0"
     await p.update_consumer_offset(parts.conn(), commit_cmd(5))
     assert (await p.query_consumer_offset(parts.conn(), q)).ext_fields == {"offset": "5"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"consumerGroup": "nobody"}, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+        ({"topic": "Nowhere"}, ResponseCode.TOPIC_NOT_EXIST),
+        ({"queueId": 4}, ResponseCode.INVALID_PARAMETER),
+    ],
+)
+async def test_a_commit_names_what_exists(parts: Parts, fields: dict[str, object], code: int) -> None:
+    """A group and topic the broker has, and a queue of the topic: nothing else grows the offset table."""
+    p = offset_processor(parts)
+    cmd = commit_cmd(7)
+    cmd.ext_fields.update({k: str(v) for k, v in fields.items()})
+    with pytest.raises(RemotingError) as e:
+        await p.update_consumer_offset(parts.conn(), cmd)
+    assert e.value.code == code
+    assert parts.offsets.table == {}
 
 
 async def test_topic_admin_is_on_disk_and_registered_when_answered(parts: Parts) -> None:

@@ -98,6 +98,8 @@ def test_hostile_text_is_refused_with_value_error_only(data: str | bytes) -> Non
     [
         "[" * (MAX_DEPTH + 2) + '{{"brokerName":"b","queueId":0,"topic":"t"}:1}' + "]" * (MAX_DEPTH + 2),  # deep
         '{{"a":1}:2}',  # an object key that is not a queue
+        '{1.5:2}',  # a number key that is not a whole number
+        '{true:2}',  # nor a literal
         '{{"brokerName":"b","queueId":true,"topic":"t"}:1}',  # a boolean queue id
         '{{"brokerName":"b","queueId":0,"topic":"t"}:1',  # cut
         '{{"brokerName":"b","queueId":0,"topic":"t"}:1} x',  # trailing text
@@ -107,6 +109,15 @@ def test_hostile_text_is_refused_with_value_error_only(data: str | bytes) -> Non
 def test_malformed(text: str) -> None:
     with pytest.raises(ValueError):
         loads(text.encode("utf-8", errors="surrogatepass"))
+
+
+def test_number_keys_as_rocketmq_writes_them() -> None:
+    """RocketMQ writes a map keyed by numbers with bare keys (the name server's cluster info, a broker's
+    GET_ALL_CONSUMER_OFFSET): read as their text, as a JSON writer would have quoted them."""
+    cluster = b'{"brokerAddrTable":{"b":{"brokerAddrs":{0:"127.0.0.1:10911",-1:"x"}}},"n":{"0":1}}'
+    assert loads(cluster) == {"brokerAddrTable": {"b": {"brokerAddrs": {"0": "127.0.0.1:10911", "-1": "x"}}},
+                              "n": {"0": 1}}  # fmt: skip
+    assert loads(b'{"offsetTable":{"T@g":{0:2,1:3}}}') == {"offsetTable": {"T@g": {"0": 2, "1": 3}}}
 
 
 def test_deep_nesting_never_recurses_without_bound() -> None:

@@ -6,8 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sievemq.broker.config_files import ConfigWriter
+from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.offset_rules import UnknownOffset, answers_zero
 from sievemq.broker.offsets import ConsumerOffsetManager
+from sievemq.broker.topics import TopicConfigManager
+from sievemq.errors import RemotingError
+from sievemq.protocol.names import TOOLS_CONSUMER_GROUP, TOOLS_DLQ_RESEND_GROUP
+from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -22,12 +27,15 @@ class OffsetProcessor:
 
     ``sync_flush``: a commit that waits for its answer is on disk when answered (``writer`` writes it).
     ``new_group_starts_at_end`` and ``memory_limit``: what a group without a committed offset is told
-    (``broker/offset_rules.py``).
+    (``broker/offset_rules.py``). A commit names a group and a topic the broker has (``groups``, ``topics``), as
+    RocketMQ 5 requires, and a queue the topic has: the offset table grows only with what exists.
     """
 
     offsets: ConsumerOffsetManager
     store: MessageStore
     writer: ConfigWriter
+    groups: SubscriptionGroupManager
+    topics: TopicConfigManager
     sync_flush: bool = False
     new_group_starts_at_end: bool = False
     memory_limit: int = 1 << 62
@@ -65,17 +73,30 @@ class OffsetProcessor:
         """15: commit an offset. Under SYNC_FLUSH a request that waits for its answer is on disk when answered;
         every other commit reaches disk within a second."""
         f = cmd.ext_fields
-        self.offsets.commit(
-            require_str(f, "consumerGroup"),
-            require_str(f, "topic"),
-            require_int(f, "queueId"),
-            require_int(f, "commitOffset"),
-        )
+        group, topic, queue_id = require_str(f, "consumerGroup"), require_str(f, "topic"), require_int(f, "queueId")
+        offset = require_int(f, "commitOffset")
+        self._check_commit(group, topic, queue_id)
+        self.offsets.commit(group, topic, queue_id, offset)
         if self.sync_flush and not cmd.is_oneway:
             document = self.offsets.take_snapshot(force=True)
             assert document is not None
             await self.writer.write(self.offsets.path, document)
         return cmd.response(ResponseCode.SUCCESS)
+
+    def _check_commit(self, group: str, topic: str, queue_id: int) -> None:
+        """RemotingError unless ``group`` (or one of sievemq's tools groups) and ``topic`` exist, as RocketMQ 5 answers
+        (26, 17), and ``queue_id`` is below the topic's queue count (29: RocketMQ stores any id; docs/compat.md)."""
+        if self.groups.get(group) is None and group not in (TOOLS_CONSUMER_GROUP, TOOLS_DLQ_RESEND_GROUP):
+            raise RemotingError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!",
+                                Reason.GROUP_NOT_FOUND)  # fmt: skip
+        tc = self.topics.get(topic)
+        if tc is None:
+            raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
+        queues = max(tc.read_queue_nums, tc.write_queue_nums)
+        if queue_id >= queues:
+            raise RemotingError(ResponseCode.INVALID_PARAMETER,
+                                f"queueId {queue_id} is not a queue of topic {topic} ({queues} queues)",
+                                Reason.INVALID_HEADER)  # fmt: skip
 
     async def max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """30: the next offset to be written."""
