@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from sievemq import Message, MessageQueue, Producer, PullConsumer, PushConsumer
-from sievemq.client.rebalance import allocate_averagely
+from sievemq.client.allocate import allocate_averagely
 from tests.client.conftest import collecting, eventually, ready, routed
 
 Names = Callable[[str], str]

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.interop
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory, interop_clients: Path) -> Iterator[Proc]:
-    """One ``sievemq dev`` with default settings (transactionTimeout 6 s, transactionCheckInterval 60 s)."""
+    """One ``sievemq dev`` with default settings (transactionTimeout 6 s, transactionCheckInterval 30 s)."""
     p = dev_proc(tmp_path_factory.mktemp("interop-java-tx")).start()
     try:
         yield p

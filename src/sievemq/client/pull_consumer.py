@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Unpack
 
+from sievemq.client.allocate import AllocateStrategy, allocate_averagely
 from sievemq.client.errors import ClientStateError, MessageValidationError
 from sievemq.client.instance import ClientConfig, ClientInstance
 from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refused_error
@@ -23,7 +24,7 @@ from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.options import ClientKwargs, ClientOptions, client_options, refuse_unknown
 from sievemq.client.pull_queues import PullQueues
 from sievemq.client.queue_puller import PULL_RETRY_DELAY
-from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
+from sievemq.client.rebalance import Rebalancer
 from sievemq.client.start_position import StartPosition, first_offset, pin
 from sievemq.client.subscription import SubscriptionEntry, to_millis
 from sievemq.client.validation import validate_group, validate_topic

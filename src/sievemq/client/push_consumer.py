@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar, Unpack
 
+from sievemq.client.allocate import AllocateStrategy, allocate_averagely
 from sievemq.client.consume_directly import consume_directly
 from sievemq.client.consume_service import ConsumeParts, ConsumeService, Listener
 from sievemq.client.errors import ClientStateError, MessageValidationError, SubscriptionError
@@ -37,7 +38,7 @@ from sievemq.client.options import (
 from sievemq.client.orderly import OrderlyConsumeService
 from sievemq.client.producer import Producer
 from sievemq.client.push_queues import PushQueues
-from sievemq.client.rebalance import AllocateStrategy, Rebalancer, allocate_averagely
+from sievemq.client.rebalance import Rebalancer
 from sievemq.client.start_position import StartPosition, pin
 from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
 from sievemq.client.validation import validate_group, validate_topic

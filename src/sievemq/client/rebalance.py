@@ -1,6 +1,6 @@
 """Sharing a topic's queues among the clients of a consumer group.
 
-``allocate_averagely`` is Java's ``AllocateMessageQueueAveragely`` (a pure function). ``Rebalancer`` runs one
+The strategies (Java's ``AllocateMessageQueue*``, pure functions) are in ``allocate.py``. ``Rebalancer`` runs one
 round for a consumer: for each subscribed topic, read the queues from the route and the group's client ids from
 a broker, allocate, then tell the owner which queues it lost (first, awaited: their offsets get persisted) and
 which it gained. In broadcasting mode every client takes every queue.
@@ -10,43 +10,17 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from sievemq.client import api
+from sievemq.client.allocate import AllocateStrategy, allocate_averagely
 from sievemq.client.message import MessageQueue
 
 if TYPE_CHECKING:
     from sievemq.client.instance import ClientInstance
 
 log = logging.getLogger(__name__)
-
-AllocateStrategy = Callable[[Sequence[MessageQueue], Sequence[str], str], list[MessageQueue]]
-
-
-def allocate_averagely(mqs: Sequence[MessageQueue], cids: Sequence[str], current: str) -> list[MessageQueue]:
-    """The queues ``current`` owns when sorted ``mqs`` are dealt in contiguous blocks over sorted ``cids``.
-
-    The first ``len(mqs) % len(cids)`` clients get one queue more; with more clients than queues the last
-    clients get none. A client missing from ``cids`` gets nothing.
-    """
-    all_mqs = sorted(mqs)
-    all_cids = sorted(set(cids))
-    if not all_mqs or current not in all_cids:
-        return []
-    n, c = len(all_mqs), len(all_cids)
-    index = all_cids.index(current)
-    mod = n % c
-    if n <= c:
-        average = 1
-    elif mod > 0 and index < mod:
-        average = n // c + 1
-    else:
-        average = n // c
-    start = index * average if mod > 0 and index < mod else index * average + mod
-    span = min(average, n - start)
-    return [all_mqs[(start + i) % n] for i in range(max(0, span))]
-
 
 class QueueOwner(Protocol):
     """What a consumer gives the Rebalancer."""

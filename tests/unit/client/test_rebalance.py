@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sievemq.client.allocate import allocate_averagely
 from sievemq.client.message import MessageQueue
-from sievemq.client.rebalance import allocate_averagely
 
 
 def mqs(n: int, brokers: tuple[str, ...] = ("broker-a",)) -> list[MessageQueue]:
