@@ -4,12 +4,13 @@
 #   $INTEROP_DIR/rocketmq-VERSION/lib/        (INTEROP_DIR defaults to <repo>/.interop, gitignored)
 # Nothing is built; the tests run the jars with `java -cp 'lib/*' org.apache.rocketmq...Startup`.
 # Idempotent (a finished install has lib/.complete) and safe to run from parallel pytest workers (a file lock).
-# Needs java (17) and mvn on PATH; RocketMQ's own versions: ROCKETMQ_VERSIONS (default "5.5.0").
+# Needs java (17) and mvn on PATH; RocketMQ's own versions: ROCKETMQ_VERSIONS (default "5.5.0 4.9.7": the newest,
+# and the last with the plain ACL, whose name server and broker Maven Central serves whole).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_root="$(cd "$here/../.." && pwd)"
 dest="${INTEROP_DIR:-$repo_root/.interop}"
-versions="${ROCKETMQ_VERSIONS:-5.5.0}"
+versions="${ROCKETMQ_VERSIONS:-5.5.0 4.9.7}"
 log() { printf '[setup_reference] %s\n' "$*"; }
 die() { printf '[setup_reference] ERROR: %s\n' "$*" >&2; exit 1; }
 

@@ -13,6 +13,7 @@ rmq5       rocketmq-python-client 5.1.2     ``.interop/venv-rmq5/bin/python``   
 rmq5-node  rocketmq-client-nodejs 1.0.8     ``node``                              ``drivers/rmq5_node_driver.js``
 java4      rocketmq-client 4.9.8 (Java)     ``java`` (``.interop/java-rocketmq-``  ``drivers/java`` (Driver.java)
 java5      rocketmq-client 5.5.0 (Java)     ``client-VERSION``: jar, lib, CDS)     the same source, 5.x's jars
+go         rocketmq-client-go/v2 (Go)       ``.interop/go-rocketmq-client-V/``     ``drivers/go`` (main.go...)
 =========  ==============================  =====================================  ==============================
 
 The two 5.x gRPC kinds (rmq5, rmq5-node) speak to sievemq's proxy (``--endpoints``) instead of the 4.x protocol to a
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 DRIVERS_DIR = HERE / "drivers"
 SETUP_SCRIPT = HERE / "setup_clients.sh"
-KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5", "rmq5-node", "java4", "java5")
+KINDS = ("rmqcp", "rmq044", "ons", "rmqcp-tx", "rmq5", "rmq5-node", "java4", "java5", "go")
 
 _DRIVER_FILES = {
     "rmqcp": DRIVERS_DIR / "rmqcp_driver.py",
@@ -175,6 +177,21 @@ def node_bin() -> str:
     return node
 
 
+GO_MOD = DRIVERS_DIR / "go" / "go.mod"
+
+
+def go_client_version() -> str:
+    """The rocketmq-client-go version the Go driver's go.mod requires (setup_go_clients.sh builds against it)."""
+    m = re.search(r"^require github\.com/apache/rocketmq-client-go/v2 (\S+)", GO_MOD.read_text(), re.M)
+    assert m, f"no rocketmq-client-go requirement in {GO_MOD}"
+    return m.group(1)
+
+
+def go_driver() -> Path:
+    """The Go driver's binary (tests/interop/setup_go_clients.sh builds it)."""
+    return interop_dir() / f"go-rocketmq-client-{go_client_version()}" / "driver"
+
+
 def java_client_dir(kind: str) -> Path:
     """Where setup_java_clients.sh built the Java driver of ``kind`` ('java4' or 'java5')."""
     return interop_dir() / f"java-rocketmq-client-{JAVA_VERSIONS[kind]}"
@@ -194,6 +211,8 @@ def driver_command(kind: str, args: Sequence[str]) -> list[str]:
         raise ValueError(f"unknown client kind {kind!r}; expected one of {KINDS}")
     if kind in JAVA_VERSIONS:
         return [*java_command(kind), *[str(a) for a in args]]
+    if kind == "go":
+        return [str(go_driver()), *[str(a) for a in args]]
     script = str(_DRIVER_FILES[kind])
     exe = node_bin() if kind in _NODE_KINDS else str(python_for(kind))
     return [exe, script, *[str(a) for a in args]]
@@ -218,7 +237,8 @@ def driver_env(kind: str, log_dir: Path, extra: dict[str, str] | None = None) ->
     env = dict(os.environ)
     # The C++ core logs to $HOME/logs/rocketmq-cpp/ and keeps broadcast offsets in $HOME/.rocketmq_offsets/; the
     # Node.js 5.x client's push-consumer internals log to $HOME/logs/rocketmq/ whatever logger they are given.
-    if kind in _VENVS or kind == "rmq5-node":
+    # The Go client keeps broadcasting offsets under $HOME/.rocketmq_client_go: each run has its own.
+    if kind in _VENVS or kind in ("rmq5-node", "go"):
         env["HOME"] = str(log_dir)
     env["INTEROP_DIR"] = str(interop_dir())
     env.setdefault("PYTHONUNBUFFERED", "1")

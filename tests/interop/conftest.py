@@ -26,7 +26,9 @@ def dev_and_proxy(tmp: Path, dev_env: dict[str, str] | None = None) -> Iterator[
     dev = dev_proc(tmp)
     dev.env.update(dev_env or {})
     dev.start()
-    proxy = proxy_proc(tmp, str(dev.extra["namesrv"]))
+    # Receives of 1-2 s invisible time keep the redelivery tests short (RocketMQ's proxy, and sievemq's by default,
+    # take 10 s at least: tests/compat/test_grpc_consume.py).
+    proxy = proxy_proc(tmp, str(dev.extra["namesrv"]), "proxy", "--min-invisible-time-mills-for-recv", "1000")
     try:
         proxy.start()
         yield dev, proxy

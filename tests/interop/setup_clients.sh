@@ -9,6 +9,7 @@
 #   .interop/node/         ali-ons@3.12.0                    (pure JavaScript)
 #   .interop/node-rmq5/    rocketmq-client-nodejs@1.0.8      (the official Node.js 5.x gRPC client)
 #   .interop/java-rocketmq-client-VERSION/  our Java driver on rocketmq-client 4.9.8 / 5.5.0 (setup_java_clients.sh)
+#   .interop/java-rocketmq-client-java-VERSION/  our driver of the Java 5.x gRPC client 5.0.8 (setup_java5_grpc.sh)
 #
 # Environment knobs:
 #   INTEROP_DIR     where to install (default: <repo>/.interop)
@@ -215,6 +216,8 @@ log "ok   node-rmq5: require('rocketmq-client-nodejs') works ($(node -e "process
 
 # Apache RocketMQ's Java remoting client (rocketmq-client 4.9.8 and 5.5.0) under our Java driver (kinds java4, java5).
 INTEROP_DIR="$dest" bash "$here/setup_java_clients.sh" || die "building the Java drivers failed"
+INTEROP_DIR="$dest" bash "$here/setup_java5_grpc.sh" || die "building the Java 5.x gRPC client's driver failed"
+INTEROP_DIR="$dest" bash "$here/setup_go_clients.sh" || die "building the Go client's driver failed"
 
 date -u +%Y-%m-%dT%H:%M:%SZ > "$dest/.setup-ok"
 log "done: clients installed under $dest"

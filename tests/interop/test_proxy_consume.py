@@ -300,7 +300,7 @@ def test_a_delay_message_is_received_at_its_delivery_time_not_before(cluster: tu
 def test_a_push_consumers_slow_listener_keeps_its_message_invisible(cluster: tuple[Proc, Proc], tmp_path: Path) -> None:
     dev, _ = cluster
     short = proxy_proc(tmp_path, ns(dev), "proxy-short")
-    short.args += ["--default-invisible-seconds", "3"]
+    short.args += ["--default-invisible-seconds", "3", "--min-invisible-time-mills-for-recv", "1000"]
     short.start()
     try:
         topic = unique_name("PxSlow")

@@ -2,7 +2,8 @@
 
 - the C++ core (rocketmq-client-python 0.5.0rc2) and ali-ons producers send to a name server and broker, and the 5.x
   SimpleConsumers (Python rocketmq-python-client 5.1.2 and Node.js rocketmq-client-nodejs 1.0.8) receive exactly the
-  messages their TAG filter matches, with the 4.x message id, tag, keys and user properties intact;
+  messages their TAG filter matches, with the 4.x message id (ali-ons sets none: the one the broker gave the message,
+  as RocketMQ 5's broker does), tag, keys and user properties intact;
 - the Node.js 5.x Producer sends through the proxy, and the C++ core and ali-ons consumers receive exactly the
   messages their tag expression matches, with the Node client's message id, tag, keys and user properties intact.
 
@@ -11,18 +12,37 @@ sievemq's own 4.x consumers in ``test_proxy_node.py``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sievemq.protocol.message import decode_records
+from sievemq.protocol.msgid import parse_offset_msg_id
+from sievemq.remoting.codes import RequestCode, ResponseCode
+from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.connection import connect
 from tests.interop.clients import run_driver, start_driver, unique_name
 from tests.interop.conftest import dev_and_proxy
 from tests.interop.test_against_sievemq import consume_args, create_topic, ns
 from tests.support.procs import Proc
 
 pytestmark = pytest.mark.interop
+
+async def stored_uniq_key(dev: Proc, offset_msg_id: str) -> str:
+    """The UNIQ_KEY of the record an offsetMsgId names (VIEW_MESSAGE_BY_ID on ``dev``'s broker)."""
+    _host, _port, offset = parse_offset_msg_id(offset_msg_id)
+    conn = await connect("127.0.0.1", dev.port)
+    try:
+        resp = await conn.request(RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}), 30.0)
+    finally:
+        conn.close()
+    assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+    (record,) = decode_records(resp.body)
+    return record.properties["UNIQ_KEY"]
+
 
 TAGS = ["TagA", "TagB", "TagC", "TagA", "TagC", "TagB"]
 WANTED = [i for i, t in enumerate(TAGS) if t in ("TagA", "TagB")]
@@ -57,7 +77,9 @@ def test_4x_producers_messages_reach_5x_simple_consumers_intact(
     assert sorted(e["body"] for e in got) == sorted(f"body-{i}" for i in WANTED), c.describe()
     for e in got:
         i = int(e["body"].removeprefix("body-"))
-        assert e["message_id"] == ids[i], f"the 5.x message id is not the 4.x producer's msgId {ids[i]}: {e}"
+        # ali-ons sends no UNIQ_KEY and reports the stored record's id (offsetMsgId): the broker gave the message one
+        want = asyncio.run(stored_uniq_key(dev, ids[i])) if producer == "ons" else ids[i]
+        assert e["message_id"] == want, f"the 5.x message id is not the 4.x message's id {want}: {e}"
         assert (e["tag"], e["keys"], e["attempt"]) == (TAGS[i], [f"k{i}"], 1), e
         assert e["properties"] == {"color": "red", "n": str(i)}, f"properties not intact (or system ones leaked): {e}"
 

@@ -191,15 +191,32 @@ class Reference:
         return "\n".join(f"---- {p.name} ----\n{p.log()}" for p in self.procs)
 
 
+LOGBACK = """<configuration>
+  <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{20} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="OUT"/></root>
+</configuration>
+"""
+"""RocketMQ 4's roles read ``$ROCKETMQ_HOME/conf/logback_<role>.xml`` (its distribution ships them, its jars do not):
+warnings and errors to the console, which the tests keep."""
+
+
 @contextmanager
 def rocketmq(tmp: Path, version: str = LATEST, broker: Mapping[str, object] | None = None,
-             proxy: bool = False, graceful: bool = False) -> Iterator[Reference]:  # fmt: skip
+             proxy: bool = False, graceful: bool = False, plain_acl: str | None = None) -> Iterator[Reference]:  # fmt: skip
     """Apache RocketMQ ``version`` (a name server and a broker, with ``broker`` settings over ``BROKER_DEFAULTS``;
     a proxy in cluster mode when ``proxy``) on free loopback ports, killed at the end (stopped with SIGTERM when
-    ``graceful``: RocketMQ's shutdown takes half a minute on a loaded machine)."""
+    ``graceful``: RocketMQ's shutdown takes half a minute on a loaded machine). ``plain_acl``: the text of the
+    broker's ``conf/plain_acl.yml`` (RocketMQ 4's plain ACL, with ``aclEnable`` in ``broker``)."""
     lib = reference_lib(version)
     home = tmp / f"rocketmq-{version}"
-    home.mkdir(parents=True, exist_ok=True)
+    (home / "conf").mkdir(parents=True, exist_ok=True)
+    if version.startswith("4."):
+        for role in ("namesrv", "broker", "tools"):
+            (home / "conf" / f"logback_{role}.xml").write_text(LOGBACK)
+    if plain_acl is not None:
+        (home / "conf" / "plain_acl.yml").write_text(plain_acl)
     ref = Reference(version, home, free_port(), reference_port())
     ns_conf = home / "namesrv.properties"
     ns_conf.write_text(_properties({"listenPort": ref.namesrv_port}))

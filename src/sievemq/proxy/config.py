@@ -47,6 +47,13 @@ class ProxyConfig:
         lo=1,
         hi=43200,
     )
+    min_invisible_time_mills_for_recv: int = setting(
+        "least invisible time (ms) a receive may ask for; a shorter one is refused with ILLEGAL_INVISIBLE_TIME, as "
+        "RocketMQ's proxy refuses it (not checked for a receive with auto-renew, whose lease the proxy renews)",
+        10_000,
+        lo=0,
+        hi=43_200_000,
+    )
     max_delivery_attempts: int = setting(
         "deliveries of a message the server settings announce to 5.x consumers (the broker dead-letters after "
         "the group's retryMaxTimes + 1)",

@@ -185,10 +185,14 @@ class ConsumeService:
             invisible = _ms(request.invisible_duration)
         else:
             invisible = self.config.default_invisible_seconds * 1000
-        if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
-            raise _Refused(
-                status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 1 s to 12 h, got {invisible} ms")
-            )
+        least = (
+            MIN_INVISIBLE_MS
+            if request.auto_renew
+            else max(MIN_INVISIBLE_MS, self.config.min_invisible_time_mills_for_recv)
+        )
+        if not least <= invisible <= MAX_INVISIBLE_MS:
+            raise _Refused(status(pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be {least} ms to 12 h, got "
+                                  f"{invisible} ms (minInvisibleTimeMillsForRecv)"))  # fmt: skip
         poll = _ms(request.long_polling_timeout) if request.HasField("long_polling_timeout") else 0
         if poll < 0:
             raise _Refused(status(pb.ILLEGAL_POLLING_TIME, f"long polling timeout must not be negative, got {poll} ms"))

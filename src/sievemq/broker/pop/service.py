@@ -143,6 +143,8 @@ class PopService:
         self.book = PopBook()
         self._locks: weakref.WeakValueDictionary[QueueKey, asyncio.Lock] = weakref.WeakValueDictionary()
         self.waiters = LeaseWaiters()
+        self.deadlines = LeaseWaiters()
+        """Long-polling POPs (not orderly) woken when a lease of their queue falls due sooner (``waiters.py``)."""
         self._dirty = False
         self._task = Background("pop-rounds")
         self.dead_lettered = 0
@@ -207,10 +209,18 @@ class PopService:
             key = (r.group, r.topic, r.queue_id)
             watched = r.kind in (Kind.ACK, Kind.CHANGE, Kind.DEAD) and self.waiters.watched(key)
             end = self._lock_end(key, now) if watched else None
+            timed = r.kind in (Kind.LEASE, Kind.CHANGE) and self.deadlines.watched(key)
+            due = self._next_deadline(key) if timed else None
             self.book.apply(r)
             if watched and self._lock_end(key, now) != end:  # free now, or its lock ends at another time
                 self.waiters.changed(key)
+            if timed and (after := self._next_deadline(key)) is not None and (due is None or after < due):
+                self.deadlines.changed(key)  # a lease falls due sooner than its waiting POPs were to look
         self._dirty = True
+
+    def _next_deadline(self, key: QueueKey) -> int | None:
+        qs = self.book.queue(*key)
+        return qs.next_deadline() if qs is not None else None
 
     def _lock_end(self, key: QueueKey, now: int) -> int | None:
         qs = self.book.queue(*key)
@@ -282,7 +292,7 @@ class PopService:
         match = flt.match_code if flt is not None else None
         while True:
             await wait_for_pop(self.book, self.hold, self.waiters, keys, match=match, order=req.order,
-                               attempt_id=req.attempt_id, now=_now_ms(), end=end)  # fmt: skip
+                               attempt_id=req.attempt_id, now=_now_ms(), end=end, deadlines=self.deadlines)  # fmt: skip
             answer = await self._pop_queues(req, qids, flt)
             if answer.messages or not req.order or _now_ms() >= end:
                 return answer

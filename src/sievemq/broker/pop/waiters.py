@@ -1,11 +1,14 @@
 """How a long-polling POP that found nothing waits (docs/pop.md §1, §5): for a matching message on its queues (the
 broker's ``PullHoldService``), the next lease deadline, and, for an orderly POP, on each locked queue until its lock
 ends or an ack, change or dead letter frees it or moves that end (``LeaseWaiters``): the next batch of a FIFO queue
-goes out as soon as the previous one is done, not when the poll times out."""
+goes out as soon as the previous one is done, not when the poll times out. A lease that falls due sooner than the
+wait was to end (a change of invisible time, a 5.x PushConsumer's nack, or a short lease) moves the wait's end to
+its deadline (``deadlines``): the message is handed out again then, as RocketMQ's revive wakes long-polling POPs."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from sievemq.broker.long_polling import CqMatch, PullHoldService
 from sievemq.broker.pop import orderly
@@ -61,12 +64,36 @@ async def wait_for_pop(
     attempt_id: str,
     now: int,
     end: int,
+    deadlines: LeaseWaiters | None = None,
 ) -> None:
     """Wait until a message ``match`` accepts arrives on one of the queues, a lease of them falls due, a locked
-    queue (``order``) is freed or its lock moves, or ``end`` (epoch ms)."""
+    queue (``order``) is freed or its lock moves, or ``end`` (epoch ms). A POP that is not orderly also watches
+    ``deadlines``: a lease made due sooner (``PopService`` wakes it) shortens the wait."""
+    while await _wait_once(book, hold, waiters, keys, match=match, order=order, attempt_id=attempt_id, now=now,
+                           end=end, deadlines=None if order else deadlines):  # fmt: skip
+        now = int(time.time() * 1000)
+        if now >= end:
+            return
+
+
+async def _wait_once(
+    book: PopBook,
+    hold: PullHoldService,
+    waiters: LeaseWaiters,
+    keys: list[QueueKey],
+    *,
+    match: CqMatch | None,
+    order: bool,
+    attempt_id: str,
+    now: int,
+    end: int,
+    deadlines: LeaseWaiters | None,
+) -> bool:
+    """One wait of ``wait_for_pop``; True when only a lease made due sooner ended it (then wait again, to then)."""
     wait_ms = end - now
     held: list[tuple[QueueKey, asyncio.Future[None]]] = []
     watched: list[tuple[QueueKey, asyncio.Future[None]]] = []
+    sooner: list[tuple[QueueKey, asyncio.Future[None]]] = []
     for key in keys:
         qs = book.queue(*key)
         if qs is None:
@@ -80,14 +107,22 @@ async def wait_for_pop(
         if deadline is not None:
             wait_ms = min(wait_ms, deadline - now + 5)
         held.append((key, hold.hold(key[1], key[2], qs.cursor, match)))
-    futures = [f for _, f in held] + [f for _, f in watched]
+        if deadlines is not None:
+            sooner.append((key, deadlines.watch(key)))
+    futures = [f for _, f in held] + [f for _, f in watched] + [f for _, f in sooner]
     try:
         if futures:
-            await asyncio.wait(futures, timeout=max(0, wait_ms) / 1000.0, return_when=asyncio.FIRST_COMPLETED)
-        elif order:  # no queue state to wait on (none readable): do not spin until ``end``
+            done, _ = await asyncio.wait(futures, timeout=max(0, wait_ms) / 1000.0,
+                                         return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            return bool(done) and done <= {f for _, f in sooner}
+        if order:  # no queue state to wait on (none readable): do not spin until ``end``
             await asyncio.sleep(max(0, wait_ms) / 1000.0)
+        return False
     finally:
         for key, fut in held:
             hold.release(key[1], key[2], fut)
         for key, fut in watched:
             waiters.release(key, fut)
+        for key, fut in sooner:
+            assert deadlines is not None
+            deadlines.release(key, fut)
