@@ -203,8 +203,8 @@ warnings and errors to the console, which the tests keep."""
 
 
 @contextmanager
-def rocketmq(tmp: Path, version: str = LATEST, broker: Mapping[str, object] | None = None,
-             proxy: bool = False, graceful: bool = False, plain_acl: str | None = None) -> Iterator[Reference]:  # fmt: skip
+def rocketmq(tmp: Path, version: str = LATEST, broker: Mapping[str, object] | None = None, proxy: bool = False,
+             graceful: bool = False, plain_acl: str | None = None) -> Iterator[Reference]:  # fmt: skip
     """Apache RocketMQ ``version`` (a name server and a broker, with ``broker`` settings over ``BROKER_DEFAULTS``;
     a proxy in cluster mode when ``proxy``) on free loopback ports, killed at the end (stopped with SIGTERM when
     ``graceful``: RocketMQ's shutdown takes half a minute on a loaded machine). ``plain_acl``: the text of the
