@@ -28,6 +28,7 @@ from sievemq.remoting.tls import TlsMode
 from sievemq.settings import (
     ADVERTISED_IP,
     DELAY_LEVELS,
+    DELETE_WHEN,
     EXISTING_FILE,
     HOST_PORT_LIST,
     LISTEN_HOST,
@@ -120,7 +121,10 @@ class _BrokerMessages(_BrokerIdentity):
         "entries per consume-queue file (20 bytes each)", 300_000, lo=100, hi=INT32_MAX // 20
     )
     file_reserved_time: float = setting("hours a commit-log segment is kept", 72.0, above=0)
-    delete_when: int = setting("hour of day when expired segments are deleted (-1: any time)", 4, lo=-1, hi=23)
+    delete_when: str = setting(
+        "hours of day when expired segments are deleted, RocketMQ's format (04;16), -1: any hour", "04",
+        fmt=DELETE_WHEN,
+    )
     disk_max_used_space_ratio: int = setting(
         "percent of disk use past which old segments are deleted", 75, lo=10, hi=95
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sievemq.broker.config import BrokerConfig
 from sievemq.filter.bloom import BloomFilter
+from sievemq.settings import delete_hours
 from sievemq.store import StoreConfig
 
 __all__ = ["bloom_filter", "store_config"]
@@ -32,7 +33,7 @@ def store_config(cfg: BrokerConfig) -> StoreConfig:
         flush_interval_ms=cfg.flush_interval_commitlog_ms,
         sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,
         file_reserved_hours=cfg.file_reserved_time,
-        delete_when_hour=cfg.delete_when,
+        delete_when_hours=delete_hours(cfg.delete_when) or (),
         disk_max_used_space_ratio=cfg.disk_max_used_space_ratio / 100.0,
         disk_force_clean_ratio=cfg.disk_space_clean_forcibly_ratio / 100.0,
         disk_full_reserve_bytes=cfg.disk_full_reserve_bytes,

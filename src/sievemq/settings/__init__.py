@@ -12,6 +12,7 @@ from sievemq.settings.loading import Spec, camel, check_fields, describe, load_c
 from sievemq.settings.rules import (
     ADVERTISED_IP,
     DELAY_LEVELS,
+    DELETE_WHEN,
     EXISTING_FILE,
     HOST_PORT,
     HOST_PORT_LIST,
@@ -21,6 +22,7 @@ from sievemq.settings.rules import (
     STORE_DIR,
     Format,
     Rule,
+    delete_hours,
     setting,
     split_addrs,
 )
@@ -28,6 +30,7 @@ from sievemq.settings.rules import (
 __all__ = [
     "ADVERTISED_IP",
     "DELAY_LEVELS",
+    "DELETE_WHEN",
     "EXISTING_FILE",
     "HOST_PORT",
     "HOST_PORT_LIST",
@@ -41,6 +44,7 @@ __all__ = [
     "Spec",
     "camel",
     "check_fields",
+    "delete_hours",
     "describe",
     "load_config",
     "setting",

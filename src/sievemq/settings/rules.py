@@ -139,6 +139,20 @@ NAME = Format(  # broker and cluster names are topics too (the broker creates th
 )
 STORE_DIR = Format("a folder path, not an existing file nor under one", _is_store_dir)
 EXISTING_FILE = Format("empty or the path of an existing file", lambda v: v == "" or Path(v).is_file())
+def delete_hours(value: str) -> tuple[int, ...] | None:
+    """The hours of RocketMQ's ``deleteWhen`` ("04", "04;16"; "-1": any hour, sievemq's, as ``()``), None when the
+    text is not such a list."""
+    parts = [p.strip() for p in value.split(";")]
+    if parts == ["-1"]:
+        return ()
+    if not parts or not all(p.isdigit() and len(p) <= 2 and int(p) <= 23 for p in parts):
+        return None
+    return tuple(sorted({int(p) for p in parts}))
+
+
+DELETE_WHEN = Format(
+    "hours of day 0..23 separated by ';' (04;16), or -1 (any hour)", lambda v: delete_hours(v) is not None
+)
 DELAY_LEVELS = Format(
     "durations separated by spaces, each a whole number and s, m, h or d (1s 5m 2h)", _is_delay_levels
 )

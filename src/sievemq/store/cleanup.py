@@ -3,8 +3,9 @@
 Policy (after RocketMQ ``CleanCommitLogService`` / ``CleanConsumeQueueService``):
 
 * A commit-log segment is *expired* when its last-modified time is older than
-  ``file_reserved_hours``. Expired segments are deleted at the configured hour
-  (``delete_when_hour``, -1 = any hour), or at any hour once the store's filesystem is fuller than
+  ``file_reserved_hours``. Expired segments are deleted at the configured hours
+  (``delete_when_hours``, RocketMQ's ``deleteWhen``; none: any hour), or at any hour once the store's filesystem
+  is fuller than
   ``disk_max_used_space_ratio``. Above ``disk_force_clean_ratio`` the oldest segments are deleted
   even if not expired. Only a prefix of the log is deleted (oldest first, stopping at the first
   segment that must stay), at most ``max_files`` per run, and never the segment being written.
@@ -48,10 +49,10 @@ def disk_used_ratio(path: Path) -> float:
 
 
 def decide(
-    *, now: float, delete_when_hour: int, disk_ratio: float, max_used_ratio: float, force_ratio: float
+    *, now: float, delete_when_hours: tuple[int, ...], disk_ratio: float, max_used_ratio: float, force_ratio: float
 ) -> CleanupDecision:
-    """Apply the hour / disk-usage rules."""
-    hour_ok = delete_when_hour < 0 or time.localtime(now).tm_hour == delete_when_hour
+    """Apply the hour / disk-usage rules (``delete_when_hours`` empty: any hour)."""
+    hour_ok = not delete_when_hours or time.localtime(now).tm_hour in delete_when_hours
     space_high = disk_ratio > max_used_ratio
     force = disk_ratio > max(force_ratio, max_used_ratio)
     return CleanupDecision(hour_ok or space_high or force, force, disk_ratio)

@@ -27,8 +27,8 @@ class StoreConfig:
     flush_interval_ms: int = 500
     sync_flush_timeout_ms: int = 5000
     file_reserved_hours: float = 72
-    delete_when_hour: int = 4
-    """Cron hour for time-based deletion (-1 = any time)."""
+    delete_when_hours: tuple[int, ...] = (4,)
+    """Hours of day for time-based deletion (empty: any hour)."""
     disk_max_used_space_ratio: float = 0.75
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_transfer_bytes_per_pull: int = 256 * 1024

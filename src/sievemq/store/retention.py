@@ -60,7 +60,7 @@ class Retention:
         ratio = cleanup.disk_used_ratio(cfg.root) if disk_ratio is None else disk_ratio
         d = cleanup.decide(
             now=now,
-            delete_when_hour=cfg.delete_when_hour,
+            delete_when_hours=cfg.delete_when_hours,
             disk_ratio=ratio,
             max_used_ratio=cfg.disk_max_used_space_ratio,
             force_ratio=cfg.disk_force_clean_ratio,

@@ -69,7 +69,7 @@ async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
     config_dir.mkdir()
     writer = ConfigWriter()
     save = writer.save
-    store = MessageStore(StoreConfig(root=tmp_path / "store", commitlog_file_size=1 << 20, delete_when_hour=-1), HOST)
+    store = MessageStore(StoreConfig(root=tmp_path / "store", commitlog_file_size=1 << 20, delete_when_hours=()), HOST)
     notified: list[str] = []
     bloom = BloomFilter.create(20, 32)
     p = Parts(

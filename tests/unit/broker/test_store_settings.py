@@ -57,7 +57,7 @@ def test_every_broker_store_setting_is_passed_on(tmp_path: Path) -> None:
     assert sc.root == tmp_path / "store"
     assert (sc.commitlog_file_size, sc.cq_entries_per_file) == (1 << 20, 2000)
     assert (sc.flush_disk_type, sc.flush_interval_ms, sc.sync_flush_timeout_ms) == ("SYNC_FLUSH", 250, 1234)
-    assert (sc.file_reserved_hours, sc.delete_when_hour, sc.disk_max_used_space_ratio) == (0.5, -1, 0.6)
+    assert (sc.file_reserved_hours, sc.delete_when_hours, sc.disk_max_used_space_ratio) == (0.5, (), 0.6)
     assert (sc.max_message_size, sc.message_delay_levels) == (1024, "1s 2s 3s")
 
 

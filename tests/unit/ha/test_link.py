@@ -24,7 +24,7 @@ SEG = 64 * 1024
 
 def store(root: Path) -> MessageStore:
     s = MessageStore(StoreConfig(root, commitlog_file_size=SEG, cq_entries_per_file=64, index_hash_slots=64,
-                                 index_max_entries=512, delete_when_hour=-1), ("127.0.0.1", 10911))  # fmt: skip
+                                 index_max_entries=512, delete_when_hours=()), ("127.0.0.1", 10911))  # fmt: skip
     s.load()
     return s
 

@@ -13,7 +13,7 @@ from sievemq.broker.config import MAX_MESSAGE_SIZE_LIMIT, BrokerConfig
 from sievemq.errors import ConfigError
 from sievemq.filtersrv.config import FiltersrvConfig, load_filtersrv_config
 from sievemq.namesrv.config import NamesrvConfig
-from sievemq.settings import describe, load_config, specs
+from sievemq.settings import delete_hours, describe, load_config, specs
 
 NS, BR, FS = NamesrvConfig, BrokerConfig, FiltersrvConfig
 
@@ -62,8 +62,9 @@ REJECTED: list[tuple[type[Any], str, Any, str]] = [
     (BR, "fileReservedTime", 0, "> 0"),
     (BR, "fileReservedTime", math.inf, "> 0"),
     (BR, "fileReservedTime", math.nan, "> 0"),
-    (BR, "deleteWhen", 24, "-1..23"),
-    (BR, "deleteWhen", -2, "-1..23"),
+    (BR, "deleteWhen", "24", "hours of day 0..23"),
+    (BR, "deleteWhen", "-2", "hours of day 0..23"),
+    (BR, "deleteWhen", "04;x", "hours of day 0..23"),
     (BR, "diskMaxUsedSpaceRatio", 9, "10..95"),
     (BR, "diskMaxUsedSpaceRatio", 96, "10..95"),
     (BR, "maxMessageSize", 0, f"1..{MAX_MESSAGE_SIZE_LIMIT}"),
@@ -124,8 +125,9 @@ ACCEPTED: list[tuple[type[Any], str, Any]] = [
     (BR, "mappedFileSizeCommitlog", (1 << 31) - 1),
     (BR, "mappedFileSizeConsumeQueueEntries", 100),
     (BR, "fileReservedTime", 0.0001),
-    (BR, "deleteWhen", -1),
-    (BR, "deleteWhen", 23),
+    (BR, "deleteWhen", "-1"),
+    (BR, "deleteWhen", "23"),
+    (BR, "deleteWhen", "04;16"),
     (BR, "diskMaxUsedSpaceRatio", 10),
     (BR, "diskMaxUsedSpaceRatio", 95),
     (BR, "maxMessageSize", 1),
@@ -319,3 +321,12 @@ def test_defaults_are_valid_and_every_setting_says_what_it_accepts(cls: type[Any
     cls()
     for key, _typ, _default, doc, allowed in describe(cls):
         assert doc and allowed, key
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"),
+    [("04", (4,)), ("4", (4,)), ("04;16", (4, 16)), ("16; 04;16", (4, 16)), ("-1", ()), ("24", None), ("", None),
+     ("4;;5", None), ("a", None), ("-2", None), ("004", None)],
+)  # fmt: skip
+def test_delete_when_reads_rocketmqs_hour_lists(text: str, hours: tuple[int, ...] | None) -> None:
+    assert delete_hours(text) == hours

@@ -24,7 +24,7 @@ def make_config(root: Path, **over: Any) -> StoreConfig:
         "cq_entries_per_file": CQ_PER_FILE,
         "index_hash_slots": 16,
         "index_max_entries": 64,
-        "delete_when_hour": -1,
+        "delete_when_hours": (),
     }
     kw.update(over)
     return StoreConfig(**kw)

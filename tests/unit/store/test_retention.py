@@ -73,7 +73,7 @@ async def test_never_deletes_the_segment_being_written(open_store: Callable[...,
 
 async def test_hour_and_disk_rules(open_store: Callable[..., MessageStore]) -> None:
     other_hour = (time.localtime(NOW).tm_hour + 1) % 24
-    s = open_store(delete_when_hour=other_hour, delete_files_per_run=2)
+    s = open_store(delete_when_hours=(other_hour, (other_hour + 2) % 24), delete_files_per_run=2)
     await fill(s, 100)
     age(s, 3)
     # Not the hour, disk fine: nothing.
