@@ -76,7 +76,9 @@ async def test_nothing_shows_before_its_time_then_it_arrives_as_sent(cluster: Cl
     assert a.store_timestamp >= due_a, f"stored at {a.store_timestamp}, before its time {due_a}"
     assert b.store_timestamp >= sent + 2000, f"stored at {b.store_timestamp}, before {sent + 2000}"
     assert (a.tags, a.keys, a.properties["region"]) == ("TagA", ["ka"], "eu"), a.properties
-    assert "REAL_TOPIC" not in a.properties and "TIMER_OUT_MS" not in a.properties, a.properties
+    # RocketMQ 5's timer properties: where it was parked from, its time, when it was parked and delivered
+    assert (a.properties["REAL_TOPIC"], a.properties["TIMER_OUT_MS"]) == (a.topic, str(due_a)), a.properties
+    assert int(a.properties["TIMER_ENQUEUE_MS"]) <= int(a.properties["TIMER_DEQUEUE_MS"]) <= a.store_timestamp
     assert await pulled(conn, "TagA", "TAG") == [b"a", b"now"], "tag filtering sees the delivered message"
     assert await pulled(conn, "region = 'eu'", "SQL92") == [b"a"], "SQL92 sees its properties"
     assert await pulled(conn, "region = 'us'", "SQL92") == [b"b"]

@@ -352,7 +352,7 @@ async def check_client_config(
 
 
 async def search_offset(conn: Connection, topic: str, queue_id: int, timestamp_ms: int, timeout: float = 3.0) -> int:
-    """SEARCH_OFFSET_BY_TIMESTAMP: the queue offset stored nearest ``timestamp_ms``."""
+    """SEARCH_OFFSET_BY_TIMESTAMP: the first queue offset stored at or after ``timestamp_ms`` (RocketMQ 5's rule)."""
     cmd = RemotingCommand.request(
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": topic, "queueId": queue_id, "timestamp": timestamp_ms}
     )

@@ -118,6 +118,10 @@ class PropertyKey:
     """Timer message: milliseconds after its arrival at the broker."""
     TIMER_OUT_MS = "TIMER_OUT_MS"
     """A parked timer message's absolute delivery time (the broker's own; docs/timer.md)."""
+    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    """A delivered timer message: when the broker parked it (epoch ms)."""
+    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    """A delivered timer message: when the broker delivered it (epoch ms)."""
 
     KEY_SEPARATOR = " "
     """Separator of the KEYS value (not a key)."""

@@ -90,12 +90,15 @@ def test_park_and_bring_back_keep_the_message_as_sent() -> None:
     assert (msg.topic, msg.queue_id) == (TIMER_TOPIC, PARKED_QUEUE), msg
     assert msg.properties[PropertyKey.REAL_TOPIC] == "Orders" and msg.properties[PropertyKey.REAL_QID] == "2"
     assert parked_deliver_ms(msg) == NOW + 9000, msg.properties
-    real = due_message(msg)
+    msg.store_timestamp = NOW + 5
+    real = due_message(msg, NOW + 9001)
     assert (real.topic, real.queue_id, real.body, real.flag, real.sys_flag) == ("Orders", 2, b"body", 3, 4), real
-    assert real.properties == props, "the delivered message has exactly the properties it was sent with"
+    timer = {"TIMER_OUT_MS": str(NOW + 9000), "REAL_TOPIC": "Orders", "REAL_QID": "2",
+             "TIMER_ENQUEUE_MS": str(NOW + 5), "TIMER_DEQUEUE_MS": str(NOW + 9001)}  # fmt: skip
+    assert real.properties == {**props, **timer}, "what it was sent with, and RocketMQ 5's timer properties"
     assert real.reconsume_times == 1
     with pytest.raises(ValueError):
-        due_message(MessageExt(TIMER_TOPIC, b"x", properties={"TIMER_OUT_MS": "1"}))
+        due_message(MessageExt(TIMER_TOPIC, b"x", properties={"TIMER_OUT_MS": "1"}), NOW)
     assert parked_deliver_ms(MessageExt("Orders", b"x", properties={"TIMER_OUT_MS": "1"})) is None
 
 

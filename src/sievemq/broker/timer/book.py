@@ -152,14 +152,16 @@ def parked_deliver_ms(stored: MessageExt) -> int | None:
     return max(0, int(raw))
 
 
-def due_message(stored: MessageExt) -> MessageExt:
-    """The message to store for a due parked record: its real topic and queue, the properties it was sent with
-    (the broker's ``TIMER_OUT_MS``, ``REAL_TOPIC`` and ``REAL_QID`` removed). ValueError when the record names no
-    usable real topic and queue."""
+def due_message(stored: MessageExt, now_ms: int) -> MessageExt:
+    """The message to store for a due parked record: its real topic and queue, with the properties RocketMQ 5's
+    timer gives a delivered message: those it was sent with, the broker's ``TIMER_OUT_MS``, ``REAL_TOPIC`` and
+    ``REAL_QID``, ``TIMER_ENQUEUE_MS`` (when it was parked) and ``TIMER_DEQUEUE_MS`` (``now_ms``). ValueError when the
+    record names no usable real topic and queue."""
     props = dict(stored.properties)
-    props.pop(PropertyKey.TIMER_OUT_MS, None)
-    topic = props.pop(PropertyKey.REAL_TOPIC, "")
-    qid = props.pop(PropertyKey.REAL_QID, "")
+    topic = props.get(PropertyKey.REAL_TOPIC, "")
+    qid = props.get(PropertyKey.REAL_QID, "")
+    props[PropertyKey.TIMER_ENQUEUE_MS] = str(stored.store_timestamp)
+    props[PropertyKey.TIMER_DEQUEUE_MS] = str(now_ms)
     if not topic or not qid.isdecimal():
         raise ValueError(f"parked timer record at {stored.commit_log_offset} names no real topic and queue")
     return MessageExt(

@@ -236,7 +236,7 @@ class TimerService:
             self._lose(due.offset, "its record is gone (its commit-log segment was deleted before it was due)")
         else:
             try:
-                real = due_message(stored)
+                real = due_message(stored, now_ms)
             except ValueError as e:
                 self._lose(due.offset, str(e))
         delivered = 0
