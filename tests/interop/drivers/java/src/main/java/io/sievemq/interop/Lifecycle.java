@@ -16,6 +16,8 @@ final class Lifecycle {
     private static final CountDownLatch STOP = new CountDownLatch(1);
     /** Counted down when the run reported "done" (or its start failed): the shutdown hook waits for it. */
     private static final CountDownLatch FINISHED = new CountDownLatch(1);
+    /** The exit code of the outcome the run reported (the shutdown hook exits with it). */
+    static volatile int EXIT_CODE = 0;
 
     private Lifecycle() {
     }
@@ -87,7 +89,11 @@ final class Lifecycle {
             public void run() {
                 STOP.countDown();
                 try {
-                    FINISHED.await(9, TimeUnit.SECONDS);
+                    if (FINISHED.await(9, TimeUnit.SECONDS)) {
+                        // The run reported its outcome: exit with its code, not the signal's 143 (the JVM would,
+                        // should this hook return before the main thread's halt).
+                        Out.halt(EXIT_CODE);
+                    }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
@@ -111,6 +117,7 @@ final class Lifecycle {
             throw e;
         } catch (Exception e) {
             Out.error(e, "stage", "start", "fatal", true);
+            EXIT_CODE = 1;
             FINISHED.countDown();
             return false;
         }
@@ -191,6 +198,7 @@ final class Lifecycle {
     static int done(int code, Map<String, Object> fields) {
         fields.put("exit_code", code);
         Out.emit("done", fields);
+        EXIT_CODE = code;
         FINISHED.countDown();
         return code;
     }

@@ -91,10 +91,31 @@ final class LitePull {
         c.assign(mqs);
         if (seekOffset != null) {
             for (MessageQueue mq : mqs) {
-                c.seek(mq, Long.parseLong(seekOffset));
+                seek(c, mq, Long.parseLong(seekOffset));
             }
         }
         return mqs;
+    }
+
+    /**
+     * ``c.seek(mq, offset)``, tried again (up to 5 times) when it fails to reach the broker: rocketmq-client 5.x's
+     * assign() starts its pull tasks at once and seek() cancels them, interrupting a task in the middle of a send;
+     * the interrupted write closes the shared connection under the seek's own request (seen in the client's log as
+     * InterruptedException under RemotingSendRequestException: the client's race, not a broker's answer). The next
+     * try goes out on a new connection.
+     */
+    private static void seek(DefaultLitePullConsumer c, MessageQueue mq, long offset) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                c.seek(mq, offset);
+                return;
+            } catch (org.apache.rocketmq.client.exception.MQClientException e) {
+                if (attempt >= 5) {
+                    throw e;
+                }
+                Thread.sleep(200);
+            }
+        }
     }
 
     /** commitSync, then a "committed" event for each queue of ``topic`` the consumer holds, in queue order. */

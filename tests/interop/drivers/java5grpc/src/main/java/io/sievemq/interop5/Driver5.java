@@ -64,6 +64,8 @@ public final class Driver5 {
     /** Counted down when SIGTERM/SIGINT arrives; the hook then waits (a while) for the main thread's "done". */
     static final CountDownLatch STOP = new CountDownLatch(1);
     static final CountDownLatch FINISHED = new CountDownLatch(1);
+    /** The exit code of the outcome "done" reported (the shutdown hook exits with it). */
+    static volatile int EXIT_CODE = 0;
 
     private Driver5() {
     }
@@ -198,6 +200,7 @@ public final class Driver5 {
             code = 1;
         }
         Out.emit("done", "exit_code", code);
+        EXIT_CODE = code;
         FINISHED.countDown();
         halt(code);
     }
@@ -256,7 +259,11 @@ public final class Driver5 {
             public void run() {
                 STOP.countDown();
                 try {
-                    FINISHED.await(9, TimeUnit.SECONDS);
+                    if (FINISHED.await(9, TimeUnit.SECONDS)) {
+                        // The run reported its outcome: exit with its code, not the signal's 143 (the JVM would,
+                        // should this hook return before the main thread's halt).
+                        halt(EXIT_CODE);
+                    }
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
