@@ -15,13 +15,16 @@ if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } &
     && command -v apt-get >/dev/null; then
   apt-get update -q && apt-get install -y -q chromium chromium-driver
 fi
+# Apache RocketMQ itself (name server, broker, proxy, mqadmin) from Maven Central, the reference of tests/compat: it
+# needs only java and mvn, so it resolves beside the installs below (its own Maven repository); waited for below.
+bash tests/compat/setup_reference.sh &
+reference=$!
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 # The compiled codec (setup.py builds it when a C compiler is there) must be in place here: the suite runs with it,
 # and tests/unit/protocol/test_accel.py compares it with the pure-Python reference.
 .venv/bin/python -c 'import sievemq.protocol._codec' || { echo "the compiled codec did not build (see pip's output)"; exit 1; }
 bash tests/interop/setup_clients.sh
-# Apache RocketMQ itself (name server, broker, proxy, mqadmin) from Maven Central, the reference of tests/compat.
-bash tests/compat/setup_reference.sh
+wait "$reference" || { echo "resolving Apache RocketMQ (tests/compat/setup_reference.sh) failed"; exit 1; }
 .venv/bin/ruff check src tests bench
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache  # the package's layers ([tool.importlinter] in pyproject.toml)

@@ -30,7 +30,9 @@ for v in $versions; do
   extra=()
   case "$v" in 4.*) extra+=(-DnoProxy) ;; esac  # RocketMQ 4 has no proxy
   log "resolving Apache RocketMQ $v from Maven Central into $lib"
-  mvn -q -B -Dstyle.color=never -f "$here/reference/pom.xml" -Drocketmq.version="$v" "${extra[@]}" \
+  # A Maven repository of its own: scripts/test.sh runs this beside the interop drivers' Maven builds.
+  mvn -q -B -Dstyle.color=never -Dmaven.repo.local="$dest/m2-reference" -f "$here/reference/pom.xml" \
+    -Drocketmq.version="$v" "${extra[@]}" \
     dependency:copy-dependencies -DoutputDirectory="$lib" -DincludeScope=runtime \
     || die "maven could not resolve Apache RocketMQ $v"
   ls "$lib"/rocketmq-broker-"$v".jar >/dev/null || die "rocketmq-broker-$v.jar missing from $lib"

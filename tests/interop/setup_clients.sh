@@ -42,6 +42,13 @@ if command -v flock >/dev/null 2>&1; then
   flock -w 900 9 || die "could not take $dest/.setup.lock within 900 s"
 fi
 
+# The Java drivers (Maven) and the Go driver need nothing this script installs: they build beside the Python and
+# Node.js installs below, and the script waits for them at its end.
+( INTEROP_DIR="$dest" bash "$here/setup_java_clients.sh" && INTEROP_DIR="$dest" bash "$here/setup_java5_grpc.sh" ) &
+java_builds=$!
+INTEROP_DIR="$dest" bash "$here/setup_go_clients.sh" &
+go_build=$!
+
 if [[ "${INTEROP_FORCE:-0}" == "1" ]]; then
   log "INTEROP_FORCE=1: removing $dest/venv-rmqcp $dest/venv-rmq044 $dest/node $dest/node-rmq5"
   rm -rf "$dest/venv-rmqcp" "$dest/venv-rmq044" "$dest/node" "$dest/node-rmq5"
@@ -215,9 +222,9 @@ fi
 log "ok   node-rmq5: require('rocketmq-client-nodejs') works ($(node -e "process.stdout.write(require('$node5_dir/node_modules/rocketmq-client-nodejs/package.json').version)"))"
 
 # Apache RocketMQ's Java remoting client (rocketmq-client 4.9.8 and 5.5.0) under our Java driver (kinds java4, java5).
-INTEROP_DIR="$dest" bash "$here/setup_java_clients.sh" || die "building the Java drivers failed"
-INTEROP_DIR="$dest" bash "$here/setup_java5_grpc.sh" || die "building the Java 5.x gRPC client's driver failed"
-INTEROP_DIR="$dest" bash "$here/setup_go_clients.sh" || die "building the Go client's driver failed"
+# (started at the top, beside the Python and Node.js installs)
+wait "$java_builds" || die "building the Java drivers (rocketmq-client, rocketmq-client-java) failed"
+wait "$go_build" || die "building the Go client's driver failed"
 
 date -u +%Y-%m-%dT%H:%M:%SZ > "$dest/.setup-ok"
 log "done: clients installed under $dest"
