@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import orjson
 import pytest
 
 from sievemq.client.api import pull_message
@@ -280,3 +281,34 @@ def test_what_each_broker_refuses(sides: tuple[Side, Side], case: str) -> None:
         assert (theirs, ours) == (expected_theirs, expected_ours), "the documented difference changed"
     else:
         assert ours == theirs, (case, theirs, ours)
+
+
+@pytest.mark.parametrize(
+    ("what", "name", "observed"),
+    [
+        ("topic", "bad topic", R.INVALID_PARAMETER),
+        ("topic", "t" * 128, R.INVALID_PARAMETER),
+        ("topic", "TBW102", R.INVALID_PARAMETER),
+        ("topic", "SCHEDULE_TOPIC_XXXX", R.INVALID_PARAMETER),
+        ("topic", "CompatCreated", R.SUCCESS),
+        ("group", "bad group", R.INVALID_PARAMETER),
+        ("group", "CompatCreatedGroup", R.SUCCESS),
+    ],
+)
+def test_what_creating_a_topic_or_group_answers(sides: tuple[Side, Side], what: str, name: str, observed: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) and UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): an illegal name or one of the
+    broker's own topics is INVALID_PARAMETER on both."""
+
+    async def probe(conn: Connection) -> int:
+        if what == "topic":
+            fields = {"topic": name, "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+                      "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}  # fmt: skip
+            cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+        else:
+            body = orjson.dumps({"groupName": name})
+            cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+        return (await conn.request(cmd, 30.0)).code
+
+    theirs, ours = on_both(sides, probe)
+    assert theirs == observed, f"RocketMQ now answers {theirs} (observed: {observed})"
+    assert ours == theirs

@@ -4,7 +4,7 @@ Every server (name server, broker, filter server) runs ``check_request`` on each
 answers, so no processor ever sees a topic or group name outside RocketMQ's rules, or a number that does
 not fit the Java type RocketMQ declares for the field (``int``: 32 bits, ``long``: 64 bits), or a negative
 value where only non-negative ones mean something. A refusal is SYSTEM_ERROR (as RocketMQ answers an
-illegal topic), INVALID_PARAMETER (29) for an illegal name in a send (as RocketMQ 5's send check answers it),
+illegal topic), INVALID_PARAMETER (29) for an illegal name in a send or a topic creation (as RocketMQ 5 answers),
 with reason ``INVALID_NAME`` or ``INVALID_HEADER`` and a remark naming the field. Fields
 are checked only when present and not empty: which fields a request *requires* is the processor's business.
 
@@ -90,7 +90,9 @@ INT_RULES: dict[str, tuple[int, int]] = {
 """Field -> inclusive range of its integer value."""
 
 _V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
-_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                         RequestCode.UPDATE_AND_CREATE_TOPIC})  # fmt: skip
+"""Requests whose illegal names RocketMQ 5 answers with INVALID_PARAMETER (29), not SYSTEM_ERROR."""
 
 
 def check_name(field: str, value: str) -> None:

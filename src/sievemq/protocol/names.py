@@ -37,6 +37,7 @@ __all__ = [
     "dlq_topic",
     "group_of_retry_topic",
     "group_problem",
+    "is_reserved_topic",
     "is_retry_topic",
     "is_system_topic",
     "reply_topic",
@@ -86,6 +87,14 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "rmq_sys_", "RMQ_SYS_")
 """Prefixes of topics a broker creates for itself (hidden from plain topic listings)."""
+
+def is_reserved_topic(topic: str) -> bool:
+    """A topic only the broker itself may create or change (RocketMQ's ``TopicValidator.isSystemTopic``): the
+    template, the broker's own topics, ``rmq_sys_*`` / ``RMQ_SYS_*``. Retry and dead-letter topics are not."""
+    return (
+        topic == AUTO_CREATE_TOPIC_KEY or topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(("rmq_sys_", "RMQ_SYS_"))
+    )
+
 
 # ------------------------------------------------------------------------------------------- reserved groups
 FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"

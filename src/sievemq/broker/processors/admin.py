@@ -22,10 +22,10 @@ from sievemq.errors import RemotingError
 from sievemq.protocol.admin_bodies import TopicOffset, encode_topic_stats
 from sievemq.protocol.mq_json import QueueKey
 from sievemq.protocol.names import (
-    AUTO_CREATE_TOPIC_KEY,
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     IllegalName,
+    is_reserved_topic,
     is_system_topic,
     reply_topic,
 )
@@ -104,9 +104,10 @@ class AdminProcessor:
         self._check_writable()
         f = cmd.ext_fields
         topic = require_str(f, "topic")
-        validate_topic_name(topic)
-        if topic == AUTO_CREATE_TOPIC_KEY or topic == self.settings.cluster_name:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words")
+        validate_topic_name(topic, ResponseCode.INVALID_PARAMETER)
+        if is_reserved_topic(topic) or topic == self.settings.cluster_name:  # RocketMQ 5 answers these 29 too
+            raise RemotingError(ResponseCode.INVALID_PARAMETER, f"the topic[{topic}] is conflict with system topic",
+                                Reason.INVALID_NAME)  # fmt: skip
         default_n = self.settings.default_topic_queue_nums
         read_n = int_or(f, "readQueueNums", default_n)
         write_n = int_or(f, "writeQueueNums", default_n)
@@ -228,7 +229,7 @@ class AdminProcessor:
             cfg = orjson.loads(cmd.body)
             self.groups.update(cfg)
         except IllegalName as e:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR, str(e), Reason.INVALID_NAME) from None
+            raise RemotingError(ResponseCode.INVALID_PARAMETER, str(e), Reason.INVALID_NAME) from None
         except (orjson.JSONDecodeError, TypeError, AttributeError, ValueError) as e:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupConfig: {e}", Reason.INVALID_HEADER
