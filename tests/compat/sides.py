@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sievemq.admin.api import AdminClient
-from sievemq.client.api import check_client_config, pull_message
+from sievemq.client.api import check_client_config, pull_message, queue_offset
 from sievemq.client.errors import RemotingError
 from sievemq.client.message import Message
 from sievemq.client.producer import Producer
@@ -84,14 +84,25 @@ async def create_topic(side: Side, topic: str, queues: int = 1) -> None:
 
 
 async def send_all(side: Side, topic: str, messages: list[Message]) -> None:
-    """Send ``messages`` in order to queue 0 of ``topic``."""
+    """Send ``messages`` in order to queue 0 of ``topic``, and wait until the broker's consume queue holds them
+    (RocketMQ builds it after answering the send)."""
     producer = Producer(side.namesrv, group="compat_producer", queue_selector=lambda queues, _m: queues[0])
     await producer.start()
+    last = -1
     try:
         for m in messages:
-            await producer.send(m)
+            last = (await producer.send(m)).queue_offset
     finally:
         await producer.close()
+    conn = await broker_connection(side)
+    try:
+        for _ in range(1200):
+            if await queue_offset(conn, RequestCode.GET_MAX_OFFSET, topic, 0, 30.0) > last:
+                return
+            await asyncio.sleep(0.05)  # polling for a state: the broker's dispatch of what it stored
+        raise AssertionError(f"{side.name}: {topic} queue 0 never reached offset {last + 1}")
+    finally:
+        conn.close()
 
 
 async def selector_accepted(conn: Connection, topic: str, expression: str, kind: str = "SQL92") -> int:
