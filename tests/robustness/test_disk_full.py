@@ -75,7 +75,7 @@ class Disk:
         self.ballast.append(path)
         chunk = b"\xab" * 65536
         try:
-            f = open(path, "wb")  # noqa: SIM115 - closed below
+            f = open(path, "wb", buffering=0)  # noqa: SIM115 - closed below; unbuffered: close() has nothing to flush
         except OSError as e:  # so full that not even an empty file fits (its directory entry needs a block)
             assert e.errno == errno.ENOSPC and size is None, e
             return path
@@ -83,9 +83,7 @@ class Disk:
             written = 0
             try:
                 while size is None or written < size:
-                    f.write(chunk if size is None else chunk[: min(len(chunk), size - written)])
-                    f.flush()
-                    written += len(chunk)
+                    written += f.write(chunk if size is None else chunk[: min(len(chunk), size - written)]) or 0
             except OSError as e:
                 assert e.errno == errno.ENOSPC, e
         return path
