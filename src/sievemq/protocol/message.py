@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from sievemq.protocol import accel as _accel
 from sievemq.protocol.msgid import ip_to_bytes, make_offset_msg_id
+from sievemq.protocol.property_keys import PropertyKey
 from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 __all__ = [
@@ -70,61 +71,6 @@ MAX_PROPERTIES_LENGTH = 32767
 
 ReadableBuffer = bytes | bytearray | memoryview | mmap.mmap
 """Buffers the decoders accept (anything ``struct.unpack_from`` and slicing work on)."""
-
-
-class PropertyKey:
-    """Reserved property names (Java ``MessageConst``); attribute name == wire name."""
-
-    TAGS = "TAGS"
-    KEYS = "KEYS"
-    UNIQ_KEY = "UNIQ_KEY"
-    WAIT = "WAIT"
-    DELAY = "DELAY"
-    RETRY_TOPIC = "RETRY_TOPIC"
-    REAL_TOPIC = "REAL_TOPIC"
-    REAL_QID = "REAL_QID"
-    TRAN_MSG = "TRAN_MSG"
-    PGROUP = "PGROUP"
-    MIN_OFFSET = "MIN_OFFSET"
-    MAX_OFFSET = "MAX_OFFSET"
-    BUYER_ID = "BUYER_ID"
-    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    TRANSFER_FLAG = "TRANSFER_FLAG"
-    CORRECTION_FLAG = "CORRECTION_FLAG"
-    MQ2_FLAG = "MQ2_FLAG"
-    RECONSUME_TIME = "RECONSUME_TIME"
-    MSG_REGION = "MSG_REGION"
-    TRACE_ON = "TRACE_ON"
-    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    CONSUME_START_TIME = "CONSUME_START_TIME"
-    TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-    TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-    CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-    INSTANCE_ID = "INSTANCE_ID"
-    CORRELATION_ID = "CORRELATION_ID"
-    REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
-    TTL = "TTL"
-    ARRIVE_TIME = "ARRIVE_TIME"
-    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
-    CLUSTER = "CLUSTER"
-    MSG_TYPE = "MSG_TYPE"
-    INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
-    INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
-    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
-    """Timer message: epoch ms at which to deliver it (RocketMQ 5; docs/timer.md)."""
-    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
-    """Timer message: seconds after its arrival at the broker."""
-    TIMER_DELAY_MS = "TIMER_DELAY_MS"
-    """Timer message: milliseconds after its arrival at the broker."""
-    TIMER_OUT_MS = "TIMER_OUT_MS"
-    """A parked timer message's absolute delivery time (the broker's own; docs/timer.md)."""
-    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
-    """A delivered timer message: when the broker parked it (epoch ms)."""
-    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
-    """A delivered timer message: when the broker delivered it (epoch ms)."""
-
-    KEY_SEPARATOR = " "
-    """Separator of the KEYS value (not a key)."""
 
 
 class PropertiesSizeExceeded(ValueError):
