@@ -76,15 +76,20 @@ def test_replaying_the_op_records_gives_the_same_book(ops: list[tuple[int, OpKin
 
 
 def test_records_round_trip() -> None:
-    msg = MessageExt(topic="Orders", body=b"x", properties={"TAGS": "A", "TRAN_MSG": "true", "PGROUP": "g"},
-                     queue_id=3, sys_flag=0x4)  # fmt: skip
+    props = {"TAGS": "A", "TRAN_MSG": "true", "PGROUP": "g", "UNIQ_KEY": "U1"}
+    msg = MessageExt(topic="Orders", body=b"x", properties=props, queue_id=3, sys_flag=0x4)
     half = half_message(msg)
     assert (half.topic, half.queue_id, transaction_value(half.sys_flag)) == (TRANS_HALF_TOPIC, 0, 0)
     half.commit_log_offset = 4096
     real = commit_message(half)
     assert (real.topic, real.queue_id, real.prepared_transaction_offset) == ("Orders", 3, 4096)
     assert transaction_value(real.sys_flag) == TRANSACTION_COMMIT_TYPE
-    assert "TRAN_MSG" not in real.properties and "REAL_TOPIC" not in real.properties and real.tags == "A"
+    assert "REAL_TOPIC" not in real.properties and real.tags == "A"
+    # As Apache RocketMQ stores a commit (tests/compat/test_transactions.py): TRAN_MSG stays, the id is the
+    # transaction id, and a commit answering the n-th check-back says so.
+    assert (real.properties["TRAN_MSG"], real.properties["__transactionId__"]) == ("true", "U1")
+    assert "TRANSACTION_CHECK_TIMES" not in real.properties
+    assert commit_message(half, 2).properties["TRANSACTION_CHECK_TIMES"] == "2"
     op = op_message(7, OpKind.ROLLBACK, ("127.0.0.1", 1), 0)
     assert parse_op(op) == OpRecord(7, OpKind.ROLLBACK)
     assert parse_op(MessageExt(topic="x", body=b"not a number")) is None

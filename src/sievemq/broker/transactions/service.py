@@ -9,7 +9,8 @@ commit log (``records.py``):
   stored, the transaction is settled (a second END_TRANSACTION of it changes nothing), and a commit record that
   could not be written yet (a full disk) is written by a later round or after a restart.
 - Every ``tick`` seconds a round sends CHECK_TRANSACTION_STATE for due halves to one producer of their group (an op
-  record ``checked`` each), and rolls back halves checked ``transactionCheckMax`` times (op ``expired``).
+  record ``checked`` each), and rolls back halves checked ``transactionCheckMax`` times (a copy in
+  ``TRANS_CHECK_MAX_TIME_TOPIC``, then op ``expired``).
 - ``start`` rebuilds the book from the op and half queues, from the floors saved as offsets of the system group
   ``CID_RMQ_SYS_TRANS`` (so a slave's copy has them too), and writes the commit records an op promised.
 """
@@ -30,11 +31,19 @@ from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.transactions.book import Check, CheckSettings, Expire, TransactionBook
-from sievemq.broker.transactions.records import OpKind, OpRecord, commit_message, half_message, op_message, parse_op
+from sievemq.broker.transactions.records import (
+    OpKind,
+    OpRecord,
+    commit_message,
+    half_message,
+    op_message,
+    parse_op,
+    set_aside_message,
+)
 from sievemq.broker.write_gate import OPEN, WriteGate
 from sievemq.errors import RemotingError
 from sievemq.protocol.message import MessageExt, PropertyKey, decode_record, encode_record
-from sievemq.protocol.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from sievemq.protocol.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.sysflag import TRANSACTION_COMMIT_TYPE, transaction_value
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -242,11 +251,13 @@ class TransactionService:
             if result.ok:
                 self._settled(offset)
             return result, "rolled back"
-        return await self._commit(half, OpKind.COMMIT), "committed"
+        pending = self.book.pending.get(offset)
+        checks = pending.checks if pending is not None and req.from_check else 0
+        return await self._commit(half, OpKind.COMMIT, checks), "committed"
 
-    async def _commit(self, half: MessageExt, kind: OpKind) -> PutResult:
+    async def _commit(self, half: MessageExt, kind: OpKind, checks: int = 0) -> PutResult:
         offset = half.queue_offset
-        real = commit_message(half)
+        real = commit_message(half, checks)
         park_for_delay(real, self.max_delay_level)
         op = op_message(offset, kind, self.store_host, _now())
         self.topics.create_system_topic(TRANS_OP_HALF_TOPIC, 1)
@@ -288,8 +299,12 @@ class TransactionService:
                 self.book.resolve(step.half.offset)
                 continue
             if isinstance(step, Expire):
-                log.warning("transaction of message %s (producer group %s) rolled back: %d checks unanswered",
-                            half.uniq_key, step.half.group, step.half.checks)  # fmt: skip
+                log.warning("transaction of message %s (producer group %s) rolled back: %d checks unanswered; a copy "
+                            "is in %s", half.uniq_key, step.half.group, step.half.checks, TRANS_CHECK_MAX_TIME_TOPIC)
+                self.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+                aside = await self.store.put_message(set_aside_message(half, step.half.checks))
+                if not aside.ok:  # a full disk: the next round tries again
+                    continue
                 result = await self._write_ops([op_message(step.half.offset, OpKind.EXPIRED, self.store_host, now_ms)])
                 if result.ok:
                     self._settled(step.half.offset)
@@ -315,7 +330,8 @@ class TransactionService:
             return
         qid = half.properties.get(PropertyKey.REAL_QID, "0")
         uniq = half.uniq_key or half.offset_msg_id
-        props = {**half.properties, PropertyKey.TRANSACTION_CHECK_TIMES: str(times)}
+        # As RocketMQ's broker shows it: WAIT false (it sends the copy it re-stored without waiting).
+        props = {**half.properties, PropertyKey.TRANSACTION_CHECK_TIMES: str(times), PropertyKey.WAIT: "false"}
         shown = replace(half, topic=half.properties.get(PropertyKey.REAL_TOPIC, half.topic),
                         queue_id=int(qid) if qid.isdecimal() else 0, properties=props)  # fmt: skip
         fields = {
