@@ -126,7 +126,7 @@ class _BrokerMessages(_BrokerIdentity):
         fmt=DELETE_WHEN,
     )
     disk_max_used_space_ratio: int = setting(
-        "percent of disk use past which old segments are deleted", 75, lo=10, hi=95
+        "percent of disk use (as df shows Use%) past which old segments are deleted", 75, lo=10, hi=95
     )
     disk_space_clean_forcibly_ratio: int = setting(
         "percent of disk use past which the oldest segments are deleted even if not expired (100: never)",

@@ -19,12 +19,12 @@ This module only decides; ``retention.py`` detaches, closes and unlinks.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sievemq.store.disk import used_percent_ratio
 from sievemq.store.mapped_file import MappedFile
 
 __all__ = ["CleanupDecision", "decide", "disk_used_ratio", "expired_prefix", "unlink_files"]
@@ -40,12 +40,17 @@ class CleanupDecision:
 
 
 def disk_used_ratio(path: Path) -> float:
-    """Used fraction of the filesystem holding ``path`` (0.0 if it cannot be measured)."""
+    """Used fraction of the filesystem holding ``path`` as Apache RocketMQ measures it for retention and reports it
+    (``commitLogDiskRatio``) and as ``df`` shows Use%: used / (used + usable by the broker), rounded up to a whole
+    percent, so blocks reserved for root count as full and ``diskMaxUsedSpaceRatio`` means what it means there
+    (0.0 if it cannot be measured)."""
     try:
-        u = shutil.disk_usage(path)
+        st = os.statvfs(path)
     except OSError:
         return 0.0
-    return (u.total - u.free) / u.total if u.total else 0.0
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    ratio = float(used_percent_ratio(used, st.f_bavail * st.f_frsize))
+    return max(ratio, 0.0)
 
 
 def decide(

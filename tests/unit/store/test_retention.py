@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from sievemq.protocol.message import MessageExt
-from sievemq.store import GetStatus, MessageStore
+from sievemq.store import GetStatus, MessageStore, cleanup
 
 from .conftest import SEG, msg
 
@@ -95,3 +97,14 @@ async def test_not_expired_segments_stay(open_store: Callable[..., MessageStore]
     age(s, 3, when=NOW - 71 * 3600)  # 71 h old: kept with 72 h retention
     assert await s.clean_expired_files(now=NOW, disk_ratio=0.1) == 0
     assert s.min_phy_offset == 0
+
+
+def test_the_disk_ratio_is_what_df_shows(tmp_path: Path) -> None:
+    """Retention measures its filesystem as RocketMQ does and ``df`` shows Use% (used / (used + available),
+    rounded up; root's reserved blocks count as full), not as used / total."""
+    for _ in range(5):  # another process may write between the two readings: agree once in a few tries
+        out = subprocess.run(["df", "--output=pcent", str(tmp_path)], capture_output=True, text=True, check=True)
+        shown = int(out.stdout.splitlines()[-1].strip().rstrip("%")) / 100
+        if cleanup.disk_used_ratio(tmp_path) == shown:
+            return
+    raise AssertionError(f"disk_used_ratio {cleanup.disk_used_ratio(tmp_path)} != df's {shown}")
