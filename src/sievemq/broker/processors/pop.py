@@ -150,7 +150,7 @@ class PopProcessor:
         }
         if not answer.messages:
             return cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to pop", fields)
-        self.stats.get(req.topic, len(answer.messages), sum(len(m.record) for m in answer.messages))
+        self.stats.get(req.topic, len(answer.messages), sum(len(m.record) for m in answer.messages), req.group)
         fields["handles"] = ";".join(m.handle.encode() for m in answer.messages)
         fields["attempts"] = ",".join(str(m.attempt) for m in answer.messages)
         return cmd.response(ResponseCode.SUCCESS, None, fields, b"".join(m.record for m in answer.messages))

@@ -211,7 +211,7 @@ class PullProcessor:
     ) -> RemotingCommand:
         """The pull's answer (the records when found; delivered messages and bytes are counted)."""
         if code == ResponseCode.SUCCESS:
-            self.stats.get(h.topic, result.message_count, result.buffer_total_size)
+            self.stats.get(h.topic, result.message_count, result.buffer_total_size, h.consumer_group)
         return cmd.response(
             code,
             None if code == ResponseCode.SUCCESS else result.status.name,
