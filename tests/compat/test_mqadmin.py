@@ -24,6 +24,7 @@ from typing import Literal
 
 import pytest
 
+from sievemq.client.api import pull_message
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from tests.compat.conftest import BROKER, CLUSTER
@@ -80,10 +81,9 @@ COMMANDS: dict[str, Row] = {
                           "every queue; answered 3"),
     # consumers and offsets
     "consumerConnection": Row("same"),
-    "consumerProgress": Row("differs", "#Inflight: sievemq records no pull offsets of 4.x pulls, so it shows 0 where "
-                            "RocketMQ counts messages pulled and not committed yet; and sievemq lists a topic the "
-                            "group subscribes before the group commits an offset of it (docs/admin.md §3). Once the "
-                            "group's offsets are committed the output is the same"),
+    "consumerProgress": Row("differs", "sievemq lists a topic the group subscribes before the group commits an offset "
+                            "of it (docs/admin.md §3); once the group's offsets are committed the output is the same, "
+                            "#Inflight (pulled, not committed yet) included"),
     "consumerStatus": Row("same"),
     "cloneGroupOffset": Row("same"),
     "resetOffsetByTime": Row("same"),
@@ -603,6 +603,33 @@ def test_stats_all_counts_what_a_group_consumed(world: World) -> None:
     _wait("RocketMQ counts what GROUP consumed", lambda: row(world.ref)[-1:] == [str(MESSAGES)])
     theirs, ours = row(world.ref), row(world.ours)
     assert (ours[2], ours[-2], ours[-1]) == (theirs[2], theirs[-2], theirs[-1]) == ("0", str(MESSAGES), str(MESSAGES))
+
+
+def test_consumer_progress_counts_what_was_pulled_and_not_committed(world: World) -> None:
+    """A group pulls the MESSAGES of TOPIC's queue and commits only the first: #Inflight counts the other two on
+    both (each broker notes where a group's last pull left off)."""
+    group = "admGInflight"
+    assert_same(world.both("updateSubGroup", "-n", "{ns}", "-c", CLUSTER, "-g", group))
+    # consumerProgress -g reads the group's retry topic's route, which a consumer's heartbeat would have made
+    assert_same(world.both("updateTopic", "-n", "{ns}", "-c", CLUSTER, "-t", f"%RETRY%{group}", "-r", "1", "-w", "1"))
+
+    async def pull_then_commit(side: Side) -> None:
+        conn = await broker_connection(side)
+        try:
+            r = await pull_message(conn, group, TOPIC, QUEUE, 0, max_nums=MESSAGES)
+            assert (r.code, len(r.messages)) == (ResponseCode.SUCCESS, MESSAGES), (side.name, r.code, r.remark)
+            fields = {"consumerGroup": group, "topic": TOPIC, "queueId": QUEUE, "commitOffset": 1}
+            resp = await conn.request(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields), 30.0)
+            assert resp.code == ResponseCode.SUCCESS, (side.name, resp.code, resp.remark)
+        finally:
+            conn.close()
+
+    for s in (world.ref, world.ours):
+        asyncio.run(pull_then_commit(s.side))
+    runs = world.both("consumerProgress", "-n", "{ns}", "-g", group)
+    assert_same(runs, _RATE)
+    row = next(r for r in (ln.split() for ln in lines(runs[1].out)) if r[0] == TOPIC and r[2] == str(QUEUE))
+    assert row[3:7] == [str(MESSAGES), "1", str(MESSAGES - 1), str(MESSAGES - 1)], runs[1].out  # diff, inflight
 
 
 def test_clone_group_offset_to_an_unknown_group_is_refused(world: World) -> None:

@@ -41,6 +41,9 @@ class ConsumerOffsetManager:
         """(group, topic, queue id) -> (the offset a reset set, monotonic deadline of the mark, monotonic time from
         which other pulls are told to move)."""
         self.clock: Callable[[], float] = time.monotonic
+        self.pulled: dict[str, dict[int, int]] = {}
+        """``topic@group`` -> queue id -> the offset the group's last pull of it was told to go on from (memory only,
+        as RocketMQ's pullOffsetTable): what consume stats report as ``pullOffset``."""
 
     def load(self) -> None:
         """Read the persisted table."""
@@ -128,6 +131,15 @@ class ConsumerOffsetManager:
         """The committed offset, or -1."""
         return self.table.get(f"{topic}@{group}", {}).get(queue_id, -1)
 
+    def note_pulled(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        """A pull of ``group`` was answered with ``next_offset`` (RocketMQ's ``commitPullOffset``); the caller has
+        checked that the group and the queue exist, which bounds the table."""
+        self.pulled.setdefault(f"{topic}@{group}", {})[queue_id] = next_offset
+
+    def pulled_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """Where the group's last pull of the queue left off (None: no pull since the broker started)."""
+        return self.pulled.get(f"{topic}@{group}", {}).get(queue_id)
+
     def knows(self, group: str, topic: str) -> bool:
         """The group has committed an offset of some queue of ``topic``."""
         return bool(self.table.get(f"{topic}@{group}"))
@@ -156,6 +168,8 @@ class ConsumerOffsetManager:
             del self.table[key]
         for r in [r for r in self._resets if r[0] == group]:
             del self._resets[r]
+        for key in [k for k in self.pulled if k.partition("@")[2] == group]:
+            del self.pulled[key]
         if keys:
             self._dirty = True
         return bool(keys)
@@ -165,3 +179,5 @@ class ConsumerOffsetManager:
         for key in [k for k in self.table if k.split("@", 1)[0] == topic]:
             del self.table[key]
             self._dirty = True
+        for key in [k for k in self.pulled if k.split("@", 1)[0] == topic]:
+            del self.pulled[key]

@@ -38,7 +38,7 @@ class ConsumeStatsProcessor:
     """Answers what a group consumed, who its clients are, and which groups consume a topic.
 
     ``pop_cursor(group, topic, queue)``: a POP group's cursor on this broker (None for other groups), reported as
-    ``pullOffset``.
+    ``pullOffset``; for other groups, where their last pull left off (as RocketMQ).
     """
 
     offsets: ConsumerOffsetManager
@@ -79,6 +79,8 @@ class ConsumeStatsProcessor:
                 broker_offset = max(0, self.store.get_max_offset(t, q))
                 consumer_offset = max(0, self.offsets.query(group, t, q))
                 cursor = self.pop_cursor(group, t, q)
+                if cursor is None:
+                    cursor = self.offsets.pulled_offset(group, t, q)
                 last = self.store.get_store_time(t, q, consumer_offset - 1) if consumer_offset > 0 else None
                 table[QueueKey(t, self.broker_name, q)] = OffsetWrapper(
                     broker_offset, consumer_offset, max(consumer_offset, cursor or 0), last or 0

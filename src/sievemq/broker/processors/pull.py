@@ -209,7 +209,10 @@ class PullProcessor:
     def _answer(
         self, cmd: RemotingCommand, h: PullMessageHeader, result: GetResult, code: ResponseCode
     ) -> RemotingCommand:
-        """The pull's answer (the records when found; delivered messages and bytes are counted)."""
+        """The pull's answer (the records when found; delivered messages and bytes are counted, and where the group
+        goes on from is noted for its consume stats, as RocketMQ's pullOffset)."""
+        if h.consumer_group != TOOLS_CONSUMER_GROUP:
+            self.offsets.note_pulled(h.consumer_group, h.topic, h.queue_id, result.next_begin_offset)
         if code == ResponseCode.SUCCESS:
             self.stats.get(h.topic, result.message_count, result.buffer_total_size, h.consumer_group)
         return cmd.response(
