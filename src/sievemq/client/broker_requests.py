@@ -7,6 +7,9 @@ of one client instance:
 - CONSUME_MESSAGE_DIRECTLY: the consumer of the group runs its listener on the message (docs/admin.md §8); a request
   for another client id goes to the instance's ``directly_relay`` (a proxy's 5.x clients).
 - PUSH_REPLY_MESSAGE_TO_CLIENT: the reply to a waiting ``Producer.request``.
+- GET_CONSUMER_RUNNING_INFO: the consumer of the group describes itself (``ConsumerRunningInfo``: settings,
+  subscriptions, queues; ``mqadmin consumerStatus``); with ``jstackEnable`` the stacks of the process's threads and
+  of the event loop's tasks ride along (RocketMQ's ``jstack``).
 
 Any other code is answered REQUEST_CODE_NOT_SUPPORTED (a one-way request, not at all).
 """
@@ -14,7 +17,11 @@ Any other code is answered REQUEST_CODE_NOT_SUPPORTED (a one-way request, not at
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import sys
+import threading
+import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -75,6 +82,8 @@ class BrokerRequests:
             return None if cmd.is_oneway else cmd.response(ResponseCode.SUCCESS)
         if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
             return await self.consume_directly(conn, cmd)
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return self.running_info(cmd)
         if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
             try:
                 reply = pushed_reply(cmd.ext_fields, cmd.body)
@@ -108,6 +117,18 @@ class BrokerRequests:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
         return cmd.response(ResponseCode.SUCCESS, body=result.encode())
 
+    def running_info(self, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (header ``consumerGroup``, ``jstackEnable``): the ConsumerRunningInfo of our
+        consumer of the group; SYSTEM_ERROR, with RocketMQ's remark, when this client has none."""
+        group = cmd.ext_fields.get("consumerGroup", "")
+        consumer = self.consumers.get(group)
+        if consumer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
+        info = consumer.running_info()
+        if str(cmd.ext_fields.get("jstackEnable", "")).lower() == "true":
+            info = info.with_jstack(stacks())
+        return cmd.response(ResponseCode.SUCCESS, body=info.encode())
+
     def reset_offsets(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Hand a broker's offset reset (docs/admin.md §4) to the consumer of its group."""
         topic, group = cmd.ext_fields.get("topic", ""), cmd.ext_fields.get("group", "")
@@ -137,3 +158,20 @@ class BrokerRequests:
                         "here", *conn.peer, group)  # fmt: skip
             return
         check(conn, cmd.ext_fields, msg)
+
+
+def stacks() -> str:
+    """The stack of every thread of the process and of every task of the running event loop (RocketMQ's ``jstack``
+    of a Java client lists its threads)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = io.StringIO()
+    for ident, frame in sorted(sys._current_frames().items()):
+        out.write(f'"{names.get(ident, ident)}"\n{"".join(traceback.format_stack(frame))}\n')
+    try:
+        tasks = asyncio.all_tasks()
+    except RuntimeError:  # no event loop runs
+        tasks = set()
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        task.print_stack(file=out)
+        out.write("\n")
+    return out.getvalue()

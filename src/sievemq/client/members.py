@@ -8,6 +8,7 @@ from typing import Protocol
 from sievemq.client.message import MessageQueue
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.route import TopicRouteData
+from sievemq.protocol.running_info import ConsumerRunningInfo
 
 
 class ProducerLike(Protocol):
@@ -47,4 +48,9 @@ class ConsumerLike(Protocol):
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """A broker reset the group's offsets of ``topic`` (RESET_CONSUMER_CLIENT_OFFSET)."""
+        ...
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """What the consumer answers to GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``): its settings,
+        subscriptions and queues (``client/running_info.py``)."""
         ...

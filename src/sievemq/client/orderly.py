@@ -67,6 +67,7 @@ class OrderlyConsumeService(ConsumeService):
         self.owned_queues = owned_queues
         self._lanes: dict[MessageQueue, _Lane] = {}
         self._locked: dict[MessageQueue, float] = {}  # queue -> when the broker last confirmed our lock
+        self._confirmed: dict[MessageQueue, float] = {}  # the same, kept once the lock is lost (running info)
         self._renewal = Background(f"keep-locks {group}")
 
     def start(self) -> None:
@@ -83,6 +84,11 @@ class OrderlyConsumeService(ConsumeService):
         """True while this client's lock on ``mq`` counts."""
         at = self._locked.get(mq)
         return at is not None and time.monotonic() - at < LOCK_VALID
+
+    def locked_at_ms(self, mq: MessageQueue) -> int:
+        """When the broker last confirmed this client's lock on ``mq``, milliseconds since 1970 (0: never)."""
+        at = self._confirmed.get(mq)
+        return 0 if at is None else int((time.time() - (time.monotonic() - at)) * 1000)
 
     async def lock(self, queues: list[MessageQueue]) -> set[MessageQueue]:
         """LOCK_BATCH_MQ on each queue's master; the queues held now (the others stop consuming)."""
@@ -107,7 +113,7 @@ class OrderlyConsumeService(ConsumeService):
         now = time.monotonic()
         for mq in queues:
             if mq in held:
-                self._locked[mq] = now
+                self._locked[mq] = self._confirmed[mq] = now
             elif self._locked.pop(mq, None) is not None:
                 log.warning("group %s lost the lock of %s: its consumption pauses", group, mq)
         return held

@@ -8,16 +8,25 @@ messages the broker or the client filtered out are skipped once nothing older is
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.running_info import ProcessQueueInfo
+
+_MIB = 1024 * 1024
+
+
+def now_ms() -> int:
+    """Milliseconds since 1970."""
+    return int(time.time() * 1000)
 
 
 class ProcessQueue:
     """In-flight messages of one message queue."""
 
-    __slots__ = ("_inflight", "_max_seen", "dropped", "next_offset", "size_bytes")
+    __slots__ = ("_inflight", "_max_seen", "dropped", "last_consume_ms", "last_pull_ms", "next_offset", "size_bytes")
 
     def __init__(self, next_offset: int) -> None:
         self.next_offset = next_offset
@@ -28,6 +37,10 @@ class ProcessQueue:
         """Bytes of message bodies in flight."""
         self.dropped = False
         """True once the queue was taken away (rebalance) or closed: results are no longer committed."""
+        self.last_pull_ms = self.last_consume_ms = now_ms()
+        """When a pull of the queue was last answered; since when the queue has not stood still: the last time a
+        listener finished messages of it, or messages arrived while none were in flight (RocketMQ's
+        ``lastPullTimestamp``, ``lastConsumeTimestamp``; GET_CONSUMER_RUNNING_INFO)."""
 
     # ---------------------------------------------------------------------------------------- pulls
     def add(self, msgs: Iterable[MessageExt], next_begin_offset: int) -> list[MessageExt]:
@@ -36,6 +49,7 @@ class ProcessQueue:
         Offsets already seen (a pull raced with a seek or a redelivery) are not tracked twice.
         """
         fresh: list[MessageExt] = []
+        idle = not self._inflight
         for m in msgs:
             off = m.queue_offset
             if off <= self._max_seen or off in self._inflight:
@@ -44,6 +58,8 @@ class ProcessQueue:
             self.size_bytes += len(m.body)
             self._max_seen = off
             fresh.append(m)
+        if fresh and idle:
+            self.last_consume_ms = now_ms()
         self.advance(next_begin_offset)
         return fresh
 
@@ -63,10 +79,14 @@ class ProcessQueue:
     # ---------------------------------------------------------------------------------------- results
     def complete(self, offsets: Iterable[int]) -> int:
         """Listener finished these offsets; returns the committable offset afterwards."""
+        done = False
         for off in offsets:
             size = self._inflight.pop(off, None)
             if size is not None:
                 self.size_bytes -= size
+                done = True
+        if done:
+            self.last_consume_ms = now_ms()
         return self.commit_offset
 
     @property
@@ -92,6 +112,24 @@ class ProcessQueue:
     def is_inflight(self, offset: int) -> bool:
         """True while ``offset`` was delivered and not completed."""
         return offset in self._inflight
+
+    def info(self, commit_offset: int, *, locked: bool = False, last_lock_ms: int = 0) -> ProcessQueueInfo:
+        """The queue as GET_CONSUMER_RUNNING_INFO reports it: ``commit_offset`` from the offset store, ``locked`` and
+        ``last_lock_ms`` from an orderly consumer (messages being consumed count among the cached ones)."""
+        first = next(iter(self._inflight)) if self._inflight else 0
+        last = next(reversed(self._inflight)) if self._inflight else 0
+        return ProcessQueueInfo(
+            commit_offset=commit_offset,
+            cached_min_offset=first,
+            cached_max_offset=last,
+            cached_count=len(self._inflight),
+            cached_size_mib=self.size_bytes // _MIB,
+            locked=locked,
+            last_lock_ms=last_lock_ms,
+            dropped=self.dropped,
+            last_pull_ms=self.last_pull_ms,
+            last_consume_ms=self.last_consume_ms,
+        )
 
     def over_limits(self, max_count: int, max_bytes: int, max_span: int) -> bool:
         """True when pulling must pause (flow control)."""

@@ -22,14 +22,18 @@ from sievemq.client.lifecycle import ClientLifecycle, go_live, join, leave, refu
 from sievemq.client.message import ConsumeFrom, MessageQueue, Selector
 from sievemq.client.offset_store import RemoteOffsetStore
 from sievemq.client.options import ClientKwargs, ClientOptions, client_options, refuse_unknown
+from sievemq.client.process_queue import now_ms
 from sievemq.client.pull_queues import PullQueues
 from sievemq.client.queue_puller import PULL_RETRY_DELAY
 from sievemq.client.rebalance import Rebalancer
+from sievemq.client.running_info import pull_properties
 from sievemq.client.start_position import StartPosition, first_offset, pin
 from sievemq.client.subscription import SubscriptionEntry, to_millis
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.mq_json import QueueKey
+from sievemq.protocol.running_info import ConsumerRunningInfo, ConsumeStatus
 from sievemq.util.tasks import cancel_and_wait, spawn
 
 log = logging.getLogger(__name__)
@@ -87,6 +91,8 @@ class PullConsumer(ClientLifecycle):
         self._rebalancer: Rebalancer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._started_ms = 0
+        """When start() began, milliseconds since 1970 (GET_CONSUMER_RUNNING_INFO)."""
 
     # ------------------------------------------------------------------------------------------ configuration
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
@@ -148,6 +154,7 @@ class PullConsumer(ClientLifecycle):
         if not self._startable():
             return
         self._loop = asyncio.get_running_loop()
+        self._started_ms = now_ms()
         self._start.hold(self._subs)  # until pin() below: a rebalance may come as soon as we heartbeat
         inst = await join(self.config, lambda i: i.register_consumer(self.group, self))
         self._instance = inst
@@ -199,6 +206,24 @@ class PullConsumer(ClientLifecycle):
             consume_from_where=self.consume_from.value,
             subscriptions=[e.to_subscription() for e in self._subs.values()],
         )
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``): the settings, the subscriptions, and each fetched
+        queue with the messages buffered for ``poll()`` (``client/running_info.py``)."""
+        config = self._instance.config if self._instance is not None else self.config
+        props = pull_properties(self.group, config, consume_from=self.consume_from.value,
+                                consume_timestamp=self.consume_timestamp, allocate=self.allocate,
+                                pull_batch_size=self.pull_batch_size, max_cached_messages=self.max_cached_messages,
+                                pull_suspend=self.pull_suspend, pull_timeout=self.pull_timeout,
+                                auto_commit=self.auto_commit, started_ms=self._started_ms)  # fmt: skip
+        entries = self._subs or {st.mq.topic: st.entry for st in self._fetched.states.values() if st.entry}
+        subs = [e.to_subscription() for e in entries.values()]
+        offsets = self._offsets
+        queues = {
+            QueueKey(mq.topic, mq.broker_name, mq.queue_id): info
+            for mq, info in self._fetched.infos(offsets.read_memory if offsets else lambda _: -1).items()
+        }
+        return ConsumerRunningInfo(props, subs, queues, {s.topic: ConsumeStatus() for s in subs})  # fmt: skip
 
     async def rebalance(self) -> bool:
         """One rebalance round (subscribe mode only)."""

@@ -4,7 +4,8 @@ Each queue has a position (the next offset ``poll()`` hands out), a fetch offset
 for) and a generation: a seek (or a stop) starts a new generation, and what a loop of an older one fetched is
 dropped. A fetch loop pauses while the buffer holds ``max_cached_messages`` of its queue's messages; ``poll()``
 takes buffered messages in arrival order and moves each queue's position past what it hands out, and past offsets
-with nothing to hand out once the buffer holds none of the queue's messages.
+with nothing to hand out once the buffer holds none of the queue's messages. ``infos()`` describes each queue for
+GET_CONSUMER_RUNNING_INFO.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from typing import Protocol
 from sievemq.client.errors import ClientStateError
 from sievemq.client.instance import ClientInstance
 from sievemq.client.message import MessageQueue
+from sievemq.client.process_queue import now_ms
 from sievemq.client.queue_puller import PullSettings, QueuePuller, fetch_for
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.running_info import ProcessQueueInfo
 from sievemq.util.tasks import cancel_and_wait
 
 log = logging.getLogger("sievemq.client.pull_consumer")  # the consumer's records, as before the split
@@ -54,6 +57,10 @@ class QueueState:
     entry: SubscriptionEntry | None = None
     moved_back: int | None = None
     """The offset a pull answer moved this queue back to (PULL_OFFSET_MOVED), until a seek."""
+    last_pull_ms: int = field(default_factory=now_ms)
+    """When a pull of the queue was last answered."""
+    last_consume_ms: int = field(default_factory=now_ms)
+    """When ``poll()`` last handed out messages of the queue."""
 
 
 @dataclass
@@ -103,6 +110,7 @@ class _Buffer:
             else:
                 self.batches.popleft()
             st.buffered -= len(part)
+            st.last_consume_ms = now_ms()
             st.position = part[-1].queue_offset + 1
             if not rest and st.buffered == 0:
                 st.position = max(st.position, st.fetch_offset)
@@ -175,6 +183,28 @@ class PullQueues:
                 return []
             await self.ready.wait(remaining)
 
+    def infos(self, commit_offset: Callable[[MessageQueue], int]) -> dict[MessageQueue, ProcessQueueInfo]:
+        """Each fetched queue as GET_CONSUMER_RUNNING_INFO reports it: ``commit_offset(mq)`` (the offset store's), and
+        the messages buffered for ``poll()``."""
+        buffered: dict[MessageQueue, list[MessageExt]] = {}
+        for batch in self.ready.batches:
+            st = self.states.get(batch.mq)
+            if st is not None and st.generation == batch.generation:
+                buffered.setdefault(batch.mq, []).extend(batch.msgs)
+        out: dict[MessageQueue, ProcessQueueInfo] = {}
+        for mq, st in self.states.items():
+            msgs = buffered.get(mq, [])
+            out[mq] = ProcessQueueInfo(
+                commit_offset=commit_offset(mq),
+                cached_min_offset=msgs[0].queue_offset if msgs else 0,
+                cached_max_offset=msgs[-1].queue_offset if msgs else 0,
+                cached_count=len(msgs),
+                cached_size_mib=sum(len(m.body) for m in msgs) // (1024 * 1024),
+                last_pull_ms=st.last_pull_ms,
+                last_consume_ms=st.last_consume_ms,
+            )
+        return out
+
     def _start(self, inst: ClientInstance, st: QueueState) -> None:
         assert st.entry is not None
         target = _Fetching(st, st.generation, self.ready, self.running, self.settings.max_cached_messages)
@@ -221,6 +251,7 @@ class _Fetching:
 
     def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
         st = self.st
+        st.last_pull_ms = now_ms()
         st.fetch_offset = next_offset
         if kept:
             st.buffered += len(kept)
@@ -230,6 +261,7 @@ class _Fetching:
 
     def on_advance(self, next_offset: int) -> None:
         st = self.st
+        st.last_pull_ms = now_ms()
         st.fetch_offset = next_offset
         if st.buffered == 0:
             st.position = st.fetch_offset

@@ -36,16 +36,20 @@ from sievemq.client.options import (
     refuse_unknown,
 )
 from sievemq.client.orderly import OrderlyConsumeService
+from sievemq.client.process_queue import now_ms
 from sievemq.client.producer import Producer
 from sievemq.client.push_queues import PushQueues
 from sievemq.client.rebalance import Rebalancer
+from sievemq.client.running_info import push_properties
 from sievemq.client.start_position import StartPosition, pin
 from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.consume_directly import ConsumeDirectlyResult
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.mq_json import QueueKey
 from sievemq.protocol.names import CLIENT_INNER_PRODUCER_GROUP, retry_topic
+from sievemq.protocol.running_info import ConsumerRunningInfo, ConsumeStatus
 from sievemq.util.tasks import cancel_and_wait, spawn
 
 __all__ = ["Listener", "PushConsumer", "PushConsumerKwargs", "to_millis"]
@@ -128,6 +132,8 @@ class PushConsumer(ClientLifecycle):
         self._retry_entry: SubscriptionEntry | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._functions: FunctionFilters | None = None
+        self._started_ms = 0
+        """When start() began, milliseconds since 1970 (GET_CONSUMER_RUNNING_INFO)."""
 
     # ------------------------------------------------------------------------------------------ configuration
     @property
@@ -186,6 +192,7 @@ class PushConsumer(ClientLifecycle):
         if not self._subs:
             raise ClientStateError("subscribe to at least one topic before start()")
         self._loop = asyncio.get_running_loop()
+        self._started_ms = now_ms()
         self._start.hold(self._subs)  # until pin() below: a rebalance may come as soon as we heartbeat
         inst = await join(self.config, lambda i: i.register_consumer(self.group, self))
         self._instance = inst
@@ -305,6 +312,21 @@ class PushConsumer(ClientLifecycle):
             consume_from_where=self.consume_from.value,
             subscriptions=[e.to_subscription() for e in self._all_subs().values()],
         )
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``): the settings, the subscriptions (the retry topic's
+        too), each owned queue, and the messages pulled per topic (``client/running_info.py``)."""
+        config = self._instance.config if self._instance is not None else self.config
+        props = push_properties(self.group, config, self.consume_options, broadcasting=self.broadcasting,
+                                orderly=self.orderly, consume_from=self.consume_from.value,
+                                consume_timestamp=self.consume_timestamp, allocate=self.allocate,
+                                started_ms=self._started_ms)  # fmt: skip
+        subs = [e.to_subscription() for e in self._all_subs().values()]
+        queues = self._queues
+        infos = queues.infos() if queues is not None else {}
+        status = {s.topic: ConsumeStatus(pull_tps=queues.pulled.tps(s.topic) if queues else 0.0) for s in subs}
+        return ConsumerRunningInfo(props, subs, {QueueKey(mq.topic, mq.broker_name, mq.queue_id): info
+                                                 for mq, info in infos.items()}, status)  # fmt: skip
 
     async def rebalance(self) -> bool:
         """One rebalance round (called by the client instance)."""

@@ -4,7 +4,8 @@ A queue is taken (a rebalance gave it to the client) from its committed offset, 
 queue new to the group; an orderly consumer takes it only once the broker's lock on it is ours. A queue dropped (a
 rebalance took it away) stops pulling, its offset is persisted and forgotten, and an orderly consumer unlocks it
 after its running batch. A broker's offset reset (RESET_CONSUMER_CLIENT_OFFSET, docs/admin.md §4) restarts the
-queue's pull loop from the new offset, dropping what was fetched and not consumed.
+queue's pull loop from the new offset, dropping what was fetched and not consumed. ``infos()`` describes each queue
+for GET_CONSUMER_RUNNING_INFO (``client/running_info.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from sievemq.client.instance import ClientInstance
 from sievemq.client.message import MessageQueue
 from sievemq.client.offset_store import OffsetStore
 from sievemq.client.orderly import OrderlyConsumeService
-from sievemq.client.process_queue import ProcessQueue
+from sievemq.client.process_queue import ProcessQueue, now_ms
 from sievemq.client.queue_puller import QueuePuller, fetch_for
+from sievemq.client.running_info import PulledCounter
 from sievemq.client.start_position import StartPosition, first_offset
 from sievemq.client.subscription import SubscriptionEntry
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.running_info import ProcessQueueInfo
 from sievemq.util.tasks import cancel_and_wait
 
 log = logging.getLogger("sievemq.client.push_consumer")  # the consumer's records, as before the split
@@ -62,6 +65,8 @@ class PushQueues:
         """The pull loop of each queue."""
         self.moved_back: dict[MessageQueue, tuple[ProcessQueue, int]] = {}
         """Queues a pull answer moved back (PULL_OFFSET_MOVED): the queue's process queue then, and the offset."""
+        self.pulled = PulledCounter()
+        """Messages the pulls brought, per topic (``ConsumeStatus.pullTPS``)."""
 
     async def take(self, mq: MessageQueue) -> bool:
         """Start pulling ``mq`` from its committed offset (or per ``consume_from``); False: try again next round."""
@@ -126,12 +131,24 @@ class PushQueues:
             log.info("group %s: offset of %s reset to %d by the broker", self.group, mq, offset)
             self._start_pulling(mq, offset)
 
+    def infos(self) -> dict[MessageQueue, ProcessQueueInfo]:
+        """Each owned queue as GET_CONSUMER_RUNNING_INFO reports it: the offset held in memory, the messages waiting
+        for (or in) the listener, and for an orderly consumer whether the broker's lock on it is ours."""
+        out: dict[MessageQueue, ProcessQueueInfo] = {}
+        for mq, pq in self.pqs.items():
+            commit = self.offsets.read_memory(mq)
+            if self.orderly is None:
+                out[mq] = pq.info(commit)
+            else:
+                out[mq] = pq.info(commit, locked=self.orderly.holds(mq), last_lock_ms=self.orderly.locked_at_ms(mq))
+        return out
+
     def _start_pulling(self, mq: MessageQueue, offset: int) -> None:
         pq = ProcessQueue(offset)
         self.offsets.update(mq, offset)
         self.pqs[mq] = pq
         fetch = fetch_for(self.inst, mq, self.group, self.service.options, self.functions)
-        target = _PushQueue(mq, pq, self.offsets, self.service, self.subscription, self.moved_back)
+        target = _PushQueue(mq, pq, self.offsets, self.service, self.subscription, self.moved_back, self.pulled)
         puller = QueuePuller(self.inst, mq, target, fetch, logger=log)
         self.tasks[mq] = asyncio.get_running_loop().create_task(puller.run(), name=f"pull {mq}")
 
@@ -139,7 +156,8 @@ class PushQueues:
 class _PushQueue:
     """One queue of a push consumer as its ``QueuePuller`` sees it: messages go to the consume service, offsets to the
     offset store (the committable offset rides on pulls to the master); ``subscription(topic)`` is the consumer's
-    subscription of a topic now; a pull answer that moves the queue back is noted in ``moved_back``."""
+    subscription of a topic now; a pull answer that moves the queue back is noted in ``moved_back``; the messages
+    pulled are counted in ``pulled``."""
 
     def __init__(
         self,
@@ -149,6 +167,7 @@ class _PushQueue:
         service: ConsumeService,
         subscription: Callable[[str], SubscriptionEntry | None],
         moved_back: dict[MessageQueue, tuple[ProcessQueue, int]],
+        pulled: PulledCounter,
     ) -> None:
         self.mq = mq
         self.pq = pq
@@ -156,6 +175,7 @@ class _PushQueue:
         self.service = service
         self._subscription = subscription
         self.moved_back = moved_back
+        self.pulled = pulled
 
     def running(self) -> bool:
         return self.service.state == "running"
@@ -178,16 +198,20 @@ class _PushQueue:
         return commit if commit > 0 else None
 
     def on_messages(self, kept: list[MessageExt], next_offset: int) -> None:
+        self.pq.last_pull_ms = now_ms()
         fresh = self.pq.add(kept, next_offset)
+        self.pulled.add(self.mq.topic, len(fresh))
         if not fresh:
             self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
         self.service.dispatch(self.mq, self.pq, fresh)
 
     def on_advance(self, next_offset: int) -> None:
+        self.pq.last_pull_ms = now_ms()
         self.pq.advance(next_offset)
         self.offsets.update(self.mq, self.pq.commit_offset, increase_only=True)
 
     async def on_offset_moved(self, next_offset: int) -> None:
+        self.pq.last_pull_ms = now_ms()
         if next_offset < self.pq.next_offset:  # moved back (an operator's reset): what is in flight no longer counts
             self.pq.reset(next_offset)
             self.moved_back[self.mq] = (self.pq, next_offset)
