@@ -9,8 +9,11 @@ import sys
 from typing import Any
 
 import orjson
+import pytest
 
+from sievemq import PullConsumer, PushConsumer, Selector
 from sievemq.client import api
+from sievemq.client.errors import SubscriptionError
 from sievemq.protocol.heartbeat import ConsumerData, HeartbeatData, Subscription
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -235,3 +238,33 @@ async def test_explain_command(cluster: Cluster, open_conn: OpenConn) -> None:
     )
     out, err = await proc.communicate()
     assert proc.returncode != 0 and "column" in err.decode() and "Traceback" not in err.decode()
+
+
+@pytest.mark.parametrize("kind", ["push", "pull"])
+async def test_a_consumer_refused_for_its_selector_leaves_no_group_behind(
+    cluster: Cluster, open_conn: OpenConn, kind: str
+) -> None:
+    """A consumer whose SQL92 selector does not compile fails to start (SUBSCRIPTION_PARSE_FAILED) before any
+    heartbeat names its group: the broker has no config of the group afterwards (``group list`` does not show it)."""
+    ns = cluster.namesrv()
+    b = cluster.broker(ns.addr)
+    conn = await open_conn(b)
+    await create_topic(conn, "Orders", 1)
+    group = f"g-refused-sql-{kind}"
+    consumer: PushConsumer | PullConsumer
+    if kind == "push":
+        consumer = PushConsumer(ns.addr, group)
+
+        @consumer.listener
+        async def _listen(msgs: list[Any]) -> None:
+            return None
+    else:
+        consumer = PullConsumer(ns.addr, group)
+    consumer.subscribe("Orders", Selector.sql("amount >"))
+    with pytest.raises(SubscriptionError) as raised:
+        await consumer.start()
+    assert raised.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    await consumer.close()
+    resp = await call(conn, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    groups = orjson.loads(resp.body)["subscriptionGroupTable"]
+    assert group not in groups, sorted(groups)

@@ -28,7 +28,7 @@ from sievemq.client.queue_puller import PULL_RETRY_DELAY
 from sievemq.client.rebalance import Rebalancer
 from sievemq.client.running_info import pull_properties
 from sievemq.client.start_position import StartPosition, first_offset, pin
-from sievemq.client.subscription import SubscriptionEntry, to_millis
+from sievemq.client.subscription import SubscriptionEntry, check_client_config, to_millis
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.heartbeat import ConsumerData
 from sievemq.protocol.message import MessageExt
@@ -92,6 +92,7 @@ class PullConsumer(ClientLifecycle):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._started_ms = 0
+        self._announced = False
         """When start() began, milliseconds since 1970 (GET_CONSUMER_RUNNING_INFO)."""
 
     # ------------------------------------------------------------------------------------------ configuration
@@ -162,7 +163,7 @@ class PullConsumer(ClientLifecycle):
         self._rebalancer = Rebalancer(inst, self.group, self, strategy=self.allocate)
         self._state = "running"
         async with self._closed_on_failure():
-            refused = await go_live(inst, self.group, self.topics())
+            refused = await go_live(inst, self.group, self.topics(), self._check_then_announce)
             if refused:
                 raise refused_error(refused)
             if self._subs:
@@ -195,9 +196,17 @@ class PullConsumer(ClientLifecycle):
             return sorted({mq.topic for mq in self._assigned})
         return list(self._subs)
 
+    async def _check_then_announce(self) -> None:
+        """CHECK_CLIENT_CONFIG of the subscriptions (a SQL92 selector the brokers cannot serve fails start()); only
+        then do heartbeats name the group, so a refused start leaves no group config behind."""
+        if self._subs and self._instance is not None:
+            await check_client_config(self._instance, self.group, list(self._subs.values()))
+        self._announced = True
+
     def consumer_data(self) -> ConsumerData | None:
-        """Heartbeat entry; None with assigned queues (not a member of the group's rebalancing)."""
-        if not self._subs:
+        """Heartbeat entry; None with assigned queues (not a member of the group's rebalancing), and until the
+        subscriptions passed the brokers' check."""
+        if not self._subs or not self._announced:
             return None
         return ConsumerData(
             group=self.group,
