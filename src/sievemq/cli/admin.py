@@ -9,19 +9,12 @@ from typing import Any
 import click
 
 from sievemq.acl.credentials import Credentials, credential_options, keys_of
+from sievemq.cli.connect import namesrv_option
 from sievemq.cli.tls import tls_options
 from sievemq.errors import SieveError
 from sievemq.remoting.tls import ClientTls
 
 # ------------------------------------------------------------------------------------------------ topics
-namesrv_option = click.option(
-    "--namesrv",
-    "-n",
-    default="127.0.0.1:9876",
-    envvar="SIEVEMQ_NAMESRV",
-    show_default=True,
-    help="name server address(es), ';'-separated",
-)
 
 
 def _admin(

@@ -14,7 +14,8 @@ from sievemq.acl.credentials import Credentials, credential_options
 from sievemq.admin.message_view import MessageView, body_text
 from sievemq.admin.render import consume_type_word, echo_json, print_table
 from sievemq.admin.timespec import ResetPoint, format_ms, parse_reset_point, parse_time
-from sievemq.cli.admin import _admin, group, namesrv_option, topic
+from sievemq.cli.admin import _admin, group, topic
+from sievemq.cli.connect import namesrv_option
 from sievemq.cli.tls import tls_options
 from sievemq.errors import SieveError
 from sievemq.remoting.tls import ClientTls

@@ -12,6 +12,8 @@ import click
 
 from sievemq.broker.config import BrokerConfig
 from sievemq.cli import log_levels as cli_logging
+from sievemq.cli.connect import export_line
+from sievemq.cli.exits import RootGroup
 from sievemq.cli.runner import config_options, run_until_signalled
 from sievemq.dashboard.config import DashboardConfig
 from sievemq.errors import SieveError
@@ -36,7 +38,7 @@ def _overrides(kwargs: dict[str, Any], cls: type[Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in names and v is not None}
 
 
-@click.group()
+@click.group(cls=RootGroup)  # Ctrl-C exits 130, a closed stdout 141, in every command (cli/exits.py)
 @click.version_option(__version__, prog_name="sievemq")
 @cli_logging.log_level_option
 def main(log_level: str | None) -> None:
@@ -162,6 +164,8 @@ def dev(
         board, http = await _dev_http(ns, broker, proxy, host, http_port, board_cfg, board_logins)
         click.echo(f"sievemq {__version__} dev")
         click.echo(f"  name server  {ns.addr}")
+        if (export := export_line(br_cfg.namesrv_addr)) is not None:  # not where the CLI looks by default
+            click.echo(f"  CLI          {export}  (then sievemq commands use this name server)")
         click.echo(f"  broker       {br_cfg.advertised_addr}  ({br_cfg.broker_name}, {br_cfg.flush_disk_type})")
         if proxy is not None:
             click.echo(f"  gRPC proxy   {proxy.addr}  (RocketMQ 5.x clients{', TLS only' if tls else ''})")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,8 @@ import click
 import orjson
 
 from sievemq.acl.credentials import Credentials, credential_options, keys_of
+from sievemq.cli.connect import namesrv_option
+from sievemq.cli.exits import EXIT_SIGINT
 from sievemq.cli.tls import client_kwargs, tls_options
 from sievemq.errors import SieveError
 from sievemq.protocol.delay_levels import DEFAULT_LEVEL_COUNT
@@ -22,15 +27,6 @@ from sievemq.remoting.tls import ClientTls
 
 if TYPE_CHECKING:
     from sievemq.client.options import ClientOptions
-
-_namesrv_option = click.option(
-    "--namesrv",
-    "-n",
-    default="127.0.0.1:9876",
-    envvar="SIEVEMQ_NAMESRV",
-    show_default=True,
-    help="name server address(es), ';'-separated",
-)
 
 
 def client_options(namesrv: str, credentials: Credentials | None, tls: ClientTls | None) -> ClientOptions:
@@ -56,20 +52,67 @@ def _props(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+GRACE = 2.0
+"""Seconds the sends in flight at Ctrl-C get to be answered before ``produce`` closes (one not answered may still be
+stored: the summary counts it as sent, not as acknowledged)."""
+
+
 def _run(coro: Any) -> None:
+    """Run a command's coroutine; the exit code it returns (130 after Ctrl-C) ends the command with that code."""
     try:
-        asyncio.run(coro)
+        code = asyncio.run(coro)
     except SieveError as e:
         raise click.ClickException(str(e)) from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:  # a closed stdout (EPIPE) too: cli/exits.py ends those quietly with 141
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
-        raise SystemExit(130) from None
+        raise SystemExit(EXIT_SIGINT) from None
+    if code:
+        raise SystemExit(code)
+
+
+@contextmanager
+def _on_ctrl_c(*events: asyncio.Event) -> Iterator[None]:
+    """While inside (in the running loop): the first Ctrl-C sets ``events`` (the command stops starting new work,
+    winds down and says what it did, then exits 130); a second one interrupts at once (KeyboardInterrupt: 130)."""
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        for event in events:
+            event.set()
+        loop.remove_signal_handler(signal.SIGINT)  # back to KeyboardInterrupt for the next Ctrl-C
+
+    loop.add_signal_handler(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _drain(workers: list[asyncio.Task[None]], interrupted: asyncio.Event, grace: float) -> None:
+    """Wait until ``workers`` end, or ``interrupted`` is set: then give them ``grace`` seconds more (to finish what
+    they started; they start nothing new once it is set) and cancel the rest. A worker's own error is raised."""
+    stop = asyncio.ensure_future(interrupted.wait())
+    running: set[asyncio.Task[None]] = set(workers)
+    try:
+        while running and not stop.done():
+            done, _ = await asyncio.wait({*running, stop}, return_when=asyncio.FIRST_COMPLETED)
+            for w in done:
+                if w is not stop:
+                    running.discard(w)  # type: ignore[arg-type]  # every other one is a worker
+                    w.result()
+        if running:
+            _, running = await asyncio.wait(running, timeout=grace)
+    finally:
+        stop.cancel()
+        for w in running:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
 
 
 @click.command()
 @click.argument("topic")
-@_namesrv_option
+@namesrv_option
 @click.option("--tag", "-t", default=None, help="message tag")
 @click.option("--key", "-k", "keys", multiple=True, help="business key (repeatable)")
 @click.option("--prop", "-p", "props", multiple=True, help="user property k=v (repeatable)")
@@ -117,9 +160,10 @@ def produce(
         data = payload if payload is not None else (f"message {i} ".encode() * (size // 8 + 1))[:size]
         return Message(topic, data, tags=tag, keys=list(keys), properties=dict(properties), delay_level=delay)
 
-    async def go() -> None:
-        sent = failed = 0
+    async def go() -> int:
+        begun = sent = failed = 0  # sends started; answered (acknowledged); failed
         first_error: str | None = None
+        interrupted = asyncio.Event()
         statuses: Counter[str] = Counter()
         started = time.monotonic()
         async with Producer(group=group, options=options) as p:
@@ -130,11 +174,10 @@ def produce(
                     f"{r.status.name} msgId={r.msg_id} offsetMsgId={r.offset_msg_id} "
                     f"queue={mq.broker_name}:{mq.queue_id} offset={r.queue_offset}"
                 )
-                return
+                return 0
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            sem = asyncio.Semaphore(concurrency)
             with Progress(
                 TextColumn(f"[bold]{topic}"),
                 BarColumn(),
@@ -147,26 +190,44 @@ def produce(
             ) as progress:
                 bar = progress.add_task("send", total=count, rate=0.0)
 
-                async def one(i: int) -> None:
-                    nonlocal sent, failed, first_error
-                    async with sem:
+                async def worker() -> None:
+                    """Send the next message until all are sent, or Ctrl-C: then it starts no new send."""
+                    nonlocal begun, sent, failed, first_error
+                    while begun < count and not interrupted.is_set():
+                        i = begun
+                        begun += 1
                         try:
                             statuses[(await p.send(make(i))).status.name] += 1
                             sent += 1
                         except SieveError as e:
                             failed += 1
                             first_error = first_error or str(e)
-                    elapsed = max(time.monotonic() - started, 1e-6)
-                    progress.update(bar, advance=1, rate=(sent + failed) / elapsed)
+                        elapsed = max(time.monotonic() - started, 1e-6)
+                        progress.update(bar, advance=1, rate=(sent + failed) / elapsed)
 
-                await asyncio.gather(*(one(i) for i in range(count)))
+                # ``concurrency`` workers, not one task per message: Ctrl-C has at most that many sends to wait for.
+                with _on_ctrl_c(interrupted):
+                    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, count))]
+                    await _drain(workers, interrupted, GRACE)
         elapsed = max(time.monotonic() - started, 1e-6)
-        click.echo(f"sent {sent} of {count} messages to {topic} in {elapsed:.2f}s ({sent / elapsed:.0f} msg/s)")
+        rate = f"{sent / elapsed:.0f} msg/s"
+        if interrupted.is_set():
+            unanswered = begun - sent - failed
+            click.echo(f"interrupted: sent {begun} of {count} messages to {topic} in {elapsed:.2f}s ({rate}), "
+                       f"{sent} acknowledged" + (f", {failed} failed" if failed else "")
+                       + (f", {unanswered} not answered within {GRACE:g}s" if unanswered else ""))  # fmt: skip
+        else:
+            click.echo(f"sent {sent} of {count} messages to {topic} in {elapsed:.2f}s ({rate})")
         for status, n in sorted(statuses.items()):
             if status != "SEND_OK":  # stored on the master, not (yet) on a slave: see docs/replication.md
                 click.echo(f"  {n} answered {status}: stored on the master, not confirmed by a slave")
+        if interrupted.is_set():
+            if failed:
+                click.echo(f"first error: {first_error}", err=True)
+            return EXIT_SIGINT
         if failed:
             raise click.ClickException(f"{failed} sends failed; first error: {first_error}")
+        return 0
 
     _run(go())
 
@@ -228,7 +289,7 @@ def _message_line(m: Any) -> str:
 
 @click.command()
 @click.argument("topic")
-@_namesrv_option
+@namesrv_option
 @click.option("--expr", "-e", default=None, help="tag expression, e.g. 'TagA || TagB' [default: *]")
 @click.option("--sql", default=None, help="SQL92 selector on properties, instead of --expr")
 @click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
@@ -268,9 +329,11 @@ def consume(
     group = group or f"sievemq-cli-{os.getpid()}"
     options = replace(client_options(namesrv, credentials, tls), rebalance_interval=5.0)
 
-    async def go() -> None:
+    async def go() -> int:
         await check_topic(options, topic)
         done = asyncio.Event()
+        interrupted = asyncio.Event()  # Ctrl-C: done too
+        closed_stdout: OSError | None = None  # nobody reads what is printed any more (`| head -1` exited)
         printed = 0
         last = time.monotonic()
         consumer = PushConsumer(
@@ -284,32 +347,45 @@ def consume(
 
         @consumer.listener
         async def show(msgs: list[MessageExt]) -> ConsumeResult:
-            nonlocal printed, last
-            if count and printed >= count:
-                # Past the count (one message per call): leave it unconsumed. Neither an ack (the group would never
-                # see it) nor a failure (it would be sent back): the abandoned call keeps the message out of the
-                # offset the consumer commits when it closes, so the group's next run starts at it.
+            nonlocal printed, last, closed_stdout
+            if (count and printed >= count) or done.is_set():
+                # Past the count, after Ctrl-C or a closed stdout (one message per call): leave it unconsumed.
+                # Neither an ack (the group would never see it) nor a failure (it would be sent back): the abandoned
+                # call keeps the message out of the offset the consumer commits when it closes, so the group's next
+                # run starts at it.
                 done.set()
                 raise asyncio.CancelledError
             for m in msgs:
-                click.echo(orjson.dumps(_message_json(m)).decode() if as_json else _message_line(m))
+                try:
+                    click.echo(orjson.dumps(_message_json(m)).decode() if as_json else _message_line(m))
+                    sys.stdout.flush()
+                except BrokenPipeError as e:  # not shown, so not consumed; the command ends (cli/exits.py: 141)
+                    closed_stdout = e
+                    done.set()
+                    raise asyncio.CancelledError from None
                 printed += 1
                 last = time.monotonic()
-            sys.stdout.flush()
             if count and printed >= count:
                 done.set()
             return ConsumeResult.SUCCESS
 
         await consumer.start()
         try:
-            while not done.is_set():
-                try:
-                    async with asyncio.timeout(0.2):
-                        await done.wait()
-                except TimeoutError:
-                    if timeout and time.monotonic() - last > timeout:
-                        break
+            with _on_ctrl_c(interrupted, done):
+                while not done.is_set():
+                    try:
+                        async with asyncio.timeout(0.2):
+                            await done.wait()
+                    except TimeoutError:
+                        if timeout and time.monotonic() - last > timeout:
+                            break
         finally:
-            await consumer.close()
+            await consumer.close()  # commits the offsets of what was printed
+        if closed_stdout is not None:
+            raise closed_stdout
+        if interrupted.is_set():  # on stderr: stdout holds only the messages (one JSON object a line with --json)
+            click.echo(f"interrupted: consumed {printed} message{'s' if printed != 1 else ''} from {topic}", err=True)
+            return EXIT_SIGINT
+        return 0
 
     _run(go())

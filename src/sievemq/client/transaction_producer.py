@@ -39,6 +39,16 @@ class TransactionState(enum.IntEnum):
     UNKNOWN = 0
     """Not known yet: the broker checks back later."""
 
+    def __str__(self) -> str:
+        """The name (``print(r.state)`` shows ``COMMIT``, not ``8``); ``int(state)`` is the wire value."""
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        """The name in f-strings too (``f"{state:>8}"`` pads it); a numeric format (``:d``, ``:x``) the value."""
+        if spec and spec[-1] in "bcdoxXneEfFgG%":
+            return int.__format__(self, spec)
+        return format(self.name, spec)
+
 
 LocalTransaction = Callable[[Message, Any], Awaitable[TransactionState]]
 """``async def local(msg, arg) -> TransactionState``: runs the application's transaction."""
