@@ -1,7 +1,7 @@
 """Issue 33, "the CLI in a newcomer's hands" (items 1, 3, 5 and 10), with real processes: Ctrl-C stops ``produce``
 and ``consume`` at once with what they did and exit 130; ``sievemq dev`` on another port says how to point the CLI
 at it and every ``-n`` help names ``$SIEVEMQ_NAMESRV``; a closed stdout (``| head -1``) ends a command quietly with
-141; the transaction example prints its state's name."""
+141; the transaction example prints its state's name; a taken gRPC port is said in sievemq's words (item 11)."""
 
 from __future__ import annotations
 
@@ -204,6 +204,25 @@ def test_dev_on_another_port_prints_the_export_line_that_points_the_cli_at_it(cl
     res = _cli("topic", "list", env=_env(SIEVEMQ_NAMESRV=m.group(1)))  # the line, as a newcomer pastes it
     assert res.returncode == 0, res.stderr
     assert export_line(DEFAULT_NAMESRV) is None  # nothing to say on the default port
+
+
+def test_a_taken_grpc_port_is_said_in_sievemqs_words(cluster: Cluster, tmp_path: Path) -> None:
+    """Issue 33 item 11: ``sievemq dev`` with its gRPC port taken warns once, in its own words, and serves the rest;
+    ``sievemq proxy`` on a taken port exits with the reason. Neither shows gRPC's own ``add_port.cc`` log line nor
+    its ``GRPC_VERBOSITY`` hint."""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        dev = cluster.dev("--grpc-port", str(port))  # the last --grpc-port wins
+        log = dev.log()
+        assert f"the gRPC proxy did not start on 127.0.0.1:{port} (cannot listen on 127.0.0.1:{port}: the port " \
+               "is taken)" in log, log  # fmt: skip
+        proxy = _cli("proxy", "--namesrv-addr", str(dev.extra["namesrv"]), "--listen-port", str(port))
+        assert proxy.returncode != 0 and f"cannot listen on 127.0.0.1:{port}: the port is taken" in proxy.stderr, proxy
+        for text in (log, proxy.stdout + proxy.stderr):
+            assert "add_port.cc" not in text and "GRPC_VERBOSITY" not in text, text
 
 
 def _namesrv_commands() -> list[tuple[str, click.Command]]:

@@ -14,6 +14,7 @@ from sievemq.proxy.metrics import GrpcMetricsInterceptor, GrpcStats
 from sievemq.proxy.service import MessagingService
 from sievemq.proxy.transactions import ProxyTransactions
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
+from sievemq.util.ports import listen_problem
 
 __all__ = ["PROXY_PRODUCER_GROUP", "ProxyServer"]
 
@@ -59,6 +60,9 @@ class ProxyServer:
         self.transactions.bind()
         await self.tx_producer.start()
         where = f"{self.config.listen_host}:{self.config.listen_port}"
+        problem = listen_problem(self.config.listen_host, self.config.listen_port)
+        if problem is not None:  # said in our words: gRPC would log its own line first and give no reason
+            raise RuntimeError(f"cannot listen on {where}: {problem}")
         try:
             credentials = self.credentials()
             if credentials is None:
