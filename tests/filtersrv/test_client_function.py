@@ -271,3 +271,28 @@ async def test_uploaded_function(fc: FilterCluster, conns: list[Connection]) -> 
         await c.start()
     assert "BigEuOrders" in str(e.value) and topic in str(e.value)
     assert e.value.reason == Reason.FILTER_NOT_ALLOWED
+
+
+async def test_a_function_of_a_topic_that_does_not_exist_yet_waits_without_an_error(
+    fc: FilterCluster, conns: list[Connection], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 33 item 8 (the docs' example on a first run): the consumer starts before the topic exists. That is no
+    error of the function (no route yet, not "no filter server listed"): once the first send creates the topic, the
+    function is registered and the matches arrive, and the status counts no error."""
+    caplog.set_level(logging.INFO, logger="sievemq.client")
+    topic, group = "FnNewTopic", "fn-new-topic"
+    ns = fc.namesrv()
+    broker = fc.broker(ns.addr)
+    bconn = await open_conn(conns, broker)
+    fc.filtersrv(broker)
+    c, got = consumer(ns.addr, group, topic, Selector.function(NAMED))
+    await c.start()
+    try:
+        await send_orders(bconn, topic, range(0, 20))
+        await until(lambda: got.has_all(range(0, 20)), timeout=60.0, what="the matches of orders 0-19")
+        status = c.function_status()[topic]
+        assert (status.errors, status.last_error) == (0, None), status
+    finally:
+        await c.close()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors

@@ -192,7 +192,12 @@ class FunctionFilters:
             self._board.of(entry)
             servers = self.servers(entry.topic)
             self._forget_except(entry.topic, set(servers))
-            if not servers:
+            if not servers and self.inst.route(entry.topic) is None:
+                # No route yet (the topic does not exist, or its broker has not registered it yet): the consumer
+                # waits for the topic as for any other; the function is registered once it is routed.
+                log.info("topic %s has no route yet: %s of group %s is registered with its filter servers once it "
+                         "has", entry.topic, function_of(entry).describe(), self.group)  # fmt: skip
+            elif not servers:
                 text = (
                     f"no filter server is listed in the route of topic {entry.topic} (filterServerTable) to run "
                     f"{function_of(entry).describe()} of group {self.group}; its queues wait (nothing is skipped) "
