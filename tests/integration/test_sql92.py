@@ -268,3 +268,25 @@ async def test_a_consumer_refused_for_its_selector_leaves_no_group_behind(
     resp = await call(conn, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     groups = orjson.loads(resp.body)["subscriptionGroupTable"]
     assert group not in groups, sorted(groups)
+
+
+async def test_explain_warns_of_a_comparison_of_two_properties(cluster: Cluster, open_conn: OpenConn) -> None:
+    """``region = eu`` (for ``region = 'eu'``) compares two properties: explain says so with a stable code, and
+    counts the stored messages that have neither (and therefore match, NULL = NULL being TRUE as in RocketMQ)."""
+    ns = cluster.namesrv()
+    b = cluster.broker(ns.addr)
+    conn = await open_conn(b)
+    await create_topic(conn, "Orders", 1)
+    await wire.send_message(conn, "Orders", b"eu", properties={"region": "eu"}, queue_id=0)
+    for body in (b"plain-1", b"plain-2"):
+        await wire.send_message(conn, "Orders", body, queue_id=0)
+    fields = {"topic": "Orders", "expression": "region = eu", "expressionType": "SQL92", "last": 10}
+    resp = await call(conn, RequestCode.EXPLAIN_SELECTOR, fields)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    report = orjson.loads(resp.body)
+    assert report["matched"] == 2  # the two messages without region (eu != its absent namesake)
+    ((warning),) = report["warnings"]
+    assert (warning["code"], warning["position"], warning["messagesWithNeither"]) == ("COMPARES_TWO_PROPERTIES", 1, 2)
+    assert "region = 'eu'" in warning["text"]
+    fields["expression"] = "region = 'eu'"
+    assert orjson.loads((await call(conn, RequestCode.EXPLAIN_SELECTOR, fields)).body)["warnings"] == []

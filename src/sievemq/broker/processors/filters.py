@@ -94,9 +94,11 @@ def explain_selector(
 ) -> dict[str, Any]:
     """The explanation of ``expression`` over the last ``last`` messages of each queue of ``topic``."""
     from sievemq.filter.sql92 import SqlError, compile_selector, parse, reference_evaluate
+    from sievemq.filter.sql92.lint import COMPARES_TWO_PROPERTIES, PropertyComparison, property_comparisons
 
     t0 = time.perf_counter()
     used: frozenset[str] = frozenset()
+    pairs: list[PropertyComparison] = []
     if kind == "SQL92":
         try:
             selector = compile_selector(expression)
@@ -104,6 +106,7 @@ def explain_selector(
         except SqlError as e:
             raise RemotingError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, e.with_caret()) from None
         used = selector.properties_used
+        pairs = property_comparisons(tree)
     elif kind == "TAG":
         try:
             tags = TagExpression.parse(expression)
@@ -115,6 +118,7 @@ def explain_selector(
     read_s = decode_s = eval_s = 0.0
     scanned = matched = unknown = errors = 0
     missing: Counter[str] = Counter()
+    neither: Counter[PropertyComparison] = Counter()
     sample: list[dict[str, Any]] = []
     not_matched_sample: list[dict[str, Any]] = []
     for q in range(queues):
@@ -146,6 +150,9 @@ def explain_selector(
                 for name in used:
                     if name not in props:
                         missing[name] += 1
+                for pair in pairs:
+                    if pair.left not in props and pair.right not in props:
+                        neither[pair] += 1
                 row = {
                     "msgId": msg.msg_id,
                     "queueId": q,
@@ -184,6 +191,10 @@ def explain_selector(
         "evaluationErrors": errors,
         "propertiesUsed": sorted(used),
         "messagesMissingProperty": dict(missing),
+        "warnings": [
+            {"code": COMPARES_TWO_PROPERTIES, "text": p.hint(), "position": p.pos, "messagesWithNeither": neither[p]}
+            for p in pairs
+        ],
         "sample": sample,
         "notMatchedSample": not_matched_sample,
         "seconds": {
