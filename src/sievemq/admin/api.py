@@ -8,13 +8,15 @@ from typing import Any
 import orjson
 
 from sievemq.acl.signature import RequestSigner
+from sievemq.admin.errors import ClusterNotFound, TopicNotFound
+from sievemq.client.errors import NotANameServerError, namesrv_refused
 from sievemq.errors import RemotingError, RequestTimeoutError, SieveError
 from sievemq.protocol import mq_json
 from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY, is_system_topic
 from sievemq.protocol.route import TopicRouteData
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
-from sievemq.remoting.connection import ConnectionPool
+from sievemq.remoting.connection import ConnectionPool, ForeignProtocolError
 from sievemq.remoting.tls import ClientTls
 
 
@@ -99,19 +101,29 @@ class AdminClient:
         return resp
 
     async def _namesrv_call(self, code: int, fields: dict[str, Any] | None = None) -> RemotingCommand:
-        failures: list[str] = []
+        """``code`` to the first name server that answers it. An address that is not a name server (a broker
+        refusing the request as not supported, an HTTP port) is skipped like an unreachable one; when it was the
+        only address, NotANameServerError says what it is."""
+        failures: list[tuple[str, BaseException]] = []
         for addr in self.namesrv:
             try:
                 return await self._call(addr, code, fields)
-            except RemotingError:
-                raise
+            except RemotingError as e:
+                wrong = namesrv_refused(addr, code, e.code)
+                if wrong is None:
+                    raise
+                failures.append((addr, wrong))
+            except ForeignProtocolError as e:
+                failures.append((addr, NotANameServerError(addr, e.protocol, f"it answered {e.first_line!r}")))
             except Exception as e:  # try the next name server
-                failures.append(f"{addr}: {describe_failure(e)}")
+                failures.append((addr, e))
         if not failures:
             raise RuntimeError("no name server configured")
-        raise NamesrvUnreachable(
-            f"no name server answered ({'; '.join(failures)}); check --namesrv or SIEVEMQ_NAMESRV"
-        )
+        if len(failures) == 1 and isinstance(failures[0][1], NotANameServerError):
+            raise failures[0][1]
+        texts = [str(e) if isinstance(e, NotANameServerError) else f"{addr}: {describe_failure(e)}"
+                 for addr, e in failures]  # fmt: skip
+        raise NamesrvUnreachable(f"no name server answered ({'; '.join(texts)}); check --namesrv or SIEVEMQ_NAMESRV")
 
     async def request(
         self, addr: str, code: int, fields: dict[str, Any] | None = None, body: bytes = b""
@@ -146,9 +158,17 @@ class AdminClient:
         resp = await self._namesrv_call(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         return list(mq_json.loads(resp.body).get("topicList") or [])
 
+    async def check_cluster(self, cluster: str) -> None:
+        """ClusterNotFound unless some registered broker belongs to ``cluster``."""
+        clusters = sorted({b.cluster for b in await self.brokers()})
+        if cluster not in clusters:
+            raise ClusterNotFound(cluster, clusters)
+
     async def _target_masters(self, broker: str | None, cluster: str | None) -> list[str]:
         if broker:
             return [broker]
+        if cluster:
+            await self.check_cluster(cluster)
         masters = [b.addrs[0] for b in await self.brokers() if 0 in b.addrs and (not cluster or b.cluster == cluster)]
         if not masters:
             raise RuntimeError("no master broker found" + (f" in cluster {cluster}" if cluster else ""))
@@ -247,8 +267,13 @@ class AdminClient:
         return out
 
     async def explain(self, topic: str, expression: str, kind: str = "SQL92", last: int = 1000) -> list[dict[str, Any]]:
-        """EXPLAIN_SELECTOR on every broker holding ``topic``."""
-        route = await self.route(topic)
+        """EXPLAIN_SELECTOR on every broker holding ``topic`` (TopicNotFound when no name server knows it)."""
+        try:
+            route = await self.route(topic)
+        except RemotingError as e:
+            if e.code == ResponseCode.TOPIC_NOT_EXIST and not e.reason:  # BROKER_GONE says more: kept
+                raise TopicNotFound(topic) from None
+            raise
         out = []
         for bd in route.broker_datas:
             addr = bd.broker_addrs.get(0)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.admin.api import AdminClient, BrokerInfo
-from sievemq.admin.errors import MessageNotFound, TopicNotFound
+from sievemq.admin.errors import MessageNotFound, NotAMessageId, TopicNotFound
 from sievemq.admin.fanout import CONCURRENCY, fan_out, texts
 from sievemq.admin.message_view import GroupTrack, MessageView, TrackState, track
 from sievemq.admin.progress import SYSTEM_GROUPS, consume_stats, consumer_connection
@@ -21,7 +21,7 @@ from sievemq.protocol.msgid import parse_offset_msg_id
 from sievemq.protocol.names import NOT_ALLOWED_SEND_TOPICS
 from sievemq.remoting.codes import RequestCode, ResponseCode
 
-__all__ = ["FIND_MAX", "Found", "consumption", "find_by_key", "show"]
+__all__ = ["FIND_MAX", "ID_LENGTHS", "Found", "consumption", "find_by_key", "message_id", "show"]
 
 FIND_MAX = 1000
 """Most messages ``find_by_key`` gathers (brokers answer at most 64 per query: it asks page by page)."""
@@ -114,12 +114,31 @@ async def _by_uniq_key(
     return sorted(found, key=lambda v: (v.msg.store_timestamp, v.broker, v.msg.commit_log_offset)), errors
 
 
+ID_LENGTHS = range(32, 65)
+"""Hex digits a message id may have: 32 (a UNIQ_KEY, an IPv4 offsetMsgId), 34 (a 5.x client's id), 56 (IPv6); the
+range leaves room for other clients' UNIQ_KEYs."""
+
+
+def message_id(text: str) -> str:
+    """``text`` as a message id (stripped, upper case); NotAMessageId when it cannot be one (not hex digits, or
+    too short or long), so that a typo or a business key is refused before every topic is searched."""
+    msg_id = text.strip().upper()
+    if not msg_id or any(c not in "0123456789ABCDEF" for c in msg_id):
+        raise NotAMessageId(text, "it is not made of hex digits")
+    if len(msg_id) not in ID_LENGTHS:
+        raise NotAMessageId(text, f"{len(msg_id)} hex digits")
+    return msg_id
+
+
 async def show(admin: AdminClient, msg_id: str, topic: str | None = None) -> Found:
     """The message ``msg_id`` names: an offsetMsgId (a record of one broker), or a UNIQ_KEY (the id a send
     returns; every record with it: the message, and its retries and dead letter copies). Without ``topic``
-    a UNIQ_KEY is looked for in every topic. MessageNotFound when no broker has it."""
-    msg_id = msg_id.strip().upper()
+    a UNIQ_KEY is looked for in every topic. NotAMessageId when ``msg_id`` cannot be an id, TopicNotFound when
+    ``topic`` does not exist, MessageNotFound when no broker has it."""
+    msg_id = message_id(msg_id)
     brokers = await admin.brokers()
+    if topic is not None and not await _sets_of(admin, topic, brokers):
+        raise TopicNotFound(topic)
     view = await _by_offset_id(admin, brokers, msg_id)
     if view is not None and (topic is None or view.msg.topic == topic):
         return Found([view])

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.admin.api import AdminClient, BrokerInfo
-from sievemq.admin.errors import TopicNotFound
+from sievemq.admin.errors import BrokerNotFound, QueueNotFound, TopicNotFound
 from sievemq.admin.fanout import fan_out, texts
 from sievemq.admin.message_view import MessageView
 from sievemq.client import api
@@ -76,7 +76,8 @@ async def peek(
     broker: str | None = None,
 ) -> Peeked:
     """Up to ``count`` messages of each queue of ``topic`` (only ``queue`` / ``broker`` when given): the last ones,
-    or those from ``offset`` on."""
+    or those from ``offset`` on. Names that do not exist are errors: TopicNotFound, BrokerNotFound (a broker set
+    without the topic), QueueNotFound (a queue id no broker set asked has); an empty queue is an empty answer."""
     count = max(1, min(count, PEEK_MAX))
     try:
         route = await admin.route(topic)
@@ -85,7 +86,12 @@ async def peek(
             raise TopicNotFound(topic) from None
         raise
     queues = {qd.broker_name: qd.read_queue_nums for qd in route.queue_datas}
-    sets = [b for b in await admin.brokers() if b.name in queues and (broker is None or b.name == broker)]
+    known = await admin.brokers()
+    if broker is not None and broker not in queues:
+        raise BrokerNotFound(broker, topic, sorted(queues), [b.name for b in known])
+    sets = [b for b in known if b.name in queues and (broker is None or b.name == broker)]
+    if queue is not None and sets and all(queue >= queues[b.name] for b in sets):  # else the sets without it: notes
+        raise QueueNotFound(topic, queue, {b.name: queues[b.name] for b in sets})
 
     async def of_set(b: BrokerInfo) -> tuple[list[MessageView], list[str]]:
         addr = b.read_addr

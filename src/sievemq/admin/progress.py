@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.admin.api import AdminClient, BrokerInfo
-from sievemq.admin.errors import GroupNotFound
+from sievemq.admin.errors import GroupNotFound, TopicNotFound
 from sievemq.admin.fanout import CONCURRENCY, fan_out, texts
 from sievemq.errors import RemotingError, SieveError
 from sievemq.protocol import mq_json
@@ -286,7 +286,9 @@ async def known_groups(admin: AdminClient, brokers: Iterable[BrokerInfo] | None 
 
 async def group_progress(admin: AdminClient, group: str, topic: str | None = None) -> GroupProgress:
     """``group``'s queues on every broker set (only ``topic``'s when given), its members and subscriptions;
-    GroupNotFound when no broker knows it."""
+    GroupNotFound when no broker knows it, TopicNotFound when ``topic`` does not exist."""
+    if topic is not None and topic not in await admin.topic_list():
+        raise TopicNotFound(topic)
     brokers = await admin.brokers()
     stats, conns, errors = await broker_views(admin, brokers, group, topic)
     progress = aggregate(group, stats, conns, errors)

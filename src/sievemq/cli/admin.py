@@ -10,6 +10,7 @@ import click
 
 from sievemq.acl.credentials import Credentials, credential_options, keys_of
 from sievemq.cli.connect import namesrv_option
+from sievemq.cli.selectors import selector_of, selector_options
 from sievemq.cli.tls import tls_options
 from sievemq.errors import SieveError
 from sievemq.remoting.tls import ClientTls
@@ -88,6 +89,8 @@ def topic_list(
         if as_json:
             click.echo(orjson.dumps(topics, option=orjson.OPT_INDENT_2).decode())
             return
+        if not topics:
+            click.echo("no topics" + ("" if show_all else " (--all lists the system topics too)"))
         for t in topics:
             parts = " ".join(f"{b['brokerName']}:{b['writeQueueNums']}q" for b in t["brokers"])
             click.echo(f"{t['topic']:40} {parts:30} {t['messages']} messages")
@@ -110,6 +113,8 @@ def topic_delete(
         from sievemq.admin.errors import TopicNotFound
         from sievemq.admin.topic_ops import topic_holders
 
+        if cluster is not None:
+            await admin.check_cluster(cluster)
         if not await topic_holders(admin, name, cluster):
             raise TopicNotFound(name)  # nothing was deleted
         targets = await admin.delete_topic(name, cluster)
@@ -181,6 +186,12 @@ def group_filters(
 
     async def go(admin: Any) -> None:
         reports = await admin.group_filters(name)
+        if not any(rep["filters"] for rep in reports):
+            from sievemq.admin.errors import GroupNotFound
+            from sievemq.admin.progress import known_groups
+
+            if name not in await known_groups(admin):
+                raise GroupNotFound(name)
         if as_json:
             click.echo(orjson.dumps(reports, option=orjson.OPT_INDENT_2).decode())
             return
@@ -244,8 +255,7 @@ def group_update(
 
 @click.command()
 @click.option("--topic", "-t", required=True, help="topic whose stored messages to examine")
-@click.option("--sql", "sql", default=None, help="a SQL92 selector, e.g. \"region = 'eu' AND amount > 100\"")
-@click.option("--tag", "tag", default=None, help='a tag expression instead, e.g. "TagA || TagB"')
+@selector_options("a tag expression, e.g. 'TagA || TagB'")
 @click.option("--last", default=1000, show_default=True, help="examine the last N messages of each queue")
 @click.option("--json", "as_json", is_flag=True, help="print the raw JSON of every broker")
 @namesrv_option
@@ -253,8 +263,9 @@ def group_update(
 @tls_options
 def explain(
     topic: str,
-    sql: str | None,
     tag: str | None,
+    sql: str | None,
+    expr: str | None,
     last: int,
     as_json: bool,
     namesrv: str,
@@ -268,9 +279,7 @@ def explain(
     """
     import orjson
 
-    if (sql is None) == (tag is None):
-        raise click.UsageError("give exactly one of --sql and --tag")
-    expression, kind = (sql, "SQL92") if sql is not None else (tag or "", "TAG")
+    kind, expression = selector_of(tag, sql, expr, default_tag=None)
 
     async def go(admin: Any) -> None:
         reports = await admin.explain(topic, expression, kind, last)

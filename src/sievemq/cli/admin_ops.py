@@ -49,6 +49,21 @@ class _TimeType(click.ParamType):  # type: ignore[type-arg]  # generic from clic
             self.fail(str(e), param, ctx)
 
 
+class _MessageIdType(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A message id (UNIQ_KEY or offsetMsgId): anything else is refused before a search (exit 2, as every malformed
+    value)."""
+
+    name = "MSG_ID"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from sievemq.admin.messages import message_id
+
+        try:
+            return message_id(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
 # ------------------------------------------------------------------------------------------------ groups
 @group.command("list")
 @namesrv_option
@@ -237,7 +252,7 @@ _MESSAGE_COLUMNS = ["STORED", "BROKER", "QUEUE", "OFFSET", "MSG ID", "TAGS", "KE
 
 
 @message.command("show")
-@click.argument("msg_id")
+@click.argument("msg_id", type=_MessageIdType())
 @namesrv_option
 @credential_options
 @tls_options
@@ -286,7 +301,7 @@ def message_show_cmd(
 
 
 @message.command("verify")
-@click.argument("msg_id")
+@click.argument("msg_id", type=_MessageIdType())
 @namesrv_option
 @credential_options
 @tls_options
@@ -430,7 +445,8 @@ def dlq() -> None:
 @tls_options
 @click.option("--dry-run", is_flag=True, help="say what would be resent; send nothing")
 @click.option("--key", "-k", default=None, help="only dead letters with this key")
-@click.option("--msg-id", default=None, help="only the dead letter with this message id (or offsetMsgId)")
+@click.option("--msg-id", type=_MessageIdType(), default=None,
+              help="only the dead letter with this message id (or offsetMsgId)")  # fmt: skip
 @click.option("--to-origin", is_flag=True,
               help="send to the original topic (every group of it gets them) instead of %RETRY%GROUP")  # fmt: skip
 @_json_option

@@ -18,8 +18,9 @@ import click
 import orjson
 
 from sievemq.acl.credentials import Credentials, credential_options, keys_of
-from sievemq.cli.connect import namesrv_option
+from sievemq.cli.connect import namesrv_option, wrong_namesrv
 from sievemq.cli.exits import EXIT_SIGINT
+from sievemq.cli.selectors import SQL92, selector_of, selector_options
 from sievemq.cli.tls import client_kwargs, tls_options
 from sievemq.errors import SieveError
 from sievemq.protocol.delay_levels import DEFAULT_LEVEL_COUNT
@@ -57,12 +58,29 @@ GRACE = 2.0
 stored: the summary counts it as sent, not as acknowledged)."""
 
 
-def _run(coro: Any) -> None:
-    """Run a command's coroutine; the exit code it returns (130 after Ctrl-C) ends the command with that code."""
+async def explained(e: BaseException, options: ClientOptions) -> str:
+    """``e`` in words, said plainly when it comes from ``-n`` pointing at something that is not a name server (a
+    broker refusing name server requests as not supported, an HTTP port): the client only sees that no name server
+    answered, so the address is asked once what it is (``cli/connect.py``)."""
+    from sievemq.client.errors import NameServerUnreachableError, NotANameServerError
+    from sievemq.errors import RemotingError
+    from sievemq.remoting.codes import ResponseCode
+
+    unsupported = isinstance(e, RemotingError) and e.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    if (unsupported or isinstance(e, NameServerUnreachableError)) and not isinstance(e, NotANameServerError):
+        wrong = await wrong_namesrv(options)
+        if wrong is not None:
+            return str(wrong)
+    return str(e)
+
+
+def _run(coro: Any, options: ClientOptions | None = None) -> None:
+    """Run a command's coroutine; the exit code it returns (130 after Ctrl-C) ends the command with that code. A
+    failure is said plainly when ``options``' name server address is not a name server (``explained``)."""
     try:
         code = asyncio.run(coro)
     except SieveError as e:
-        raise click.ClickException(str(e)) from None
+        raise click.ClickException(asyncio.run(explained(e, options)) if options is not None else str(e)) from None
     except (OSError, ValueError) as e:  # a closed stdout (EPIPE) too: cli/exits.py ends those quietly with 141
         raise click.ClickException(str(e)) from None
     except KeyboardInterrupt:
@@ -162,7 +180,7 @@ def produce(
 
     async def go() -> int:
         begun = sent = failed = 0  # sends started; answered (acknowledged); failed
-        first_error: str | None = None
+        first_error: SieveError | None = None
         interrupted = asyncio.Event()
         statuses: Counter[str] = Counter()
         started = time.monotonic()
@@ -201,7 +219,7 @@ def produce(
                             sent += 1
                         except SieveError as e:
                             failed += 1
-                            first_error = first_error or str(e)
+                            first_error = first_error or e
                         elapsed = max(time.monotonic() - started, 1e-6)
                         progress.update(bar, advance=1, rate=(sent + failed) / elapsed)
 
@@ -221,15 +239,16 @@ def produce(
         for status, n in sorted(statuses.items()):
             if status != "SEND_OK":  # stored on the master, not (yet) on a slave: see docs/replication.md
                 click.echo(f"  {n} answered {status}: stored on the master, not confirmed by a slave")
+        first = await explained(first_error, options) if first_error is not None else ""
         if interrupted.is_set():
             if failed:
-                click.echo(f"first error: {first_error}", err=True)
+                click.echo(f"first error: {first}", err=True)
             return EXIT_SIGINT
         if failed:
-            raise click.ClickException(f"{failed} sends failed; first error: {first_error}")
+            raise click.ClickException(f"{failed} sends failed; first error: {first}")
         return 0
 
-    _run(go())
+    _run(go(), options)
 
 
 async def check_topic(options: ClientOptions, topic: str) -> None:
@@ -243,7 +262,9 @@ async def check_topic(options: ClientOptions, topic: str) -> None:
     try:
         await inst.fetch_route(topic, missing_ok=False)
     except NameServerUnreachableError as e:
-        raise click.ClickException(f"{e} (--namesrv or $SIEVEMQ_NAMESRV; `sievemq dev` runs one)") from None
+        text = await explained(e, options)
+        raise click.ClickException(text if text != str(e) else f"{e} (--namesrv or $SIEVEMQ_NAMESRV; `sievemq dev` "
+                                   "runs one)") from None  # fmt: skip
     except NoRouteError as e:
         if e.reason:  # the name server knows why (BROKER_GONE: the brokers that served it left)
             raise click.ClickException(e.detail) from None
@@ -290,8 +311,7 @@ def _message_line(m: Any) -> str:
 @click.command()
 @click.argument("topic")
 @namesrv_option
-@click.option("--expr", "-e", default=None, help="tag expression, e.g. 'TagA || TagB' [default: *]")
-@click.option("--sql", default=None, help="SQL92 selector on properties, instead of --expr")
+@selector_options("a tag expression, e.g. 'TagA || TagB' [default: *]")
 @click.option("--group", "-g", default=None, help="consumer group (default: a new one per run)")
 @click.option("--from", "from_", type=click.Choice(["first", "last"], case_sensitive=False), default="last",
               show_default=True,
@@ -306,8 +326,9 @@ def _message_line(m: Any) -> str:
 def consume(
     topic: str,
     namesrv: str,
-    expr: str | None,
+    tag: str | None,
     sql: str | None,
+    expr: str | None,
     group: str | None,
     from_: str,
     as_json: bool,
@@ -323,9 +344,8 @@ def consume(
     from sievemq.client.push_consumer import PushConsumer
     from sievemq.protocol.message import MessageExt
 
-    if expr is not None and sql is not None:
-        raise click.UsageError("--expr (a tag expression) and --sql (a SQL92 selector) exclude each other: give one")
-    selector = Selector.sql(sql) if sql is not None else Selector.tag(expr if expr is not None else "*")
+    kind, expression = selector_of(tag, sql, expr, default_tag="*")
+    selector = Selector.sql(expression) if kind == SQL92 else Selector.tag(expression)
     group = group or f"sievemq-cli-{os.getpid()}"
     options = replace(client_options(namesrv, credentials, tls), rebalance_interval=5.0)
 
@@ -388,4 +408,4 @@ def consume(
             return EXIT_SIGINT
         return 0
 
-    _run(go())
+    _run(go(), options)

@@ -3,7 +3,13 @@ variable (shown in each ``--help``), and the banner line that points the CLI at 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
+
+if TYPE_CHECKING:
+    from sievemq.client.errors import NotANameServerError
+    from sievemq.client.options import ClientOptions
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 """Where the CLI looks for a name server when neither ``-n`` nor ``$SIEVEMQ_NAMESRV`` says (``sievemq dev``'s)."""
@@ -27,3 +33,30 @@ def export_line(namesrv_addr: str) -> str | None:
     if namesrv_addr == DEFAULT_NAMESRV:
         return None
     return f"export {NAMESRV_ENV}={namesrv_addr}"
+
+
+async def wrong_namesrv(options: ClientOptions) -> NotANameServerError | None:
+    """After a client command failed to get an answer from its name servers: the first address of ``-n`` that is
+    not a name server (a broker, an HTTP port), each asked once with a name server request; None when each is one
+    or cannot be told (unreachable). The admin client tells addresses apart itself (``AdminClient._namesrv_call``);
+    the producer and consumer take a broker's refusal for the name server's answer."""
+    from sievemq.admin.api import AdminClient
+    from sievemq.client.errors import NotANameServerError
+    from sievemq.client.options import parse_namesrv
+    from sievemq.protocol.names import AUTO_CREATE_TOPIC_KEY
+    from sievemq.remoting.tls import ClientTls
+
+    tls = None
+    if options.tls:
+        tls = ClientTls(ca_file=options.tls_ca_file or "", cert_file=options.tls_cert_file or "",
+                        key_file=options.tls_key_file or "", verify=options.tls_verify)  # fmt: skip
+    for addr in parse_namesrv(options.namesrv):
+        async with AdminClient(addr, timeout=options.request_timeout, access_key=options.access_key,
+                               secret_key=options.secret_key, tls=tls) as admin:  # fmt: skip
+            try:
+                await admin.route(AUTO_CREATE_TOPIC_KEY)
+            except NotANameServerError as e:
+                return e
+            except Exception:  # a name server after all (its own refusal), or unreachable: not told apart here
+                pass
+    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sievemq.errors import ConnectionClosedError, RemotingError, SieveError
-from sievemq.remoting.codes import ResponseCode
+from sievemq.remoting.codes import RequestCode, ResponseCode
 
 
 class ClientError(SieveError):
@@ -31,6 +31,37 @@ class NoRouteError(RemotingError):
 
 class NameServerUnreachableError(ConnectionClosedError):
     """No name server of the client's list answered (the message says what each one did)."""
+
+
+NAMESRV_DEFAULT_PORT = 9876
+"""The port name servers listen on unless told otherwise (RocketMQ's and sievemq's)."""
+
+
+class NotANameServerError(NameServerUnreachableError):
+    """An address given as a name server (``addr``) is something else: ``peer`` is ``"broker"`` when it answered a
+    name server request (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO...) with REQUEST_CODE_NOT_SUPPORTED (a
+    RocketMQ server, but not a name server: a broker, in practice), ``"HTTP"`` when it answered HTTP (a dashboard or
+    metrics port). Programs branch on the class and ``peer``; the text is for people."""
+
+    def __init__(self, addr: str, peer: str, detail: str = "") -> None:
+        what = "is a broker, not a name server" if peer == "broker" else f"speaks {peer}, not RocketMQ's protocol"
+        super().__init__(f"{addr} {what}{f' ({detail})' if detail else ''}: give the name server's address "
+                         f"({NAMESRV_DEFAULT_PORT} by default)")  # fmt: skip
+        self.addr = addr
+        self.peer = peer
+
+
+def namesrv_refused(addr: str, request_code: int, answer_code: int) -> NotANameServerError | None:
+    """What a name server request's refusal by ``addr`` means: REQUEST_CODE_NOT_SUPPORTED to a request every name
+    server answers comes from another kind of RocketMQ server (a broker). None for any other answer."""
+    if answer_code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        return None
+    try:
+        name = RequestCode(request_code).name
+    except ValueError:
+        name = str(request_code)
+    return NotANameServerError(addr, "broker", f"it refuses the name server request {request_code} {name} with "
+                               "REQUEST_CODE_NOT_SUPPORTED")  # fmt: skip
 
 
 class SubscriptionError(RemotingError):

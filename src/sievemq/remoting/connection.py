@@ -43,6 +43,24 @@ RpcHook = Callable[[RemotingCommand], None]
 """Runs on every request a connection sends, just before it is written (a client's signer, ``sievemq.acl``)."""
 
 
+_HTTP_STATUS = b"HTTP/"
+"""How an HTTP server's answer begins (its status line): what a client reads when it was pointed at an HTTP port."""
+
+
+class ForeignProtocolError(ConnectionClosedError):
+    """The peer answered in another protocol (``protocol``: "HTTP"), not RocketMQ's remoting: the address is wrong.
+    A client connection that reads an HTTP status line where a frame should begin closes with it (instead of a
+    frame-length warning), and its requests fail with it."""
+
+    def __init__(self, peer: tuple[str, int], protocol: str, answer: bytes) -> None:
+        first = answer.split(b"\r\n", 1)[0].split(b"\n", 1)[0][:80].decode("latin-1")
+        super().__init__(f"{peer[0]}:{peer[1]} speaks {protocol}, not RocketMQ's protocol (it answered {first!r})")
+        self.addr = f"{peer[0]}:{peer[1]}"
+        self.protocol = protocol
+        self.first_line = first
+        """The first line of its answer (an HTTP status line)."""
+
+
 class RequestHandler(Protocol):
     """Something that answers requests arriving on a connection."""
 
@@ -93,6 +111,8 @@ class Connection(asyncio.Protocol):
         self.last_active = 0.0
         self.rpc_hook: RpcHook | None = None
         """Applied to each request sent by ``request`` and ``send_oneway`` (set by ``ConnectionPool``)."""
+        self._lost_because: ConnectionClosedError | None = None
+        """Why it was closed, when that is more than "closed" (its requests fail with it)."""
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -119,6 +139,9 @@ class Connection(asyncio.Protocol):
         except FrameError as e:
             if guard is not None:
                 guard.bad_frame(self, e)
+            elif data.startswith(_HTTP_STATUS):  # we asked something that answers HTTP: say so, without a warning
+                self._lost_because = ForeignProtocolError(self.peer, "HTTP", data)
+                self.close()
             else:
                 log.warning("closing connection from %s:%d: %s", self.peer[0], self.peer[1], e)
                 self.close()
@@ -210,7 +233,9 @@ class Connection(asyncio.Protocol):
             self._gate.clear()
         for fut in self._pending.values():
             if not fut.done():
-                fut.set_exception(ConnectionClosedError(f"connection to {self.peer[0]}:{self.peer[1]} closed"))
+                fut.set_exception(
+                    self._lost_because or ConnectionClosedError(f"connection to {self.peer[0]}:{self.peer[1]} closed")
+                )
         self._pending.clear()
         for task in list(self._tasks):
             task.cancel()
