@@ -290,3 +290,32 @@ async def test_explain_warns_of_a_comparison_of_two_properties(cluster: Cluster,
     assert "region = 'eu'" in warning["text"]
     fields["expression"] = "region = 'eu'"
     assert orjson.loads((await call(conn, RequestCode.EXPLAIN_SELECTOR, fields)).body)["warnings"] == []
+
+
+async def test_the_cli_warns_of_a_comparison_of_two_properties(cluster: Cluster, open_conn: OpenConn) -> None:
+    """``explain`` prints the broker's warning with the count of messages that have neither property; ``consume``
+    warns on stderr before it starts, and consumes as RocketMQ would (the two messages without ``region``)."""
+    ns = cluster.namesrv()
+    b = cluster.broker(ns.addr)
+    conn = await open_conn(b)
+    await create_topic(conn, "Orders", 1)
+    await wire.send_message(conn, "Orders", b"eu", properties={"region": "eu"}, queue_id=0)
+    for body in (b"plain-1", b"plain-2"):
+        await wire.send_message(conn, "Orders", body, queue_id=0)
+
+    async def cli(*args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "sievemq.cli", *args, "-n", ns.addr,
+                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        out, err = await proc.communicate()
+        return proc.returncode or 0, out.decode(), err.decode()
+
+    code, out, err = await cli("explain", "--topic", "Orders", "--sql", "region = eu")
+    assert code == 0, err
+    assert "warning: region = eu compares two properties" in out and "region = 'eu'" in out, out
+    assert "(2 of the 3 messages scanned have neither)" in out, out
+    code, out, err = await cli("consume", "Orders", "--sql", "region = eu", "--from", "first", "--count", "2")
+    assert code == 0, err
+    assert "warning: region = eu compares two properties" in err, err
+    assert "plain-1" in out and "plain-2" in out and "eu\n" not in out, out
+    code, out, err = await cli("explain", "--topic", "Orders", "--sql", "region = 'eu'")
+    assert code == 0 and "warning" not in out + err, out + err

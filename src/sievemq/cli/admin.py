@@ -289,6 +289,12 @@ def explain(
         total = sum(r["scanned"] for r in reports)
         hits = sum(r["matched"] for r in reports)
         click.echo(f"{kind} {expression!r} on topic {topic}: {hits} of {total} messages match")
+        neither: dict[str, int] = {}
+        for r in reports:
+            for w in r.get("warnings", []):
+                neither[w["text"]] = neither.get(w["text"], 0) + int(w.get("messagesWithNeither", 0))
+        for text, n in neither.items():
+            click.echo(f"  warning: {text} ({n} of the {total} messages scanned have neither)")
         for r in reports:
             sec = r["seconds"]
             click.echo(

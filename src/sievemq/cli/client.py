@@ -20,7 +20,7 @@ import orjson
 from sievemq.acl.credentials import Credentials, credential_options, keys_of
 from sievemq.cli.connect import namesrv_option, wrong_namesrv
 from sievemq.cli.exits import EXIT_SIGINT
-from sievemq.cli.selectors import SQL92, selector_of, selector_options
+from sievemq.cli.selectors import SQL92, selector_of, selector_options, sql_warnings
 from sievemq.cli.tls import client_kwargs, tls_options
 from sievemq.errors import SieveError
 from sievemq.protocol.delay_levels import DEFAULT_LEVEL_COUNT
@@ -345,6 +345,8 @@ def consume(
     from sievemq.protocol.message import MessageExt
 
     kind, expression = selector_of(tag, sql, expr, default_tag="*")
+    for warning in sql_warnings(kind, expression):  # legal, so it runs; but most likely not what was meant
+        click.echo(f"warning: {warning}", err=True)
     selector = Selector.sql(expression) if kind == SQL92 else Selector.tag(expression)
     group = group or f"sievemq-cli-{os.getpid()}"
     options = replace(client_options(namesrv, credentials, tls), rebalance_interval=5.0)

@@ -43,3 +43,20 @@ def selector_of(tag: str | None, sql: str | None, expr: str | None, default_tag:
         return TAG, default_tag
     name, value = given[0]
     return (SQL92, value) if name == "--sql" else (TAG, value)
+
+
+def sql_warnings(kind: str, expression: str) -> list[str]:
+    """What a SQL92 selector says that its author most likely did not mean (``region = eu`` compares two
+    properties: filter/sql92/lint.py); [] for tags, a clean selector, or one that does not parse (the broker says
+    why)."""
+    if kind != SQL92:
+        return []
+    from sievemq.filter.sql92 import SqlError, parse
+    from sievemq.filter.sql92.lint import property_comparisons
+
+    try:
+        tree = parse(expression)
+    except SqlError:
+        return []
+    return [c.hint() for c in property_comparisons(tree)]
+
