@@ -13,6 +13,7 @@ import pytest
 
 from sievemq import ConsumeResult, Message, MessageExt, Producer, PushConsumer
 from sievemq.admin.api import AdminClient
+from sievemq.admin.progress import group_list, group_progress
 from sievemq.client import api
 from sievemq.client.message import MessageQueue, SendStatus
 from sievemq.remoting.codes import RequestCode
@@ -136,6 +137,14 @@ async def test_consumers_go_on_from_the_slave_and_their_offsets_survive(rsets: R
             master.popen.send_signal(signal.SIGCONT)
         else:
             rsets.host("master-a").link_up()
+        # as soon as the master is listed again, before the slave's next metadata round brings the offsets over:
+        # admin reads ask every replica, so the group neither looks deleted nor behind (issue 33 item 2)
+        await until(lambda: _master_listed(rsets.namesrv), 40.0, "the master listed again")
+        async with AdminClient(rsets.namesrv) as admin:
+            progress = await group_progress(admin, GROUP)
+            mine = [q.consumer_offset for q in progress.queues if (q.topic, q.broker) == (TOPIC, "broker-a")]
+            assert sorted(mine) == sorted(ends), progress.queues
+            assert GROUP in {s.group for s in await group_list(admin)}
         await in_step(rsets.namesrv, timeout=40.0)
         rows = await set_status(rsets.namesrv)
         await until(lambda: _equal(committed(rows[0]["addr"], 4), ends), 30.0, "the master holding the slave's offsets")
@@ -157,6 +166,11 @@ async def test_consumers_go_on_from_the_slave_and_their_offsets_survive(rsets: R
                 after.append(f"c{i}".encode())
             await until(lambda: _all_of(again, after), 30.0, "messages sent after the master returned")
             assert not set(again.bodies) & set(first), "messages consumed before came again"
+
+
+async def _master_listed(namesrv: str) -> bool:
+    async with AdminClient(namesrv) as admin:
+        return any(b.name == "broker-a" and 0 in b.addrs for b in await admin.brokers())
 
 
 def _on_set(queues: list[MessageQueue], name: str) -> MessageQueue:

@@ -8,9 +8,9 @@ dataclasses with ``to_json()`` (the CLI's ``--json``, a dashboard's API): field 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from sievemq.admin.api import AdminClient, BrokerInfo
 from sievemq.admin.errors import GroupNotFound, TopicNotFound
@@ -20,9 +20,11 @@ from sievemq.protocol import mq_json
 from sievemq.protocol.admin_bodies import (
     ConsumerConnection,
     ConsumeStats,
+    OffsetWrapper,
     decode_consume_stats,
     decode_consumer_connection,
 )
+from sievemq.protocol.mq_json import QueueKey
 from sievemq.protocol.names import (
     CLIENT_INNER_PRODUCER_GROUP,
     FILTERSRV_CONSUMER_GROUP,
@@ -30,6 +32,8 @@ from sievemq.protocol.names import (
     TOOLS_DLQ_RESEND_GROUP,
 )
 from sievemq.remoting.codes import RequestCode, ResponseCode
+
+T = TypeVar("T")
 
 __all__ = [
     "SYSTEM_GROUPS",
@@ -45,6 +49,7 @@ __all__ = [
     "group_list",
     "group_progress",
     "known_groups",
+    "merge_replicas",
 ]
 
 SYSTEM_GROUPS = frozenset(
@@ -246,37 +251,75 @@ async def consumer_connection(admin: AdminClient, addr: str, group: str) -> Cons
     return decode_consumer_connection(resp.body)
 
 
-def _addr(b: BrokerInfo) -> str:
-    addr = b.read_addr
-    if addr is None:
+def _replicas(b: BrokerInfo) -> list[str]:
+    """Every address of the broker set, its master first (ValueError when it has none)."""
+    if not b.addrs:
         raise ValueError(f"broker {b.name} has no address")
-    return addr
+    return [addr for _id, addr in sorted(b.addrs.items())]
+
+
+async def _each_replica(b: BrokerInfo, ask: Callable[[str], Awaitable[T]]) -> list[T]:
+    """``ask(addr)`` of every replica of the set: the answers of those that gave one (master first); the first
+    failure is raised when none did. A master that has just come back may not know yet what its slave learned while
+    it was away (its next metadata round brings it over), so reads of groups ask every replica."""
+    results = await asyncio.gather(*(ask(a) for a in _replicas(b)), return_exceptions=True)
+    answers = [r for r in results if not isinstance(r, BaseException)]
+    if not answers:
+        first = next(r for r in results if isinstance(r, BaseException))
+        raise first
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, SieveError | OSError | ValueError):
+            raise r  # a bug, not a replica's failure
+    return answers
+
+
+def merge_replicas(stats: Sequence[ConsumeStats]) -> ConsumeStats:
+    """One broker set's ConsumeStats from its replicas' (master first): per queue the answer with the highest
+    committed offset (a master back from an outage may not have the offsets its slave took yet), the highest queue
+    end. Pure."""
+    merged: dict[QueueKey, OffsetWrapper] = {}
+    for s in stats:
+        for key, w in s.offsets.items():
+            have = merged.get(key)
+            if have is None:
+                merged[key] = w
+            elif w.consumer_offset > have.consumer_offset:
+                merged[key] = replace(w, broker_offset=max(w.broker_offset, have.broker_offset))
+            elif w.broker_offset > have.broker_offset:
+                merged[key] = replace(have, broker_offset=w.broker_offset)
+    return ConsumeStats(merged, stats[0].consume_tps if stats else None)
 
 
 async def broker_views(
     admin: AdminClient, brokers: Iterable[BrokerInfo], group: str, topic: str | None = None
 ) -> tuple[dict[str, ConsumeStats], dict[str, ConsumerConnection | None], dict[str, str]]:
-    """Every broker set's ConsumeStats and ConsumerConnection of ``group`` (and the failures)."""
+    """Every broker set's ConsumeStats and ConsumerConnection of ``group`` (and the failures), each set's merged
+    from all its replicas (``merge_replicas``; the connections of the first replica that has any)."""
+
+    async def replica(addr: str) -> tuple[ConsumeStats, ConsumerConnection | None]:
+        return await consume_stats(admin, addr, group, topic), await consumer_connection(admin, addr, group)
 
     async def view(b: BrokerInfo) -> tuple[ConsumeStats, ConsumerConnection | None]:
-        addr = _addr(b)
-        return await consume_stats(admin, addr, group, topic), await consumer_connection(admin, addr, group)
+        answers = await _each_replica(b, replica)
+        return merge_replicas([a[0] for a in answers]), next((a[1] for a in answers if a[1] is not None), None)
 
     answers, failures = await fan_out(brokers, view)
     return {n: a[0] for n, a in answers.items()}, {n: a[1] for n, a in answers.items()}, texts(failures)
 
 
 async def known_groups(admin: AdminClient, brokers: Iterable[BrokerInfo] | None = None) -> set[str]:
-    """Every group some broker has a subscription config (201) or offsets (43) of."""
+    """Every group some replica of some broker set has a subscription config (201) or offsets (43) of."""
     bs = list(brokers) if brokers is not None else await admin.brokers()
 
-    async def names(b: BrokerInfo) -> set[str]:
-        addr = _addr(b)
+    async def replica(addr: str) -> set[str]:
         configs = mq_json.loads((await admin.call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)
         offsets = mq_json.loads((await admin.call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).body)
         out = set((configs.get("subscriptionGroupTable") or {}).keys())
         out.update(str(k).partition("@")[2] for k in (offsets.get("offsetTable") or {}))
         return out
+
+    async def names(b: BrokerInfo) -> set[str]:
+        return set().union(*await _each_replica(b, replica))
 
     answers, failures = await fan_out(bs, names)
     if failures and not answers:
