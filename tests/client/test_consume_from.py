@@ -84,6 +84,12 @@ async def _first_keys(namesrv: str, group: str, **kwargs: object) -> tuple[list[
         async with Producer(namesrv, f"{group}-p") as p:
             await p.send(Message(TOPIC, BODY, keys=["after-start"]), queue_selector=lambda queues, msg: queues[0])
         await eventually(lambda: any("after-start" in m.keys for m in got.msgs), what="the message sent after start")
+
+        async def contiguous() -> bool:  # batches are consumed concurrently: an earlier one may finish later
+            offsets = {m.queue_offset for m in got.msgs}
+            return len(offsets) == max(offsets) - min(offsets) + 1
+
+        await eventually(contiguous, what="every message up to the one sent after start")
         await quiet_period(0.2, "more deliveries", unchanged=lambda: len(got.msgs))
         first_offset = min(m.queue_offset for m in got.msgs)
     finally:
