@@ -51,10 +51,14 @@ class Heartbeats:
         """The connection each broker got its last heartbeat on (a new one gets a heartbeat at once)."""
         self._told: list[RefusedSubscription] = []
         """Refusals already logged (or raised by a consumer's start)."""
+        self.announced: set[str] = set()
+        """Consumer groups heartbeats name: those whose start passed its check (``lifecycle.go_live``). A heartbeat
+        makes a broker create the group's config, so a consumer refused at start must never have been in one."""
 
     def data(self) -> HeartbeatData:
         """The heartbeat: every producer group (with the client's inner one) and every consumer's entry."""
-        consumers = [d for c in list(self.consumers.values()) if (d := c.consumer_data()) is not None]
+        consumers = [d for g, c in list(self.consumers.items())
+                     if g in self.announced and (d := c.consumer_data()) is not None]  # fmt: skip
         groups = sorted(self.producers)
         if CLIENT_INNER_PRODUCER_GROUP not in groups:
             groups.append(CLIENT_INNER_PRODUCER_GROUP)

@@ -235,6 +235,7 @@ class ClientInstance(RouteCache):
             self.producers.pop(producer_group, None)
         if consumer_group is not None:
             self.consumers.pop(consumer_group, None)
+            self.heartbeats.announced.discard(consumer_group)
 
         async def one(addr: str) -> None:
             try:

@@ -98,13 +98,14 @@ async def go_live(
     inst: ClientInstance, group: str, topics: Iterable[str], check: Callable[[], Awaitable[None]] | None = None
 ) -> list[str]:
     """Start the instance's periodic work, fetch the route of each topic, run ``check`` (a consumer's
-    CHECK_CLIENT_CONFIG) and send the first heartbeats; the remarks of ``group``'s subscriptions they refused (the
-    caller tells them: raised, or logged once)."""
+    CHECK_CLIENT_CONFIG; its failure is raised before any heartbeat named ``group``) and send the first heartbeats;
+    the remarks of ``group``'s subscriptions they refused (the caller tells them: raised, or logged once)."""
     await inst.start()
     for topic in topics:
         await inst.update_route(topic)
     if check is not None:
         await check()
+    inst.heartbeats.announced.add(group)
     refused = [r for r in await inst.heartbeat_all() if r.group == group]
     inst.told_refusals(refused)  # the caller raises or logs them: the heartbeat tick does not say them again
     return refusals_for(group, refused)

@@ -92,7 +92,6 @@ class PullConsumer(ClientLifecycle):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._started_ms = 0
-        self._announced = False
         """When start() began, milliseconds since 1970 (GET_CONSUMER_RUNNING_INFO)."""
 
     # ------------------------------------------------------------------------------------------ configuration
@@ -163,7 +162,8 @@ class PullConsumer(ClientLifecycle):
         self._rebalancer = Rebalancer(inst, self.group, self, strategy=self.allocate)
         self._state = "running"
         async with self._closed_on_failure():
-            refused = await go_live(inst, self.group, self.topics(), self._check_then_announce)
+            refused = await go_live(inst, self.group, self.topics(),
+                                    lambda: check_client_config(inst, self.group, list(self._subs.values())))
             if refused:
                 raise refused_error(refused)
             if self._subs:
@@ -196,17 +196,9 @@ class PullConsumer(ClientLifecycle):
             return sorted({mq.topic for mq in self._assigned})
         return list(self._subs)
 
-    async def _check_then_announce(self) -> None:
-        """CHECK_CLIENT_CONFIG of the subscriptions (a SQL92 selector the brokers cannot serve fails start()); only
-        then do heartbeats name the group, so a refused start leaves no group config behind."""
-        if self._subs and self._instance is not None:
-            await check_client_config(self._instance, self.group, list(self._subs.values()))
-        self._announced = True
-
     def consumer_data(self) -> ConsumerData | None:
-        """Heartbeat entry; None with assigned queues (not a member of the group's rebalancing), and until the
-        subscriptions passed the brokers' check."""
-        if not self._subs or not self._announced:
+        """Heartbeat entry; None with assigned queues (not a member of the group's rebalancing)."""
+        if not self._subs:
             return None
         return ConsumerData(
             group=self.group,

@@ -121,7 +121,6 @@ class PushConsumer(ClientLifecycle):
         self._subs: dict[str, SubscriptionEntry] = {}
         self._listener: Listener | None = None
         self._state = "new"
-        self._announced = False
         self._instance: ClientInstance | None = None
         self._offsets: OffsetStore | None = None
         self._rebalancer: Rebalancer | None = None
@@ -223,7 +222,7 @@ class PushConsumer(ClientLifecycle):
                 inst,
                 self.group,
                 self.topics(),
-                self._check_then_announce,
+                lambda: check_client_config(inst, self.group, list(self._subs.values())),
             )
             if refused and not self.standby:
                 raise refused_error(refused)
@@ -304,17 +303,8 @@ class PushConsumer(ClientLifecycle):
         """Subscribed topics, with ``%RETRY%<group>`` in clustering mode."""
         return list(self._all_subs())
 
-    async def _check_then_announce(self) -> None:
-        """CHECK_CLIENT_CONFIG of the subscriptions; only once the brokers can serve them do heartbeats name the
-        group (a heartbeat makes a broker create the group's config: a refused start must leave none behind)."""
-        assert self._instance is not None
-        await check_client_config(self._instance, self.group, list(self._subs.values()))
-        self._announced = True
-
     def consumer_data(self) -> ConsumerData | None:
-        """The heartbeat entry of this group (None until its subscriptions passed the brokers' check)."""
-        if not self._announced:
-            return None
+        """The heartbeat entry of this group."""
         return ConsumerData(
             group=self.group,
             consume_type="CONSUME_PASSIVELY",
