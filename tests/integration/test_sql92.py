@@ -270,16 +270,21 @@ async def test_a_consumer_refused_for_its_selector_leaves_no_group_behind(
     assert group not in groups, sorted(groups)
 
 
-async def test_explain_warns_of_a_comparison_of_two_properties(cluster: Cluster, open_conn: OpenConn) -> None:
-    """``region = eu`` (for ``region = 'eu'``) compares two properties: explain says so with a stable code, and
-    counts the stored messages that have neither (and therefore match, NULL = NULL being TRUE as in RocketMQ)."""
+async def _one_eu_two_plain(cluster: Cluster, open_conn: OpenConn) -> tuple[Any, Any]:
+    """A broker whose topic Orders holds one message with region=eu and two without region: (name server, conn)."""
     ns = cluster.namesrv()
-    b = cluster.broker(ns.addr)
-    conn = await open_conn(b)
+    conn = await open_conn(cluster.broker(ns.addr))
     await create_topic(conn, "Orders", 1)
     await wire.send_message(conn, "Orders", b"eu", properties={"region": "eu"}, queue_id=0)
     for body in (b"plain-1", b"plain-2"):
         await wire.send_message(conn, "Orders", body, queue_id=0)
+    return ns, conn
+
+
+async def test_explain_warns_of_a_comparison_of_two_properties(cluster: Cluster, open_conn: OpenConn) -> None:
+    """``region = eu`` (for ``region = 'eu'``) compares two properties: explain says so with a stable code, and
+    counts the stored messages that have neither (and therefore match, NULL = NULL being TRUE as in RocketMQ)."""
+    _, conn = await _one_eu_two_plain(cluster, open_conn)
     fields = {"topic": "Orders", "expression": "region = eu", "expressionType": "SQL92", "last": 10}
     resp = await call(conn, RequestCode.EXPLAIN_SELECTOR, fields)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -295,13 +300,7 @@ async def test_explain_warns_of_a_comparison_of_two_properties(cluster: Cluster,
 async def test_the_cli_warns_of_a_comparison_of_two_properties(cluster: Cluster, open_conn: OpenConn) -> None:
     """``explain`` prints the broker's warning with the count of messages that have neither property; ``consume``
     warns on stderr before it starts, and consumes as RocketMQ would (the two messages without ``region``)."""
-    ns = cluster.namesrv()
-    b = cluster.broker(ns.addr)
-    conn = await open_conn(b)
-    await create_topic(conn, "Orders", 1)
-    await wire.send_message(conn, "Orders", b"eu", properties={"region": "eu"}, queue_id=0)
-    for body in (b"plain-1", b"plain-2"):
-        await wire.send_message(conn, "Orders", body, queue_id=0)
+    ns, _ = await _one_eu_two_plain(cluster, open_conn)
 
     async def cli(*args: str) -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "sievemq.cli", *args, "-n", ns.addr,
