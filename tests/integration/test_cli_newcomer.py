@@ -42,6 +42,13 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env or _env(), timeout=BOUND)
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc`` if a failed test left it running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def _until(what: str, check: Callable[[], bool]) -> None:
     deadline = time.monotonic() + BOUND
     while not check():
@@ -134,9 +141,7 @@ def test_ctrl_c_stops_produce_at_once_says_what_was_sent_and_exits_130(cluster: 
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=BOUND)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
         screen.thread.join(5)
         os.close(master)
     summary = out.decode()
@@ -166,9 +171,7 @@ def test_ctrl_c_stops_consume_says_what_was_consumed_and_exits_130(cluster: Clus
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=BOUND)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert proc.returncode == 130, (proc.returncode, err)
     assert len(got) == 20 and not out, out
     assert err.decode().strip() == "interrupted: consumed 20 messages from CtrlCConsume", err
@@ -193,9 +196,7 @@ def test_ctrl_c_ends_an_admin_command_with_130() -> None:
                     proc.send_signal(signal.SIGINT)
                     out, err = proc.communicate(timeout=BOUND)
             finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
+                _reap(proc)
         return proc.returncode, out, err
 
     for _ in range(3):  # its 5 s request timeout can win the race on a starved machine: then ask again
@@ -275,9 +276,7 @@ def _with_closed_stdout(*args: str) -> tuple[int, str]:
         err = proc.stderr.read()
         rc = proc.wait(BOUND)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     return rc, err.decode()
 
 
