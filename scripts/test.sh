@@ -15,6 +15,12 @@ if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } &
     && command -v apt-get >/dev/null; then
   apt-get update -q && apt-get install -y -q chromium chromium-driver
 fi
+# The failover tests (tests/failover) run a real etcd cluster (Debian's etcd-server) and cut the network between
+# hosts with nftables; without etcd they fail, without nft their partition tests skip.
+if ! { command -v etcd >/dev/null && command -v nft >/dev/null; } && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null; then
+  apt-get update -q && apt-get install -y -q etcd-server nftables
+fi
 # Apache RocketMQ itself (name server, broker, proxy, mqadmin) from Maven Central, the reference of tests/compat: it
 # needs only java and mvn, so it resolves beside the installs below (its own Maven repository); waited for below.
 bash tests/compat/setup_reference.sh &

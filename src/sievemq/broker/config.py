@@ -13,6 +13,7 @@ flags' ``--help``. A bad value raises ``ConfigError`` naming the camelCase key, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +36,7 @@ from sievemq.settings import (
     NAME,
     OPTIONAL_HOST_PORT,
     STORE_DIR,
+    Format,
     check_fields,
     setting,
     split_addrs,
@@ -50,6 +52,11 @@ INT32_MAX = (1 << 31) - 1
 """RocketMQ's file sizes are Java ints; sievemq's record and blank sizes are 32-bit too."""
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
+ControllerMode = Literal["none", "etcd"]
+ETCD_ROOT = Format(
+    "a key prefix starting with '/', of a-z A-Z 0-9 _ - . / (at most 100 characters, no '//')",
+    lambda v: 1 < len(v) <= 100 and v.startswith("/") and "//" not in v and bool(re.fullmatch(r"[A-Za-z0-9_./-]+", v)),
+)
 SubscriptionConsistency = Literal["strict", "rocketmq"]
 
 
@@ -416,13 +423,56 @@ class BrokerConfig(_BrokerAcl):
         hi=100,
     )
 
+    controller_mode: ControllerMode = setting(
+        "none: roles are fixed by brokerRole; etcd: automatic failover, the set elects its master in etcd "
+        "(etcdEndpoints; every broker of the set has its own brokerId > 0 and brokerRole says how it acknowledges "
+        "when it is the master; docs/failover.md)",
+        "none",
+    )
+    etcd_endpoints: str = setting(
+        "controllerMode = etcd: the etcd cluster's client addresses, host:port separated by ';'", "",
+        fmt=HOST_PORT_LIST,
+    )  # fmt: skip
+    etcd_root: str = setting(
+        "controllerMode = etcd: the key prefix of sievemq's keys in etcd (a set's keys are under "
+        "<etcdRoot>/<brokerClusterName>/<brokerName>/)",
+        "/sievemq",
+        fmt=ETCD_ROOT,
+    )
+    controller_lease_seconds: int = setting(
+        "controllerMode = etcd: a broker's etcd lease; a master that could not renew it for this long is replaced. "
+        "The master stops acknowledging max(1, this/5) seconds before its lease could expire (fencing)",
+        5,
+        lo=2,
+        hi=60,
+    )
+    min_in_sync_replicas: int = setting(
+        "controllerMode = etcd: a master refuses writes while fewer brokers are in its SyncStateSet (itself included)",
+        1,
+        lo=1,
+        hi=16,
+    )
+    enable_elect_unclean_master: bool = setting(
+        "controllerMode = etcd: with no live broker of the SyncStateSet, elect any live one (it may lack "
+        "acknowledged messages: they are lost)",
+        False,
+    )
+    ha_max_time_slave_not_catchup: int = setting(
+        "controllerMode = etcd: a replica that has not caught up with the master for this long, milliseconds, leaves "
+        "the SyncStateSet (one whose link closed leaves after a second); it rejoins once caught up",
+        6000,
+        lo=1000,
+    )
+
     def __post_init__(self) -> None:
         check_fields(self)
         check_broker(self)  # loads the TLS files: a bad one is a ConfigError naming its key
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
             raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")
-        if (self.broker_role == "SLAVE") != (self.broker_id > 0):
+        if self.controller_mode == "etcd":
+            self._check_controller_mode()
+        elif (self.broker_role == "SLAVE") != (self.broker_id > 0):
             allowed = "an integer > 0 for a SLAVE" if self.broker_role == "SLAVE" else "0 for a master (brokerRole)"
             raise ConfigError(key="brokerId", value=self.broker_id, allowed=allowed)
         if self.listen_vip_channel and self.listen_port < 2:
@@ -431,6 +481,16 @@ class BrokerConfig(_BrokerAcl):
                 value=self.listen_port,
                 allowed="an integer in 2..65535 when listenVipChannel is true (the VIP channel is listenPort - 2)",
             )
+
+    def _check_controller_mode(self) -> None:
+        if not self.etcd_endpoints:
+            raise ConfigError(key="etcdEndpoints", value="", allowed="one or more host:port when controllerMode = etcd")
+        if self.broker_id < 1:
+            raise ConfigError(key="brokerId", value=self.broker_id,
+                              allowed="an integer > 0 when controllerMode = etcd (each broker of the set its own)")
+        if self.broker_role == "SLAVE":
+            raise ConfigError(key="brokerRole", value=self.broker_role, allowed="ASYNC_MASTER or SYNC_MASTER when "
+                              "controllerMode = etcd (how this broker acknowledges when it is the master)")
 
     def namesrv_list(self) -> list[str]:
         """The configured name server addresses."""

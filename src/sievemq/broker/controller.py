@@ -47,6 +47,7 @@ from sievemq.broker.timer import TimerService, TimerSettings  # timer
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.transactions.book import CheckSettings
 from sievemq.broker.transactions.service import TransactionService
+from sievemq.ha.term import Term
 from sievemq.metrics.loop_lag import LoopLagMonitor
 from sievemq.protocol import accel
 from sievemq.protocol.delay_levels import parse_levels
@@ -69,8 +70,9 @@ class _Processor(Protocol):
 class BrokerController:
     """Runs one broker in the current event loop: builds the services and hands each processor the ones it uses."""
 
-    def __init__(self, config: BrokerConfig, recover_from: str = "") -> None:
-        """``recover_from``: a slave's HA address to copy the commit log from first (``--recover-from-slave``)."""
+    def __init__(self, config: BrokerConfig, recover_from: str = "", term: Term | None = None) -> None:
+        """``recover_from``: a slave's HA address to copy the commit log from first (``--recover-from-slave``);
+        ``term``: this broker's role and epoch under automatic failover (``broker/failover``)."""
         self.config = config
         root = Path(config.store_path_root_dir)
         config_dir = root / "config"
@@ -111,7 +113,7 @@ class BrokerController:
                                                self.store_host, len(levels))  # fmt: skip
         self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,
                                              groups=self.groups, offsets=self.offsets, schedule=self.schedule,
-                                             filters=self.filters, recover_from=recover_from)  # fmt: skip
+                                             filters=self.filters, recover_from=recover_from, term=term)  # fmt: skip
         self.pop = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, config_dir, save,
                               config.broker_name, self.store_host, PopSettings(
                                   config.pop_inflight_max,

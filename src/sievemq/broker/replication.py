@@ -35,6 +35,7 @@ from sievemq.ha.gate import HelloGate
 from sievemq.ha.master import HAServer
 from sievemq.ha.settings import CHECK_BYTES, RECOVERY_POLL_S, ReplicationSettings
 from sievemq.ha.slave import HAClient, LinkRefused
+from sievemq.ha.term import Term
 from sievemq.ha.tickets import TicketBook
 from sievemq.ha.wire import encode_hello
 from sievemq.protocol.reasons import Reason
@@ -81,6 +82,7 @@ def build_replication(
     schedule: ScheduleService,
     filters: ConsumerFilterManager,
     recover_from: str = "",
+    term: Term | None = None,
 ) -> Replication:
     """The replication of a broker: its settings, a signed (and TLS, when configured) pool for other brokers'
     remoting ports, and on a slave the metadata copy into the given managers."""
@@ -90,7 +92,7 @@ def build_replication(
     replication: Replication
     sync = MetadataSync(pool, lambda: replication.metadata_source, topics, groups, offsets, schedule, filters,
                         own_end=lambda: store.max_phy_offset)
-    replication = Replication(settings, store, config_dir, save, pool, sync)
+    replication = Replication(settings, store, config_dir, save, pool, sync, term)
     return replication
 
 
@@ -105,9 +107,12 @@ class Replication:
         save: Callable[[Path, Any], None],
         pool: ConnectionPool,
         sync: MetadataSync | None,
+        term: Term | None = None,
     ) -> None:
         """``pool`` reaches other brokers' remoting ports; ``sync`` copies metadata from ``metadata_source`` (a
-        slave's, all along; a recovering master's, once)."""
+        slave's, all along; a recovering master's, once). ``term``: automatic failover's (the master, the epoch and
+        the fence come from etcd; see docs/failover.md)."""
+        self.term = term
         self.settings = settings
         self._pool = pool
         self.store = store
@@ -119,11 +124,15 @@ class Replication:
         self.server = HAServer(store, settings.host, settings.ha_port, gate=gate, batch=settings.batch,
                                heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
                                max_fallbehind=settings.max_fallbehind, on_ahead=self.claimed_ahead)  # fmt: skip
+        if term is not None and term.is_master:  # a SYNC send waits for every replica in sync, from the first one
+            self.server.require(frozenset(str(m) for m in term.members - {term.broker_id}))
         self.set_check = SetCheck(settings, store, pool)
         self.client: HAClient | None = None
         self.master_addr: str | None = None
         """The master's remoting address (a slave learns it from its registration)."""
         self.master_ha: str | None = settings.ha_master_address or None
+        if term is not None and not term.is_master:
+            self.master_addr, self.master_ha = term.master_address, term.master_ha_address
         self._persisted = 0
         self._last_refusal: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -148,7 +157,10 @@ class Replication:
 
     @property
     def behind(self) -> str | None:
-        """Why this master must not take writes (it holds less than a slave), or None."""
+        """Why this master must not take writes (it holds less than a slave), or None. (Under automatic failover
+        epochs and truncation keep logs in agreement: no such check.)"""
+        if self.term is not None:
+            return None
         if self.set_check.lost_data is not None:
             return self.set_check.lost_data
         if self.server.behind_slave is not None:
@@ -160,14 +172,40 @@ class Replication:
         if self.is_slave:
             return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, "this broker is a slave: it takes no writes; "
                                  "send to the master of its set", Reason.BROKER_IS_SLAVE)  # fmt: skip
+        if self.term is not None:
+            return self._term_refusal(self.term)
         behind = self.behind
         if behind is not None:
             return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"this master refuses writes: {behind}; recover "
                                  "it with `sievemq broker --recover-from-slave`", Reason.HA_MASTER_BEHIND)  # fmt: skip
         return None
 
+    def _term_refusal(self, term: Term) -> RemotingError | None:
+        fenced = term.fence()
+        if fenced is not None:
+            return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"this master acknowledges nothing now: {fenced}; "
+                                 "retry (the route moves to the set's master)", Reason.HA_MASTER_FENCED)  # fmt: skip
+        in_sync = term.in_sync()
+        if in_sync < term.min_in_sync:
+            return RemotingError(ResponseCode.SYSTEM_ERROR, f"in-sync replicas not enough: {in_sync} in the "
+                                 f"SyncStateSet, minInSyncReplicas {term.min_in_sync}; writes resume when a replica "
+                                 "catches up", Reason.IN_SYNC_REPLICAS_NOT_ENOUGH)  # fmt: skip
+        return None
+
     async def replicated(self, end: int) -> int:
-        """Under SYNC_MASTER: wait for a slave to hold the commit log up to ``end``; the send's answer code."""
+        """Under SYNC_MASTER: wait for a slave to hold the commit log up to ``end`` (under automatic failover: every
+        replica of the SyncStateSet); the send's answer code. A master fenced meanwhile raises instead of
+        acknowledging."""
+        if self.term is not None:
+            code = ResponseCode.SUCCESS
+            if self.settings.role == "SYNC_MASTER":
+                ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
+                code = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
+            fenced = self.term.fence()  # the last moment before the answer leaves
+            if fenced is not None:
+                raise RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"stored, but this master acknowledges "
+                                    f"nothing now: {fenced}", Reason.HA_MASTER_FENCED)  # fmt: skip
+            return code
         if self.settings.role != "SYNC_MASTER":
             return ResponseCode.SUCCESS
         if not self.server.slave_ok(end):
@@ -178,7 +216,10 @@ class Replication:
     def claimed_ahead(self, peer: str, offset: int) -> None:
         """A connection says it holds more of the commit log than this master: have the set checked (a master only;
         ``SetCheck.claimed_ahead``)."""
-        if not self.is_slave:
+        if self.term is not None:
+            log.error("replica %s claims to hold the commit log up to %d, beyond this master's end %d: it did not "
+                      "truncate to its epoch (nothing is sent to it)", peer, offset, self.store.max_phy_offset)
+        elif not self.is_slave:
             self.set_check.claimed_ahead(peer, offset)
 
     def wants_master(self) -> bool:
@@ -186,8 +227,9 @@ class Replication:
         return self.is_slave and self.master_remoting is None
 
     def on_registration(self, master_addr: str | None, ha_addr: str | None) -> None:
-        """A name server answered our registration: a slave learns where its master is."""
-        if not self.is_slave:
+        """A name server answered our registration: a slave learns where its master is (under automatic failover,
+        etcd says, not the name servers)."""
+        if not self.is_slave or self.term is not None:
             return
         if master_addr and master_addr != self.master_addr:
             log.info("the master of this set is %s (HA %s)", master_addr, ha_addr)
@@ -195,9 +237,17 @@ class Replication:
         if ha_addr and not self.settings.ha_master_address:
             self.master_ha = ha_addr
 
-    async def link_fields(self, ip: str) -> dict[str, str]:
+    async def link_fields(self, ip: str, request: dict[str, str] | None = None) -> dict[str, str]:
         """What a successful HA_CHECK from ``ip`` adds: a ticket for one link from ``ip`` and the HA address. Opens
-        the HA port first if it is not open (``RemotingError`` HA_PORT_UNAVAILABLE when it cannot be)."""
+        the HA port first if it is not open (``RemotingError`` HA_PORT_UNAVAILABLE when it cannot be). Under
+        automatic failover the request must name this master's epoch and the replica's brokerId (its ticket's
+        owner): ``RemotingError`` HA_EPOCH_MISMATCH otherwise."""
+        owner = ""
+        extra: dict[str, str] = {}
+        term = self.term
+        if term is not None:
+            owner = self._term_link_owner(term, request or {})
+            extra = {"masterEpoch": str(term.epoch), "masterBrokerId": str(term.master_id)}
         server = self.server
         if not server.listening:
             try:
@@ -208,8 +258,21 @@ class Replication:
                 raise RemotingError(ResponseCode.SYSTEM_ERROR, f"this broker cannot listen on its HA port {where}: "
                                     f"{e}; free the port or set haListenHost / haListenPort, then ask again",
                                     Reason.HA_PORT_UNAVAILABLE) from None  # fmt: skip
-        ticket = self.tickets.issue(ip, time.monotonic())
-        return {"haTicket": ticket, "haServerAddr": f"{self.settings.ha_host}:{server.port}"}
+        ticket = self.tickets.issue(ip, time.monotonic(), owner)
+        return {"haTicket": ticket, "haServerAddr": f"{self.settings.ha_host}:{server.port}", **extra}
+
+    @staticmethod
+    def _term_link_owner(term: Term, request: dict[str, str]) -> str:
+        """The brokerId a replication link under automatic failover is for (HA_CHECK's ``brokerId`` and ``epoch``)."""
+        epoch, broker_id = str(request.get("epoch", "")), str(request.get("brokerId", ""))
+        if not term.is_master or epoch != str(term.epoch):
+            where = f"master of epoch {term.epoch}" if term.is_master else f"not the master (epoch {term.epoch})"
+            raise RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"replication asked for epoch {epoch or '?'}, "
+                                f"this broker is {where}: read the set's state again", Reason.HA_EPOCH_MISMATCH)
+        if not broker_id.isdigit() or not 0 < int(broker_id) < 1 << 31 or int(broker_id) == term.broker_id:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"HA_CHECK's brokerId {broker_id!r} is not another "
+                                "broker's id (an integer > 0)", Reason.INVALID_HEADER)
+        return broker_id
 
     def runtime_info(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO adds (docs/protocol/replication.md §6)."""
@@ -236,20 +299,22 @@ class Replication:
         (a slave)."""
         if self.settings.recover_from:
             await self._recover(self.settings.recover_from)
-        self._load()
-        if not self.is_slave and self.set_check.lost_data is None:
+        if self.term is None:
+            self._load()
+        if not self.is_slave and self.set_check.lost_data is None and self.term is None:
             await self.set_check.check_set()
         if self.settings.listen_at_start:
             await self.server.start()
         self.store.add_dispatch_listener(lambda *_a: self.server.notify())
         if self.is_slave:
             self.client = HAClient(self.store, lambda: self.master_ha, heartbeat_s=self.settings.heartbeat_s,
-                                   housekeeping_s=self.settings.housekeeping_s, admit=self._admit_master)  # fmt: skip
+                                   housekeeping_s=self.settings.housekeeping_s, admit=self._admit_master,
+                                   refused_retry_s=1.0 if self.term is not None else 10.0)  # fmt: skip
             self.client.start()
             if self.sync is not None:
                 self.store.add_dispatch_listener(self.sync.on_dispatch)
                 self.sync.start()
-        else:
+        elif self.term is None:
             self._tasks.append(asyncio.create_task(self._persist_loop(), name="ha-persist"))
 
     async def stop(self) -> None:
@@ -266,7 +331,13 @@ class Replication:
             await self.sync.stop()
         await self.server.stop()
         await self._pool.close()
-        self._persist()
+        if self.term is None:
+            self._persist()
+
+    async def pause_following(self) -> None:
+        """Stop copying from the master (a replica about to stand for election: its log's end must hold still)."""
+        if self.client is not None:
+            await self.client.stop()
 
     # ------------------------------------------------------------------------------------------ master memory
     def _load(self) -> None:
@@ -307,13 +378,20 @@ class Replication:
             chunk = self.store.read_commitlog(at, end - at)
             crc = zlib.crc32(chunk, crc)
             at += len(chunk)
-        request = RemotingCommand.request(RequestCode.HA_CHECK, {"offset": end, "length": length, "crc": crc})
+        header: dict[str, Any] = {"offset": end, "length": length, "crc": crc}
+        if self.term is not None:
+            header.update(brokerId=self.term.broker_id, epoch=self.term.epoch)
+        request = RemotingCommand.request(RequestCode.HA_CHECK, header)
         try:
             resp = await self._pool.request(remoting, request, 10.0)
         except Exception as e:
             raise LinkRefused(f"cannot check the log at {remoting}: {e}") from None
         fields = resp.ext_fields
-        if resp.code == ResponseCode.SUCCESS:
+        if resp.code == ResponseCode.SUCCESS and self.term is not None and fields.get("masterEpoch") != str(
+            self.term.epoch
+        ):
+            refusal = f"{remoting} answered for epoch {fields.get('masterEpoch')!r}, not {self.term.epoch}"
+        elif resp.code == ResponseCode.SUCCESS:
             problem = _ticket_problem(fields)
             if problem is None:
                 self._last_refusal = None

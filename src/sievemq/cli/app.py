@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -311,6 +312,12 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
         raise click.ClickException(str(e)) from None
     if recover_from_slave and cfg.broker_role == "SLAVE":
         raise click.ClickException("--recover-from-slave is for a master (brokerRole ASYNC_MASTER or SYNC_MASTER)")
+    if cfg.controller_mode == "etcd":
+        if recover_from_slave:
+            raise click.ClickException("--recover-from-slave is not for controllerMode = etcd: a set under automatic "
+                                       "failover elects its master and truncates a returning one by itself")
+        run_until_signalled(partial(_failover_broker, cfg))
+        return
 
     async def run(stop: asyncio.Event) -> None:
         from sievemq.broker.metrics import broker_metrics
@@ -329,6 +336,20 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
         await b.stop()
 
     run_until_signalled(run)
+
+
+async def _failover_broker(cfg: BrokerConfig, stop: asyncio.Event) -> None:
+    """``sievemq broker`` under ``controllerMode = etcd``: the broker runs in whatever role its set's state in etcd
+    gives it (docs/failover.md)."""
+    from sievemq.broker.failover import FailoverBroker
+
+    b = FailoverBroker(cfg)
+    await b.start()
+    click.echo(f"sievemq broker {cfg.broker_name} (brokerId {cfg.broker_id}, automatic failover on etcd "
+               f"{cfg.etcd_endpoints}) starting on {cfg.advertised_addr}, data {cfg.store_path_root_dir}")  # fmt: skip
+    sys.stdout.flush()
+    await stop.wait()
+    await b.stop()
 
 
 @main.command()

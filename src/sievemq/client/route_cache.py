@@ -24,9 +24,12 @@ class RouteCache:
         """Keep ``topic``'s fresh route; the address table is rebuilt from every cached route."""
         self.routes[topic] = route
         table: dict[str, dict[int, str]] = {}
-        routes = list(self.routes.values())
-        if self._default_route is not None:
-            routes.append(self._default_route)
+        # the freshest last, so that its addresses win: the default route (TBW102, kept from an auto-creation and
+        # not refreshed) first, ``route`` last (a set whose master moved under automatic failover: the old master's
+        # address must not come back from an older route)
+        routes = [self._default_route] if self._default_route is not None else []
+        routes.extend(r for t, r in self.routes.items() if t != topic)
+        routes.append(route)
         for r in routes:
             for bd in r.broker_datas:
                 table.setdefault(bd.broker_name, {}).update(bd.broker_addrs)

@@ -59,8 +59,11 @@ class HelloGate:
         """Connections waiting for their hello now."""
         return len(self._pending)
 
-    async def admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: tuple[str, int]) -> bool:
-        """Read the hello of the connection from ``peer``; True: serve it. False: the caller closes it."""
+    async def admit(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: tuple[str, int]
+    ) -> str | None:
+        """Read the hello of the connection from ``peer``; its ticket's owner ("" for none): serve it. None: the
+        caller closes it."""
         key = id(writer)
         if len(self._pending) >= self.max_pending:
             old_key, oldest = self._pending.popitem(last=False)
@@ -81,9 +84,10 @@ class HelloGate:
         except WireError as e:
             why = str(e)
         else:
+            owner = self.tickets.owner_of(ticket)
             refusal = self.tickets.redeem(ticket, peer[0], self._clock())
             if refusal is None:
-                return True
+                return owner
             why = refusal.value
         finally:
             self._pending.pop(key, None)
@@ -91,7 +95,7 @@ class HelloGate:
             self._pushed_out.discard(key)
             why = f"{self.max_pending} connections waited for their hello; the oldest is closed"
         self._refuse(peer, why)
-        return False
+        return None
 
     def _refuse(self, peer: tuple[str, int], why: str) -> None:
         self.refused += 1

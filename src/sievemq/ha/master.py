@@ -31,7 +31,7 @@ from sievemq.ha.lag import LagClock
 from sievemq.ha.wire import ReportDecoder, WireError, encode_frame
 from sievemq.store import MessageStore
 
-__all__ = ["HAServer", "SlaveState"]
+__all__ = ["HAServer", "OwnerProgress", "SlaveState"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,21 @@ class SlaveState:
     """Set when the commit log grew (``HAServer.notify``)."""
     lag: LagClock | None = None
     """Its lag in seconds (set at its first report)."""
+    owner: str = ""
+    """Who it is (its ticket's owner: a brokerId under automatic failover), "" when not known."""
+
+
+@dataclass
+class OwnerProgress:
+    """What the master knows of one named replica across its links (automatic failover's SyncStateSet)."""
+
+    acked: int = 0
+    """Its newest reported commit-log end."""
+    caught_up_at: float = float("-inf")
+    """When it last reported holding all this master held (monotonic seconds)."""
+    connected: bool = False
+    changed_at: float = field(default_factory=time.monotonic)
+    """When its link opened or closed last."""
 
 
 def _expire(fut: asyncio.Future[bool]) -> None:
@@ -103,6 +118,13 @@ class HAServer:
         self._links: set[asyncio.Task[None]] = set()
         self.acked = 0
         """The highest offset any slave has acknowledged."""
+        self.owners: dict[str, OwnerProgress] = {}
+        """Named replicas' progress (automatic failover), by owner."""
+        self.required: frozenset[str] | None = None
+        """None: a SYNC send waits for any one slave. Else the owners whose copy it waits for, all of them (the
+        SyncStateSet without the master; empty: none)."""
+        self.confirmed = 0
+        """Where every required copy has reached (``acked`` while ``required`` is None)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @property
@@ -151,7 +173,7 @@ class HAServer:
 
     async def wait_acked(self, offset: int, timeout: float) -> bool:
         """Wait until a slave has acknowledged the commit log up to ``offset``; False on timeout."""
-        if self.acked >= offset:
+        if self.confirmed >= offset:
             return True
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
@@ -166,12 +188,26 @@ class HAServer:
         finally:
             timer.cancel()
 
+    def require(self, owners: frozenset[str] | None) -> None:
+        """Wait, from now on, for every one of ``owners`` (None: for any one slave); waits now covered end."""
+        self.required = owners
+        self._confirm()
+
     def _acked(self, offset: int) -> None:
-        if offset <= self.acked:
-            return
-        self.acked = offset
+        if offset > self.acked:
+            self.acked = offset
+        self._confirm()
+
+    def _confirm(self) -> None:
+        if self.required is None:
+            floor = self.acked
+        elif not self.required:
+            floor = 1 << 62
+        else:
+            floor = min(self.owners[o].acked if o in self.owners else 0 for o in self.required)
+        self.confirmed = floor
         w = self._waiters
-        while w and w[0][0] <= offset:
+        while w and w[0][0] <= floor:
             fut = heapq.heappop(w)[2]
             if not fut.done():
                 fut.set_result(True)
@@ -183,8 +219,9 @@ class HAServer:
         if task is not None:
             self._links.add(task)
         try:
-            if await self.gate.admit(reader, writer, (str(peer[0]), int(peer[1]))):
-                await self._link(f"{peer[0]}:{peer[1]}", reader, writer)
+            owner = await self.gate.admit(reader, writer, (str(peer[0]), int(peer[1])))
+            if owner is not None:
+                await self._link(f"{peer[0]}:{peer[1]}", reader, writer, owner)
         except asyncio.CancelledError:
             pass  # stopping: the link ends here (the server's callback must not see the cancellation)
         finally:
@@ -194,11 +231,16 @@ class HAServer:
             if task is not None:
                 self._links.discard(task)
 
-    async def _link(self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _link(
+        self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, owner: str = ""
+    ) -> None:
         """Serve one admitted slave until its link ends."""
-        state = SlaveState(addr, time.monotonic())
+        state = SlaveState(addr, time.monotonic(), owner=owner)
         key = id(state)
         self.slaves[key] = state
+        progress = self.owners.setdefault(owner, OwnerProgress()) if owner else None
+        if progress is not None:
+            progress.connected, progress.changed_at = True, time.monotonic()
         log.info("slave %s connected to the HA port", state.addr)
         self._changed()
         sender = asyncio.create_task(self._send(state, writer), name=f"ha-send {state.addr}")
@@ -211,6 +253,8 @@ class HAServer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await sender
             self.slaves.pop(key, None)
+            if progress is not None and not any(s.owner == owner for s in self.slaves.values()):
+                progress.connected, progress.changed_at = False, time.monotonic()
             log.info("slave %s left the HA port (acknowledged %d)", state.addr, state.acked)
             self._changed()
 
@@ -240,6 +284,11 @@ class HAServer:
             if state.lag is None:
                 state.lag = LagClock(state.connected_at, end)
             state.lag.report(offset, end, state.last_report)
+            if state.owner and 0 <= offset <= state.next_offset:  # only what this link copied counts
+                progress = self.owners.setdefault(state.owner, OwnerProgress())
+                progress.acked = offset
+                if offset >= end:
+                    progress.caught_up_at = state.last_report
             self._acked(offset)
 
     def _first_report(self, state: SlaveState) -> None:

@@ -51,6 +51,7 @@ class HAClient:
         heartbeat_s: float = 5.0,
         housekeeping_s: float = 20.0,
         admit: Callable[[str], Awaitable[str]],
+        refused_retry_s: float = REFUSED_RETRY_S,
     ) -> None:
         """``master_addr()`` gives the master's HA address (``host:port``), None while none is known; ``admit(addr)``
         runs before each link and returns the ticket for it, or raises ``LinkRefused`` (why not to follow)."""
@@ -68,6 +69,8 @@ class HAClient:
         self.heartbeats = 0
         """Heartbeat frames received (the master had nothing more to send)."""
         self.admit = admit
+        self.refused_retry_s = refused_retry_s
+        """Pause before asking again after ``admit`` refused (a new master of a failover set comes up in a second)."""
         self._task = Background("ha-client")
 
     # ------------------------------------------------------------------------------------------ state
@@ -100,12 +103,12 @@ class HAClient:
                 ticket = await self.admit(addr)
             except LinkRefused as e:
                 self.refusal = str(e)
-                await asyncio.sleep(REFUSED_RETRY_S)
+                await asyncio.sleep(self.refused_retry_s)
                 continue
             except Exception as e:  # a failing admit must not end the following for good
                 log.exception("asking master %s for a replication ticket failed", addr)
                 self.refusal = f"{type(e).__name__}: {e}"
-                await asyncio.sleep(REFUSED_RETRY_S)
+                await asyncio.sleep(self.refused_retry_s)
                 continue
             try:
                 await self._follow(addr, ticket)

@@ -42,6 +42,7 @@ class Refusal(StrEnum):
 class _Issued:
     ip: str
     expires: float
+    owner: str = ""
 
 
 def same_ip(a: str, b: str) -> bool:
@@ -74,14 +75,20 @@ class TicketBook:
     def __len__(self) -> int:
         return len(self._issued)
 
-    def issue(self, ip: str, now: float) -> str:
-        """A new ticket for one link from ``ip``, good until ``now + ttl``."""
+    def issue(self, ip: str, now: float, owner: str = "") -> str:
+        """A new ticket for one link from ``ip``, good until ``now + ttl``; ``owner`` names who asked (a replica's
+        brokerId under automatic failover), for ``owner_of``."""
         self._drop_expired(now)
         while len(self._issued) >= self.max_tickets:
             self._issued.popitem(last=False)
         ticket = self._token()
-        self._issued[ticket] = _Issued(canonical_ip(ip), now + self.ttl)
+        self._issued[ticket] = _Issued(canonical_ip(ip), now + self.ttl, owner)
         return ticket
+
+    def owner_of(self, ticket: str) -> str:
+        """Whom ``ticket`` was issued to ("" when unknown or issued without an owner); read before ``redeem``."""
+        issued = self._issued.get(ticket)
+        return issued.owner if issued is not None else ""
 
     def redeem(self, ticket: str, ip: str, now: float) -> Refusal | None:
         """None: ``ticket`` admits this connection from ``ip`` (and is used up). Else why not; a ticket shown from

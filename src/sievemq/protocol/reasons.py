@@ -67,6 +67,15 @@ class Reason(StrEnum):
     HA_MASTER_BEHIND = "HA_MASTER_BEHIND"
     """A master holds less of the commit log than one of its slaves (it lost data, or is new): it refuses writes
     until an operator recovers it (``sievemq broker --recover-from-slave``)."""
+    HA_MASTER_FENCED = "HA_MASTER_FENCED"
+    """Automatic failover: this master's etcd lease is not surely alive (etcd unreachable or slow), so it
+    acknowledges nothing; another may be elected. Retry: the client's route moves to the set's master."""
+    HA_EPOCH_MISMATCH = "HA_EPOCH_MISMATCH"
+    """Automatic failover: a replication link was asked for in another epoch than this master's (or of a broker that
+    is not the master): the replica reads the set's state again and follows the master of the current epoch."""
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    """Automatic failover: fewer brokers are in the SyncStateSet than ``minInSyncReplicas``: writes are refused until
+    a replica catches up."""
     HA_DIVERGED = "HA_DIVERGED"
     """A master and a slave hold different bytes at the same commit-log offsets: the slave does not follow."""
     HA_PORT_UNAVAILABLE = "HA_PORT_UNAVAILABLE"

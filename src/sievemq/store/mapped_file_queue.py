@@ -202,6 +202,7 @@ class MappedFileQueue:
         is removed unless it is the only file (so an empty stream keeps its start offset).
         """
         keep: list[MappedFile] = []
+        drop: list[MappedFile] = []
         for i, f in enumerate(self.files):
             if f.end_offset <= offset:
                 f.wrote_position = f.file_size
@@ -213,8 +214,12 @@ class MappedFileQueue:
                 f.flushed_position = min(f.flushed_position, pos)
                 keep.append(f)
             else:
-                f.destroy()
-        removed = len(self.files) != len(keep)
+                drop.append(f)
+        # the newest first: a crash between two deletions leaves the files contiguous (``load`` drops everything
+        # before a gap, which would be the part kept)
+        for f in reversed(drop):
+            f.destroy()
+        removed = bool(drop)
         for spare in self.drop_spares():  # they were for a stream end that is gone
             spare.destroy()
         self.files = keep

@@ -29,3 +29,20 @@ def test_a_slave_while_no_master_is_listed_and_nothing_for_master_only() -> None
     assert rc.broker_addr("broker-a", master_only=True) is None
     assert rc.publish_queues("T") == []  # no master: nowhere to send
     assert rc.broker_addr("broker-b") is None
+
+
+def _route(addrs: dict[int, str]) -> TopicRouteData:
+    return TopicRouteData([QueueData("broker-a", 4, 4, PERM_READ | PERM_WRITE)], [BrokerData("c", "broker-a", addrs)])
+
+
+def test_the_freshest_route_names_the_master_after_a_failover() -> None:
+    """A master replaced by its replica (automatic failover): the TBW102 route kept from an auto-creation, and other
+    topics' routes not refreshed yet, must not bring the dead master's address back over the fresh route's."""
+    rc = RouteCache()
+    rc._cache_default_route(_route({0: MASTER}))
+    rc._cache_route("T", _route({0: MASTER, 1: SLAVE}))
+    rc._cache_route("U", _route({0: MASTER, 1: SLAVE}))
+    rc._cache_route("T", _route({0: SLAVE}))  # the replica is the master now
+    assert rc.broker_addr("broker-a", master_only=True) == SLAVE
+    rc._cache_route("U", _route({0: SLAVE}))
+    assert rc.broker_addr("broker-a", master_only=True) == SLAVE

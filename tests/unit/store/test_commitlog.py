@@ -7,8 +7,11 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from sievemq.protocol.message import BLANK_MAGIC, MAGIC_V1, decode_record, encode_record
 from sievemq.store import MessageStore, PutStatus
+from sievemq.store.mapped_file import MappedFile
 from sievemq.store.mapped_file_queue import MappedFileQueue
 
 from .conftest import SEG, msg
@@ -119,3 +122,31 @@ def test_encode_of_stored_record_matches_put(tmp_path: Path) -> None:
 
     rec = encode_record(MessageExt("T", b"abc", store_host=("10.0.0.1", 1)))
     assert HDR.unpack_from(rec, 0) == (len(rec), MAGIC_V1)
+
+
+def test_set_end_deletes_the_newest_file_first_so_a_crash_leaves_no_gap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between two deletions of a cut must not leave a gap: ``load`` drops every file before a gap, which
+    would be the part of the stream the cut kept."""
+    q = MappedFileQueue(tmp_path / "q", 4096)
+    for start in (0, 4096, 8192, 12288):
+        q.create_file(start).append(b"\x01" * (4096 if start < 12288 else 100))
+    destroyed: list[int] = []
+    real = MappedFile.destroy
+
+    def crash_on_second(self: MappedFile) -> None:
+        if destroyed:
+            raise OSError("the process dies here")
+        destroyed.append(self.file_from_offset)
+        real(self)
+
+    monkeypatch.setattr(MappedFile, "destroy", crash_on_second)
+    with pytest.raises(OSError):
+        q.set_end(100)
+    monkeypatch.undo()
+    q.close()
+    again = MappedFileQueue(tmp_path / "q", 4096)
+    again.load()
+    assert again.files and again.files[0].file_from_offset == 0  # the kept part is still there
+    again.close()

@@ -54,7 +54,7 @@ class HaProcessor:
     filters: ConsumerFilterManager
     on_replica_ahead: Callable[[str, int], None] | None = None
     """Told ``(peer, offset)`` when a replica's HA_CHECK shows it holds more of the commit log than this broker."""
-    link_fields: Callable[[str], Awaitable[dict[str, str]]] | None = None
+    link_fields: Callable[[str, dict[str, str]], Awaitable[dict[str, str]]] | None = None
     """``link_fields(ip)``: what a successful HA_CHECK from ``ip`` adds (a ticket for the HA port and its address);
     raises ``RemotingError`` when the HA port cannot be offered."""
 
@@ -114,5 +114,5 @@ class HaProcessor:
                 {"reason": Reason.HA_DIVERGED, **info},
             )
         if self.link_fields is not None:
-            info.update(await self.link_fields(conn.peer[0]))
+            info.update(await self.link_fields(conn.peer[0], {k: str(v) for k, v in f.items()}))
         return cmd.response(ResponseCode.SUCCESS, ext_fields=info)

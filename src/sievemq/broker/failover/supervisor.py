@@ -1,0 +1,339 @@
+"""A broker under automatic failover: its role comes from its set's state in etcd, one term at a time.
+
+A term is one ``BrokerController`` in one role of one epoch: the master of epoch N, or a replica following the
+master of epoch N. Between terms no controller runs. The loop (docs/failover.md §3):
+
+1. keep this broker's etcd lease alive and read the set (``EtcdSet.view``);
+2. no state yet: create it with this broker as master of epoch 1 (``election.bootstrap``);
+3. a live master: follow it (cutting first what an earlier epoch left in this log beyond the set's history:
+   ``election.truncation_point``); no live master: stand for election when ``election.elect`` says so;
+4. run the term, watching etcd every ``POLL_S``: a replica ends its term when the set has a new master (or it won an
+   election); a master renews its lease, keeps the SyncStateSet (``election.sync_set_change``), and ends its term when
+   the state names another master or its lease may be gone. A master acknowledges only while its lease is surely
+   alive (``fencing.LeaseClock``); a process that restarts never resumes the epoch it was master of.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+
+from sievemq.broker.config import BrokerConfig
+from sievemq.broker.controller import BrokerController
+from sievemq.broker.failover.local import LocalLog
+from sievemq.ha.election import Progress, bootstrap, elect, sync_set_change, truncation_point
+from sievemq.ha.etcd_set import EtcdSet, EtcdUnavailable, set_prefix
+from sievemq.ha.fencing import LeaseClock
+from sievemq.ha.master import HAServer
+from sievemq.ha.set_state import ReplicaInfo, SetState, SetView
+from sievemq.ha.term import Term
+from sievemq.settings import split_addrs
+from sievemq.util.tasks import Background
+
+__all__ = ["ELECTION_GRACE_S", "LINK_GRACE_S", "POLL_S", "FailoverBroker"]
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+"""How often a broker renews its lease and reads its set."""
+ELECTION_GRACE_S = 2.0
+"""A candidate that is not the best-placed one stands only after this long without a master."""
+LINK_GRACE_S = 1.0
+"""A replica whose replication link closed leaves the SyncStateSet after this long."""
+PUBLISH_S = 1.0
+"""A broker's liveness key is rewritten (with its log's end) at most this often."""
+
+
+class FailoverBroker:
+    """Runs one broker of an automatic-failover set: a ``BrokerController`` per term."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        """``config.controller_mode`` is ``etcd``."""
+        self.config = config
+        self.broker_id = config.broker_id
+        ttl = float(config.controller_lease_seconds)
+        self.clock = LeaseClock(ttl, max(1.0, ttl / 5))
+        prefix = set_prefix(config.etcd_root, config.broker_cluster_name, config.broker_name)
+        self.etcd = EtcdSet(split_addrs(config.etcd_endpoints), prefix, config.broker_id, self.clock)
+        self.local = LocalLog(config)
+        self.controller: BrokerController | None = None
+        """The running term's broker (None between terms)."""
+        self.term: Term | None = None
+        self.state: SetState | None = None
+        """The set's state as last read."""
+        self.sync_set: frozenset[int] = frozenset()
+        """The SyncStateSet the running master works with."""
+        self.status = "starting"
+        """What this broker is doing, in words (``sievemq cluster status``, logs)."""
+        self.terms_started = 0
+        self.elections_won = 0
+        self.first_term = asyncio.Event()
+        """Set once the first term's broker serves."""
+        self._elected_epoch = 0
+        self._term_over = True
+        self._published: tuple[ReplicaInfo, float] | None = None
+        self._masterless_since: float | None = None
+        self._task = Background("failover")
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start the term loop in the background (a broker serves once etcd gave it a role)."""
+        self._task.start(self._run())
+
+    async def stop(self) -> None:
+        """End the term, stop the broker and let the lease go (the set elects at once, not after the TTL)."""
+        await self._task.stop()
+        await self.etcd.close(revoke=True)
+
+    # ------------------------------------------------------------------------------------------ facts
+    def _end(self) -> int:
+        c = self.controller
+        if c is not None:
+            return c.store.max_phy_offset
+        assert self.local.end is not None
+        return self.local.end
+
+    def _me(self) -> ReplicaInfo:
+        c = self.config
+        return ReplicaInfo(self.broker_id, c.advertised_addr, c.ha_address, self.local.epoch, self._end())
+
+    def _fence(self) -> str | None:
+        if self._term_over:
+            return "its term as master is over"
+        now = time.monotonic()
+        if not self.clock.valid(now):
+            return (f"its etcd lease ({self.clock.ttl:g}s) is not surely alive (fenced {self.clock.margin:g}s before "
+                    "it could expire)")  # fmt: skip
+        return None
+
+    async def _lease(self) -> None:
+        """Renew the lease; a new one means the old expired: nothing published stands, no epoch is resumed."""
+        if not await self.etcd.keep_alive():
+            self._published = None
+            self._elected_epoch = 0
+
+    async def _publish(self, me: ReplicaInfo, *, force: bool = False) -> None:
+        now = time.monotonic()
+        last = self._published
+        if not force and last is not None and (last[0] == me or now - last[1] < PUBLISH_S):
+            return
+        await self.etcd.publish(me)
+        self._published = (me, now)
+
+    # ------------------------------------------------------------------------------------------ the loop
+    async def _run(self) -> None:
+        await self.local.probe()
+        while True:
+            try:
+                state = await self._next_term()
+            except EtcdUnavailable as e:
+                self.status = f"waiting for etcd ({e})"
+                await asyncio.sleep(POLL_S)
+                continue
+            await self._run_term(state)
+
+    async def _next_term(self) -> SetState:
+        """Talk to etcd until this broker has a role: the state it is master of (elected by this process) or whose
+        live master it follows."""
+        while True:
+            await self._lease()
+            view = await self.etcd.view()
+            self.state = st = view.state
+            me = self._me()
+            now = time.monotonic()
+            if st is None:
+                await self._publish(me, force=True)
+                if await self.etcd.bootstrap(bootstrap(me)):
+                    self._elected_epoch = 1
+                    log.warning("this broker is the first master of set %s (epoch 1)", self.config.broker_name)
+                continue
+            if st.master_id == self.broker_id:
+                if st.master_epoch == self._elected_epoch and self.broker_id in view.alive:
+                    return st
+                if self.broker_id in view.alive:  # the key of this broker's previous life: wait for its lease
+                    self.status = "waiting for the lease of this broker's previous run to expire"
+                    await asyncio.sleep(POLL_S)
+                    continue
+            else:
+                await self._publish(me)
+                if view.master_alive:
+                    self._masterless_since = None
+                    return st
+            self.status = f"no live master of epoch {st.master_epoch}"
+            if await self._stand(view, me, now):
+                continue
+            await asyncio.sleep(POLL_S)
+
+    async def _stand(self, view: SetView, me: ReplicaInfo, now: float) -> bool:
+        """Stand for election if ``elect`` says so; True when this broker won."""
+        st = view.state
+        assert st is not None
+        if self._masterless_since is None:
+            self._masterless_since = now
+        alive = {**view.alive, me.broker_id: me}
+        new = elect(SetView(st, view.revision, alive), me, masterless_for=now - self._masterless_since,
+                    grace_s=ELECTION_GRACE_S, unclean=self.config.enable_elect_unclean_master)  # fmt: skip
+        if new is None:
+            return False
+        if not await self.etcd.elect(new, view.revision, st.master_id, me):
+            return False
+        self._elected_epoch = new.master_epoch
+        self._published = (me, now)
+        self.elections_won += 1
+        self._masterless_since = None
+        log.warning("this broker is elected master of set %s, epoch %d (from broker %d of epoch %d), its log ending "
+                    "at %d", self.config.broker_name, new.master_epoch, st.master_id, st.master_epoch,
+                    me.max_offset)  # fmt: skip
+        return True
+
+    # ------------------------------------------------------------------------------------------ one term
+    def _make_term(self, st: SetState) -> Term:
+        self.sync_set = st.sync_state_set
+        return Term(self.broker_id, st.master_epoch, st.master_id, st.master_address, st.master_ha_address,
+                    self._fence, lambda: len(self.sync_set), self.config.min_in_sync_replicas,
+                    st.sync_state_set)  # fmt: skip
+
+    def _term_config(self, term: Term) -> BrokerConfig:
+        c = self.config
+        # a replica reports at least four times per haMaxTimeSlaveNotCatchup, so an idle one stays in sync
+        beat = min(c.ha_send_heartbeat_interval, max(100, c.ha_max_time_slave_not_catchup // 4))
+        if term.is_master:  # routes name a set's master by brokerId 0 (RocketMQ's MASTER_ID)
+            return dataclasses.replace(c, controller_mode="none", broker_id=0, ha_send_heartbeat_interval=beat)
+        return dataclasses.replace(c, controller_mode="none", broker_role="SLAVE", ha_send_heartbeat_interval=beat)
+
+    def _prepare_log(self, st: SetState, term: Term) -> None:
+        if not term.is_master:
+            end = self.local.end
+            assert end is not None
+            keep = truncation_point(self.local.history, end, st.epochs)
+            if keep < end:
+                self.local.truncate(keep)
+        self.local.adopt(st.epochs)
+
+    async def _run_term(self, st: SetState) -> None:
+        term = self._make_term(st)
+        self._prepare_log(st, term)
+        controller = BrokerController(self._term_config(term), term=term)
+        self._term_over = not term.is_master
+        role = "master" if term.is_master else f"replica of broker {term.master_id}"
+        try:
+            await controller.start()
+        except Exception:
+            log.exception("the broker did not start as %s of epoch %d; trying again", role, term.epoch)
+            self._term_over = True
+            await self._stop_controller(controller)
+            await asyncio.sleep(POLL_S)
+            return
+        self.controller, self.term = controller, term
+        self.terms_started += 1
+        self.status = f"{role} of epoch {term.epoch}"
+        log.warning("serving as %s of epoch %d", role, term.epoch)
+        self.first_term.set()
+        why = "stopped"
+        try:
+            why = await (self._lead(term) if term.is_master else self._follow(term))
+        finally:
+            self._term_over = True  # a master acknowledges nothing from here on
+            log.warning("the term as %s of epoch %d ends: %s", role, term.epoch, why)
+            self.controller = self.term = None
+            await self._stop_controller(controller)
+
+    async def _stop_controller(self, controller: BrokerController) -> None:
+        end = controller.store.max_phy_offset if controller.store.available else None
+        try:
+            await controller.stop()
+        except Exception:
+            log.exception("stopping the term's broker failed")
+        if end is not None:
+            self.local.stopped_at(end)
+        else:
+            self.local.end = None
+            await self.local.probe()
+
+    async def _follow(self, term: Term) -> str:
+        """A replica's term: until the set has another master, or this broker won an election."""
+        masterless_since: float | None = None
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                await self._lease()
+                view = await self.etcd.view()
+                st = view.state
+                if st is None or (st.master_id, st.master_epoch) != (term.master_id, term.epoch):
+                    return "the set has a new master" if st is not None else "the set's state is gone"
+                self.state = st
+                me = self._me()
+                await self._publish(me)
+                if view.master_alive:
+                    masterless_since = None
+                    continue
+                now = time.monotonic()
+                masterless_since = masterless_since or now
+                self._masterless_since = masterless_since
+                trial = elect(view, me, masterless_for=now - masterless_since, grace_s=ELECTION_GRACE_S,
+                              unclean=self.config.enable_elect_unclean_master)  # fmt: skip
+                if trial is None:
+                    continue
+                assert self.controller is not None
+                await self.controller.replication.pause_following()  # the log's end holds still from here
+                me = self._me()
+                await self._publish(me, force=True)
+                won = await self._stand(view, me, now)
+                return f"elected master of epoch {self._elected_epoch}" if won else "stood for election and lost"
+            except EtcdUnavailable:
+                continue
+
+    async def _lead(self, term: Term) -> str:
+        """A master's term: until its lease may be gone or the state names another master."""
+        assert self.controller is not None
+        server = self.controller.replication.server
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                renewed = await self.etcd.keep_alive()
+                if not renewed:
+                    self._published = None
+                    self._elected_epoch = 0
+                    return "its etcd lease expired (another master may be elected)"
+                view = await self.etcd.view()
+            except EtcdUnavailable:
+                if self.clock.expired(time.monotonic()):
+                    return f"etcd did not renew its lease for {self.clock.ttl:g}s"
+                continue
+            st = view.state
+            if st is None or (st.master_id, st.master_epoch) != (self.broker_id, term.epoch):
+                return "the set's state names another master"
+            self.state = st
+            with contextlib.suppress(EtcdUnavailable):
+                await self._publish(self._me())
+                await self._keep_sync_set(view, st, server)
+
+    async def _keep_sync_set(self, view: SetView, st: SetState, server: HAServer) -> None:
+        """Shrink or grow the SyncStateSet as the replicas' copies say: a grown set is waited for before it is
+        written, a shrunk one only after."""
+        now = time.monotonic()
+        progress = {int(o): Progress(p.acked, p.caught_up_at, p.connected, p.changed_at)
+                    for o, p in server.owners.items() if o.isdigit()}  # fmt: skip
+        new = sync_set_change(st, view.alive, progress, now,
+                              max_not_catchup_s=self.config.ha_max_time_slave_not_catchup / 1000,
+                              link_grace_s=LINK_GRACE_S)  # fmt: skip
+        me = self.broker_id
+        if new is None:
+            self.sync_set = st.sync_state_set
+            server.require(_owners(st.sync_state_set - {me}))
+            return
+        server.require(_owners((st.sync_state_set | new) - {me}))
+        if await self.etcd.alter(st.with_set(new), view.revision):
+            log.warning("SyncStateSet of %s: %s -> %s", self.config.broker_name, sorted(st.sync_state_set),
+                        sorted(new))  # fmt: skip
+            self.sync_set = new
+            server.require(_owners(new - {me}))
+        else:
+            server.require(_owners(st.sync_state_set - {me}))
+
+
+def _owners(ids: frozenset[int]) -> frozenset[str]:
+    return frozenset(str(i) for i in ids)
