@@ -1,0 +1,152 @@
+"""Automatic failover on etcd, end to end: three brokers of one set (SYNC_MASTER when master, the default lease),
+producers and a consumer group running, a fault, and the checker's verdict on the whole history: no acknowledged
+message lost, no two masters in one epoch, every delivery accounted for, and how long the set could not be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+
+import pytest
+
+from sievemq.admin.api import AdminClient
+from tests.support.chaos import History, Verdict, check
+from tests.support.failover_sets import FailoverSet
+from tests.support.failover_workload import Workload
+from tests.support.partitions import isolated, partitions_available
+from tests.support.replica_sets import until
+
+TOPIC = "ChaosT"
+GROUP = "chaos-g"
+QUEUES = 4
+
+
+async def three(fset: FailoverSet) -> int:
+    """Brokers 1, 2 and 3 up, all in sync, the topic made; the master's id."""
+    for bid in (1, 2, 3):
+        fset.broker(bid).start()
+    st = await fset.wait_in_sync(1, 2, 3)
+    async with AdminClient(fset.namesrv) as admin:
+        await admin.create_topic(TOPIC, queues=QUEUES)
+    return st.master_id
+
+
+async def acks(w: Workload, since: float, n: int, what: str, timeout: float = 60.0) -> None:
+    async def enough() -> bool:
+        return w.acked_since(since) >= n
+
+    await until(enough, timeout, what)
+
+
+async def finish(fset: FailoverSet, w: Workload, h: History) -> Verdict:
+    """Stop producing, let the group consume everything acknowledged, read the master, judge."""
+    await w.stop_producing()
+    acked = {a.key for a in w.acks}
+
+    async def all_delivered() -> bool:
+        return acked <= w.delivered
+
+    await until(all_delivered, 90.0, "every acknowledged message delivered to the group")
+    await w.close()
+    st = await fset.state()
+    assert st is not None
+    await w.finish(st.master_address, st.epochs, QUEUES)
+    verdict = check(h, sync=True, expected_groups=[GROUP])
+    print(verdict.summary())  # the figures (pytest -s, or -rP)
+    return verdict
+
+
+async def test_a_killed_master_is_replaced_by_a_replica_and_nothing_acknowledged_is_lost(fset: FailoverSet) -> None:
+    master = await three(fset)
+    h = History()
+    w = Workload(fset.namesrv, TOPIC, GROUP, h)
+    await w.start()
+    try:
+        await acks(w, 0, 150, "acknowledged sends before the fault")
+        old = await fset.state()
+        assert old is not None
+        fault = h.begin_fault("kill-master", fset.addr(master))
+        killed_at = time.monotonic()
+        fset.procs[master].kill9()
+        new = await fset.wait_state(lambda s: s.master_epoch > old.master_epoch, "a new master elected")
+        assert new.master_id != master and new.master_id in old.sync_state_set
+        await acks(w, killed_at, 50, "sends acknowledged by the new master")
+        fset.broker(master).start()  # the old master returns as a replica of the new one
+        await fset.wait_in_sync(1, 2, 3)
+        h.end_fault(fault)
+        await acks(w, time.monotonic(), 100, "sends acknowledged with the old master back in sync")
+        verdict = await finish(fset, w, h)
+    finally:
+        await w.close()
+    assert verdict.ok, verdict.summary()
+    assert verdict.rto and verdict.rto[0].seconds is not None, verdict.summary()
+    assert verdict.rto[0].seconds < 15.0, verdict.summary()  # lease 5 s + election + the clients' route refresh
+
+
+async def test_a_paused_master_acknowledges_nothing_after_it_wakes(fset: FailoverSet) -> None:
+    """SIGSTOP the master for longer than its lease: the set elects another; SIGCONT: the old master must not
+    acknowledge one more send (it is fenced), and it rejoins as a replica."""
+    master = await three(fset)
+    h = History()
+    w = Workload(fset.namesrv, TOPIC, GROUP, h)
+    await w.start()
+    try:
+        await acks(w, 0, 100, "acknowledged sends before the pause")
+        old = await fset.state()
+        assert old is not None
+        proc = fset.procs[master]
+        assert proc.popen is not None
+        fault = h.begin_fault("pause-master", fset.addr(master))
+        proc.popen.send_signal(signal.SIGSTOP)
+        await fset.wait_state(lambda s: s.master_epoch > old.master_epoch, "a new master elected")
+        woke = time.monotonic()
+        proc.popen.send_signal(signal.SIGCONT)
+        await fset.wait_in_sync(1, 2, 3)
+        h.end_fault(fault)
+        await acks(w, time.monotonic(), 100, "sends acknowledged with the old master back in sync")
+        verdict = await finish(fset, w, h)
+    finally:
+        await w.close()
+    late = [a for a in w.acks if a.addr == fset.addr(master) and a.t > woke]
+    assert not late, f"the old master acknowledged {len(late)} sends after it woke: {late[:3]}"
+    assert verdict.ok, verdict.summary()
+
+
+async def test_a_master_cut_off_from_etcd_steps_down_and_the_replicas_elect(fset: FailoverSet) -> None:
+    """The master loses etcd but not its clients nor its replicas: it stops acknowledging before its lease can
+    expire, a replica is elected, clients move to it; healed, the old master follows the new one."""
+    if not fset.namespaces:
+        pytest.skip("a partition needs hosts of their own: network namespaces (root and iproute2)")
+    master = await three(fset)
+    host = fset.host(master)
+    why = partitions_available(host)
+    if why is not None:
+        pytest.skip(why)
+    h = History()
+    w = Workload(fset.namesrv, TOPIC, GROUP, h)
+    await w.start()
+    try:
+        await acks(w, 0, 100, "acknowledged sends before the partition")
+        old = await fset.state()
+        assert old is not None
+        assert fset.net is not None
+        fault = h.begin_fault("partition-master-from-etcd", fset.addr(master))
+        cut = time.monotonic()
+        with isolated(host, fset.net[:3]):
+            new = await fset.wait_state(lambda s: s.master_epoch > old.master_epoch, "a new master elected")
+            assert new.master_id != master
+            await acks(w, cut, 50, "sends acknowledged by the new master while the old one is cut off")
+        await fset.wait_in_sync(1, 2, 3)
+        h.end_fault(fault)
+        await acks(w, time.monotonic(), 100, "sends acknowledged with the old master back in sync")
+        verdict = await finish(fset, w, h)
+    finally:
+        await w.close()
+    # acknowledgements of the old master's epoch all came before the new epoch's first
+    first_new = min(a.t for a in w.acks if a.addr != fset.addr(master) and a.t > cut)
+    late = [a for a in w.acks if a.addr == fset.addr(master) and a.t > first_new]
+    assert not late, f"the cut-off master acknowledged {len(late)} sends after the new master's first"
+    assert verdict.ok, verdict.summary()
+    await asyncio.sleep(0)

@@ -1,0 +1,128 @@
+"""A chaos workload for automatic failover: producers that record every send and its outcome, a consumer group that
+records every delivery, and the final read of the set, in a ``History`` for the checker (``tests/support/chaos``).
+
+Acknowledgements are kept raw while the run lasts and become ``SendOk`` events at the end (``finish``), when the
+set's epoch history is known: the epoch of an acknowledged message is the one whose start its commit-log offset
+(from its offsetMsgId) is at or after, so that two masters acknowledging in one epoch show as split brain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+
+from sievemq import ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from sievemq.client.message import SendStatus
+from sievemq.errors import RemotingError
+from sievemq.protocol.msgid import parse_offset_msg_id
+from tests.support.chaos import History
+from tests.support.replica_sets import read_all
+
+__all__ = ["Workload"]
+
+
+@dataclass(frozen=True)
+class _Ack:
+    key: str
+    t: float
+    addr: str
+    queue_id: int
+    queue_offset: int
+    msg_id: str
+    commit_offset: int
+
+
+class Workload:
+    """``producers`` senders to ``topic`` (one message every ``pause`` seconds each) and one consumer group."""
+
+    def __init__(self, namesrv: str, topic: str, group: str, history: History, *, producers: int = 2,
+                 pause: float = 0.01) -> None:  # fmt: skip
+        self.namesrv = namesrv
+        self.topic = topic
+        self.group = group
+        self.history = history
+        self.producers = producers
+        self.pause = pause
+        self.acks: list[_Ack] = []
+        self.delivered: set[str] = set()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._consumer: PushConsumer | None = None
+
+    async def start(self) -> None:
+        """Start the consumer, then the producers."""
+        c = PushConsumer(self.namesrv, self.group, instance_name="chaos-c", consume_from="first", pull_timeout=4.0,
+                         pull_suspend=1.0, poll_namesrv_interval=1.0, rebalance_interval=2.0, persist_interval=1.0,
+                         request_timeout=3.0)  # fmt: skip
+        c.subscribe(self.topic)
+        c.listener(self._on_messages)
+        await c.start()
+        self._consumer = c
+        for n in range(self.producers):
+            self._tasks.append(asyncio.create_task(self._produce(f"p{n}")))
+
+    async def _on_messages(self, msgs: list[MessageExt]) -> ConsumeResult:
+        for m in msgs:
+            key = m.body.decode()
+            self.history.delivered(key, group=self.group, consumer="chaos-c", broker_name="broker-a",
+                                   queue_id=m.queue_id, queue_offset=m.queue_offset)  # fmt: skip
+            self.delivered.add(key)
+        return ConsumeResult.SUCCESS
+
+    async def _produce(self, name: str) -> None:
+        async with Producer(self.namesrv, f"chaos-{name}", poll_namesrv_interval=1.0, send_timeout=3.0,
+                            retry_times=0) as p:  # fmt: skip
+            i = 0
+            while not self._stop.is_set():
+                key = f"{name}-{i}"
+                i += 1
+                self.history.send_attempt(key, name, topic=self.topic)
+                try:
+                    r = await p.send(Message(self.topic, key.encode()))
+                except RemotingError as e:
+                    self.history.send_failed(key, code=e.code, reason=str(e)[:200])
+                    await asyncio.sleep(0.1)
+                    continue
+                except Exception as e:  # a timeout, a closed connection: the message may be stored or not
+                    self.history.send_failed(key, code=None, reason=f"{type(e).__name__}: {e}"[:200])
+                    await asyncio.sleep(0.1)
+                    continue
+                t = time.monotonic()
+                if r.status != SendStatus.SEND_OK:  # stored on the master, not confirmed by its replicas
+                    self.history.send_failed(key, code=None, reason=str(r.status))
+                else:
+                    host, port, commit = parse_offset_msg_id(r.offset_msg_id)
+                    self.acks.append(_Ack(key, t, f"{host}:{port}", r.message_queue.queue_id, r.queue_offset,
+                                          r.offset_msg_id, commit))  # fmt: skip
+                await asyncio.sleep(self.pause)
+
+    def acked_since(self, t: float) -> int:
+        """Acknowledgements received after ``t``."""
+        return sum(1 for a in self.acks if a.t > t)
+
+    async def stop_producing(self) -> None:
+        """Stop the producers (their last sends are answered first)."""
+        self._stop.set()
+        for task in self._tasks:
+            with contextlib.suppress(Exception):
+                await task
+
+    async def close(self) -> None:
+        """Stop everything."""
+        await self.stop_producing()
+        if self._consumer is not None:
+            await self._consumer.close()
+            self._consumer = None
+
+    async def finish(self, master_addr: str, epochs: tuple[tuple[int, int], ...], queues: int) -> None:
+        """Record the acknowledgements with their epochs, and the final read of the master's queues."""
+        for a in self.acks:
+            epoch = max((e for e, start in epochs if start <= a.commit_offset), default=None)
+            self.history.send_ok(a.key, broker_addr=a.addr, broker_name="broker-a", epoch=epoch, queue_id=a.queue_id,
+                                 queue_offset=a.queue_offset, msg_id=a.msg_id, t=a.t)  # fmt: skip
+        for m in await read_all(master_addr, self.topic, queues):
+            self.history.stored(m.body.decode(), broker_name="broker-a", queue_id=m.queue_id,
+                                queue_offset=m.queue_offset, broker_addr=master_addr)  # fmt: skip
+        self.history.final_read(("broker-a",))
