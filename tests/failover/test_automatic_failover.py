@@ -11,51 +11,10 @@ import time
 
 import pytest
 
-from sievemq.admin.api import AdminClient
-from tests.support.chaos import History, Verdict, check
+from tests.support.chaos import History
 from tests.support.failover_sets import FailoverSet
-from tests.support.failover_workload import Workload
+from tests.support.failover_workload import GROUP, TOPIC, Workload, acks, finish, three
 from tests.support.partitions import isolated, partitions_available
-from tests.support.replica_sets import until
-
-TOPIC = "ChaosT"
-GROUP = "chaos-g"
-QUEUES = 4
-
-
-async def three(fset: FailoverSet) -> int:
-    """Brokers 1, 2 and 3 up, all in sync, the topic made; the master's id."""
-    for bid in (1, 2, 3):
-        fset.broker(bid).start()
-    st = await fset.wait_in_sync(1, 2, 3)
-    async with AdminClient(fset.namesrv) as admin:
-        await admin.create_topic(TOPIC, queues=QUEUES)
-    return st.master_id
-
-
-async def acks(w: Workload, since: float, n: int, what: str, timeout: float = 60.0) -> None:
-    async def enough() -> bool:
-        return w.acked_since(since) >= n
-
-    await until(enough, timeout, what)
-
-
-async def finish(fset: FailoverSet, w: Workload, h: History) -> Verdict:
-    """Stop producing, let the group consume everything acknowledged, read the master, judge."""
-    await w.stop_producing()
-    acked = {a.key for a in w.acks}
-
-    async def all_delivered() -> bool:
-        return acked <= w.delivered
-
-    await until(all_delivered, 90.0, "every acknowledged message delivered to the group")
-    await w.close()
-    st = await fset.state()
-    assert st is not None
-    await w.finish(st.master_address, st.epochs, QUEUES)
-    verdict = check(h, sync=True, expected_groups=[GROUP])
-    print(verdict.summary())  # the figures (pytest -s, or -rP)
-    return verdict
 
 
 async def test_a_killed_master_is_replaced_by_a_replica_and_nothing_acknowledged_is_lost(fset: FailoverSet) -> None:

@@ -14,13 +14,19 @@ import time
 from dataclasses import dataclass
 
 from sievemq import ConsumeResult, Message, MessageExt, Producer, PushConsumer
+from sievemq.admin.api import AdminClient
 from sievemq.client.message import SendStatus
 from sievemq.errors import RemotingError
 from sievemq.protocol.msgid import parse_offset_msg_id
-from tests.support.chaos import History
-from tests.support.replica_sets import read_all
+from tests.support.chaos import History, Verdict, check
+from tests.support.failover_sets import FailoverSet
+from tests.support.replica_sets import read_all, until
 
-__all__ = ["Workload"]
+__all__ = ["GROUP", "QUEUES", "TOPIC", "Workload", "acks", "finish", "three"]
+
+TOPIC = "ChaosT"
+GROUP = "chaos-g"
+QUEUES = 4
 
 
 @dataclass(frozen=True)
@@ -126,3 +132,40 @@ class Workload:
             self.history.stored(m.body.decode(), broker_name="broker-a", queue_id=m.queue_id,
                                 queue_offset=m.queue_offset, broker_addr=master_addr)  # fmt: skip
         self.history.final_read(("broker-a",))
+
+
+async def three(fset: FailoverSet, *extra: str) -> int:
+    """Brokers 1, 2 and 3 up (with ``extra`` flags), all in sync, the topic made; the master's id."""
+    for bid in (1, 2, 3):
+        fset.broker(bid, *extra).start()
+    st = await fset.wait_in_sync(1, 2, 3)
+    async with AdminClient(fset.namesrv) as admin:
+        await admin.create_topic(TOPIC, queues=QUEUES)
+    return st.master_id
+
+
+async def acks(w: Workload, since: float, n: int, what: str, timeout: float = 60.0) -> None:
+    """Wait until ``n`` sends were acknowledged after ``since``."""
+
+    async def enough() -> bool:
+        return w.acked_since(since) >= n
+
+    await until(enough, timeout, what)
+
+
+async def finish(fset: FailoverSet, w: Workload, h: History) -> Verdict:
+    """Stop producing, let the group consume everything acknowledged, read the master, judge."""
+    await w.stop_producing()
+    acked = {a.key for a in w.acks}
+
+    async def all_delivered() -> bool:
+        return acked <= w.delivered
+
+    await until(all_delivered, 90.0, "every acknowledged message delivered to the group")
+    await w.close()
+    st = await fset.state()
+    assert st is not None
+    await w.finish(st.master_address, st.epochs, QUEUES)
+    verdict = check(h, sync=True, expected_groups=[GROUP])
+    print(verdict.summary())  # the figures (pytest -s, or -rP)
+    return verdict
