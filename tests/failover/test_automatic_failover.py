@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
+from sievemq.admin.api import AdminClient
 from tests.support.chaos import History
 from tests.support.failover_sets import FailoverSet
 from tests.support.failover_workload import GROUP, TOPIC, Workload, acks, finish, three
 from tests.support.partitions import isolated, partitions_available
+from tests.support.replica_sets import until
 
 
 async def test_a_killed_master_is_replaced_by_a_replica_and_nothing_acknowledged_is_lost(fset: FailoverSet) -> None:
@@ -109,3 +113,33 @@ async def test_a_master_cut_off_from_etcd_steps_down_and_the_replicas_elect(fset
     assert not late, f"the cut-off master acknowledged {len(late)} sends after the new master's first"
     assert verdict.ok, verdict.summary()
     await asyncio.sleep(0)
+
+
+async def test_cluster_status_shows_the_epoch_and_the_sync_state_set(fset: FailoverSet) -> None:
+    """``sievemq cluster status`` (and the dashboard's /api/cluster, which shows its rows): the master at #0 with its
+    own brokerId, the epoch, the SyncStateSet; after a failover, the next epoch and the new master."""
+    master = await three(fset)
+
+    async def rows_show(epoch: int, master_id: int, members: list[int]) -> bool:
+        async with AdminClient(fset.namesrv) as admin:
+            rows = await admin.cluster_status()
+        heads = [r for r in rows if r["brokerId"] == 0]
+        return (len(rows) == 3 and len(heads) == 1 and all(r.get("epoch") == epoch for r in rows)
+                and heads[0]["replicaId"] == master_id and heads[0]["syncStateSet"] == members)  # fmt: skip
+
+    st = await fset.state()
+    assert st is not None
+    await until(lambda: rows_show(st.master_epoch, master, [1, 2, 3]), 30.0, "status rows of epoch 1")
+    text = cli("cluster", "status", "-n", fset.namesrv)
+    assert f"epoch {st.master_epoch}  brokerId {master}  SyncStateSet [1, 2, 3]" in text, text
+    fset.procs[master].kill9()
+    new = await fset.wait_state(lambda s: s.master_epoch > st.master_epoch, "a new master elected")
+    fset.broker(master).start()
+    await fset.wait_in_sync(1, 2, 3)
+    await until(lambda: rows_show(new.master_epoch, new.master_id, [1, 2, 3]), 30.0, "status rows of epoch 2")
+
+
+def cli(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "sievemq.cli", *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

@@ -78,7 +78,8 @@ class Workload:
         return ConsumeResult.SUCCESS
 
     async def _produce(self, name: str) -> None:
-        async with Producer(self.namesrv, f"chaos-{name}", poll_namesrv_interval=1.0, send_timeout=3.0,
+        # the default route poll (30 s): a producer finds a new master by itself when its sends fail
+        async with Producer(self.namesrv, f"chaos-{name}", send_timeout=3.0,
                             retry_times=0) as p:  # fmt: skip
             i = 0
             while not self._stop.is_set():

@@ -320,6 +320,9 @@ class AdminClient:
                            codec=info.get("codecImplementation", ""), version=info.get("brokerVersionDesc", ""),
                            putTotal=int(info.get("msgPutTotalTodayNow", 0)),
                            getTotal=int(info.get("msgGetTotalTodayNow", 0)), disk=_disk(info))  # fmt: skip
+                if info.get("haControllerMode") == "etcd":  # automatic failover: the set's epoch and in-sync set
+                    row.update(epoch=int(info.get("haEpoch", 0)), replicaId=int(info.get("haReplicaId", 0)),
+                               syncStateSet=[int(x) for x in str(info.get("haSyncStateSet", "")).split(",") if x])
                 if row["role"] == "SLAVE":
                     lag = master_end - end if master_end is not None else int(info.get("haLagBytes", 0))
                     row.update(lagBytes=max(0, lag), lagSeconds=float(info.get("haLagSeconds", 0.0)),

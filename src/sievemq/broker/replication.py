@@ -185,7 +185,7 @@ class Replication:
         if fenced is not None:
             return RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"this master acknowledges nothing now: {fenced}; "
                                  "retry (the route moves to the set's master)", Reason.HA_MASTER_FENCED)  # fmt: skip
-        in_sync = term.in_sync()
+        in_sync = len(term.sync_set())
         if in_sync < term.min_in_sync:
             return RemotingError(ResponseCode.SYSTEM_ERROR, f"in-sync replicas not enough: {in_sync} in the "
                                  f"SyncStateSet, minInSyncReplicas {term.min_in_sync}; writes resume when a replica "
@@ -278,6 +278,10 @@ class Replication:
         """What GET_BROKER_RUNTIME_INFO adds (docs/protocol/replication.md §6)."""
         info = {"brokerRole": self.settings.role, "haListenPort": str(self.server.port),
                 "haListening": str(self.server.listening).lower()}  # fmt: skip
+        if self.term is not None:  # automatic failover (docs/failover.md)
+            info.update(haControllerMode="etcd", haEpoch=str(self.term.epoch), haReplicaId=str(self.term.broker_id),
+                        haMasterBrokerId=str(self.term.master_id),
+                        haSyncStateSet=",".join(map(str, sorted(self.term.sync_set()))))  # fmt: skip
         if self.is_slave:
             c = self.client
             state = "stopped" if c is None else "following" if c.connected_to else (c.refusal or "connecting")

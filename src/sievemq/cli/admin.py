@@ -343,13 +343,18 @@ def cluster_status(namesrv: str, as_json: bool, credentials: Credentials | None,
             click.echo("no brokers registered")
         for r in rows:
             head = f"{r['cluster']}/{r['brokerName']} #{r['brokerId']} {r['addr']:21} {r['role']:12}"
+            tail = ""
+            if "epoch" in r:  # automatic failover
+                tail = f"  epoch {r['epoch']}  brokerId {r['replicaId']}"
+                if r["role"] != "SLAVE":
+                    tail += f"  SyncStateSet {r['syncStateSet']}"
             if r["state"] in ("unreachable", "refused"):
                 click.echo(f"{head} {r['state'].upper()}: {r['error']}")
             elif r["role"] == "SLAVE":
                 click.echo(f"{head} max {r['commitLogMaxOffset']}  behind {r['lagBytes']} B / "
-                           f"{r['lagSeconds']:.1f} s  {r['state']}")  # fmt: skip
+                           f"{r['lagSeconds']:.1f} s  {r['state']}{tail}")  # fmt: skip
             else:
-                click.echo(f"{head} max {r['commitLogMaxOffset']}  slaves {r['slaves']}  {r['state']}")
+                click.echo(f"{head} max {r['commitLogMaxOffset']}  slaves {r['slaves']}  {r['state']}{tail}")
 
     _admin(namesrv, go, credentials, tls)
 

@@ -30,6 +30,7 @@ from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_group, validate
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.filter.tags import java_string_hash
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicRouteData
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import ResponseCode
@@ -61,6 +62,16 @@ def shard_selector(key: object) -> QueueSelector:
         return queues[h % len(queues)]
 
     return select
+
+
+_MOVED_REASONS = frozenset({Reason.BROKER_IS_SLAVE, Reason.HA_MASTER_FENCED})
+
+
+def _master_moved(e: Exception) -> bool:
+    """True for a failed send that a set's new master explains: the old one unreachable, or no master any more."""
+    if isinstance(e, RemotingError):
+        return e.code == ResponseCode.SERVICE_NOT_AVAILABLE and e.reason in _MOVED_REASONS
+    return isinstance(e, ConnectionClosedError | OSError)
 
 
 class ProducerKwargs(ClientKwargs, total=False):
@@ -211,7 +222,12 @@ class Producer(ClientLifecycle):
             mq = selector(list(info.queues), out.source)
             if not isinstance(mq, MessageQueue):
                 raise MessageValidationError(f"the queue selector returned {mq!r}, not a MessageQueue")
-            return await self._send_once(out, mq, max(0.001, deadline - time.monotonic()))
+            try:
+                return await self._send_once(out, mq, max(0.001, deadline - time.monotonic()))
+            except (RemotingError, ConnectionClosedError, OSError) as e:
+                if _master_moved(e):
+                    await self._routes.after_failure(self._running(), out.topic)
+                raise
         last_error: Exception | None = None
         last_broker: str | None = None
         for attempt in range(1 + self.retry_times):
@@ -234,6 +250,9 @@ class Producer(ClientLifecycle):
                 return result
             log.info("send to %s failed (attempt %d): %s", mq, attempt + 1, last_error)
             self._routes.mark(mq.broker_name, True, self.fault_backoff)
+            if _master_moved(last_error):
+                with contextlib.suppress(Exception):
+                    await self._routes.after_failure(self._running(), out.topic)
             last_broker = mq.broker_name
         if last_error is None:
             raise RequestTimeoutError(f"send to topic {out.topic} timed out after {timeout:.1f}s")

@@ -27,6 +27,9 @@ __all__ = ["PublishInfo", "PublishRoutes", "master_addr", "unwritable"]
 log = logging.getLogger("sievemq.client.producer")  # the producer's records, as before the split
 
 
+REFETCH_S = 1.0
+"""A topic's route is fetched at most this often after failed sends (``PublishRoutes.after_failure``)."""
+
 def unwritable(route: TopicRouteData) -> str:
     """Why a route that lists queues has none to send to: brokers without a master, or queues not writable."""
     masters = {bd.broker_name for bd in route.broker_datas if 0 in bd.broker_addrs}
@@ -88,6 +91,8 @@ class PublishRoutes:
         self.infos: dict[str, PublishInfo] = {}
         self._faults: dict[str, float] = {}
         """Broker name -> until when (``time.monotonic()``) sends avoid it."""
+        self._asked: dict[str, float] = {}
+        """Topic -> when its route was last fetched after a failed send."""
 
     def topics(self) -> list[str]:
         """Topics sent to (their routes are refreshed)."""
@@ -154,6 +159,18 @@ class PublishRoutes:
                 await inst.update_route(reply_topic(cluster))
             except Exception as e:
                 log.debug("route of %s: %s", reply_topic(cluster), e)
+
+    async def after_failure(self, inst: ClientInstance, topic: str) -> None:
+        """A send to ``topic`` failed as a moved master would make it fail (its address unreachable, or it answered
+        that it is no master): fetch the route now, at most once a second, instead of at the next poll (a set under
+        automatic failover has a new master within seconds)."""
+        now = time.monotonic()
+        if now - self._asked.get(topic, 0.0) < REFETCH_S:
+            return
+        self._asked[topic] = now
+        if len(self._asked) > 4096:
+            self._asked = {t: at for t, at in self._asked.items() if now - at < REFETCH_S}
+        await inst.update_route(topic)
 
     def mark(self, broker: str, failed: bool, backoff: float) -> None:
         """A send to ``broker`` failed (avoid it for ``backoff`` seconds) or succeeded (no longer avoid it)."""

@@ -26,8 +26,8 @@ class Term:
     master_ha_address: str
     fence: Callable[[], str | None]
     """Why this master must not acknowledge now (its lease is not surely alive), or None."""
-    in_sync: Callable[[], int] = lambda: 1
-    """How many brokers are in the SyncStateSet now (the master included)."""
+    sync_set: Callable[[], frozenset[int]] = frozenset
+    """The SyncStateSet now (the master included), as the master keeps it; a replica's is its term's start's."""
     min_in_sync: int = 1
     """``minInSyncReplicas``: a master with fewer in sync refuses writes."""
     members: frozenset[int] = frozenset()

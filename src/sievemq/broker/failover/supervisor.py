@@ -193,7 +193,7 @@ class FailoverBroker:
     def _make_term(self, st: SetState) -> Term:
         self.sync_set = st.sync_state_set
         return Term(self.broker_id, st.master_epoch, st.master_id, st.master_address, st.master_ha_address,
-                    self._fence, lambda: len(self.sync_set), self.config.min_in_sync_replicas,
+                    self._fence, lambda: self.sync_set, self.config.min_in_sync_replicas,
                     st.sync_state_set)  # fmt: skip
 
     def _term_config(self, term: Term) -> BrokerConfig:
@@ -265,6 +265,7 @@ class FailoverBroker:
                 if st is None or (st.master_id, st.master_epoch) != (term.master_id, term.epoch):
                     return "the set has a new master" if st is not None else "the set's state is gone"
                 self.state = st
+                self.sync_set = st.sync_state_set
                 me = self._me()
                 await self._publish(me)
                 if view.master_alive:

@@ -43,9 +43,13 @@ views.cluster = async () => {
         const key = `${b.brokerName}#${b.brokerId}`;
         const disk = b.disk || {};
         const used = disk.usedRatio;
-        const repl = b.role === "SLAVE"
+        let repl = b.role === "SLAVE"
           ? `behind ${fmt.bytes(b.lagBytes)} / ${Number(b.lagSeconds || 0).toFixed(1)} s from ${b.master || "?"}`
           : b.error ? "–" : `${fmt.num(b.slaves)} slave(s), acked ${fmt.num(b.slaveAckOffset)}`;
+        if (b.epoch !== undefined) {  // automatic failover: the set's epoch, this broker's id, the in-sync set
+          repl += ` · epoch ${b.epoch} · brokerId ${b.replicaId}`;
+          if (b.role !== "SLAVE") repl += ` · SyncStateSet [${(b.syncStateSet || []).join(", ")}]`;
+        }
         return [b.cluster, h("strong", {}, b.brokerName), b.brokerId, h("code", {}, b.addr), b.role, b.version || "–",
           b.error ? h("span", {title: b.error}, ui.badge(b.state, "bad"))
             : ui.badge(b.state, b.state === "serving" || b.state === "following" ? "ok" : "warn"),
