@@ -32,6 +32,10 @@ class Term:
     """``minInSyncReplicas``: a master with fewer in sync refuses writes."""
     members: frozenset[int] = frozenset()
     """The SyncStateSet when the term began (a master waits for these replicas' copies from its first send)."""
+    epochs: tuple[tuple[int, int], ...] = ()
+    """The set's epoch history when the term began, ``(epoch, startOffset)`` (this broker's log follows it)."""
+    cluster: str = ""
+    broker_name: str = ""
 
     @property
     def is_master(self) -> bool:

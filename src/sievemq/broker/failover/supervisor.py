@@ -194,7 +194,8 @@ class FailoverBroker:
         self.sync_set = st.sync_state_set
         return Term(self.broker_id, st.master_epoch, st.master_id, st.master_address, st.master_ha_address,
                     self._fence, lambda: self.sync_set, self.config.min_in_sync_replicas,
-                    st.sync_state_set)  # fmt: skip
+                    st.sync_state_set, st.epochs, self.config.broker_cluster_name,
+                    self.config.broker_name)  # fmt: skip
 
     def _term_config(self, term: Term) -> BrokerConfig:
         c = self.config
