@@ -143,3 +143,31 @@ def cli(*args: str) -> str:
     out = subprocess.run([sys.executable, "-m", "sievemq.cli", *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+async def test_an_operator_hands_the_set_over_to_a_replica_without_losing_anything(fset: FailoverSet) -> None:
+    """The handover ``mqadmin electMaster`` asks for: the master stops acknowledging, waits until the chosen replica
+    holds all it wrote, and writes the next epoch naming it; clients move within about a second."""
+    master = await three(fset)
+    target = next(b for b in (1, 2, 3) if b != master)
+    h = History()
+    w = Workload(fset.namesrv, TOPIC, GROUP, h)
+    await w.start()
+    try:
+        await acks(w, 0, 100, "acknowledged sends")
+        old = await fset.state()
+        assert old is not None
+        fault = h.begin_fault("handover", fset.addr(master))
+        asked = time.monotonic()
+        await fset.request_handover(target)
+        new = await fset.wait_state(lambda s: s.master_id == target, "the replica made master", timeout=30.0)
+        assert new.master_epoch == old.master_epoch + 1
+        await acks(w, asked, 30, "sends acknowledged by the new master")
+        await fset.wait_in_sync(1, 2, 3)
+        h.end_fault(fault)
+        verdict = await finish(fset, w, h)
+    finally:
+        await w.close()
+    assert verdict.ok, verdict.summary()
+    assert fset.procs[master].popen is not None and fset.procs[master].popen.poll() is None  # it just steps down
+    assert verdict.rto and verdict.rto[0].seconds is not None and verdict.rto[0].seconds < 5.0, verdict.summary()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import aetcd
+import orjson
 import pytest
 
 from sievemq.ha.etcd_set import set_prefix
@@ -49,7 +50,9 @@ class FailoverSet:
         ns_host = f"10.231.{net[0].ip.split('.')[2]}.254" if net else "127.0.0.1"
         port = free_port()
         self.ns = Proc(["namesrv", "--listen-host", ns_host, "--listen-port", str(port), "--broker-expire-seconds",
-                        "6", "--scan-interval-seconds", "1"], port, tmp / "namesrv.log", host=ns_host)  # fmt: skip
+                        "6", "--scan-interval-seconds", "1", "--etcd-endpoints", ";".join(etcd.endpoints),
+                        "--etcd-root", ROOT], port, tmp / "namesrv.log", host=ns_host)  # fmt: skip
+        """The name server, RocketMQ's controller too (``mqadmin getSyncStateSet -a``...), from the same etcd."""
         self.ns.start()
         self.prefix = set_prefix(ROOT, "DefaultCluster", "broker-a").encode()
 
@@ -111,6 +114,12 @@ class FailoverSet:
                     alive[info.broker_id] = info
             return state, alive
         raise ConnectionError(f"no etcd member answered: {last}")
+
+    async def request_handover(self, bid: int) -> None:
+        """Ask the master to hand the set over to broker ``bid`` (what ``mqadmin electMaster`` does)."""
+        host, _, port = self.etcd.endpoints[0].rpartition(":")
+        async with aetcd.Client(host=host, port=int(port), timeout=3) as c:
+            await c.put(self.prefix + b"handover", orjson.dumps({"brokerId": bid, "requestedAt": 0}))
 
     async def state(self) -> SetState | None:
         """The set's state in etcd now."""

@@ -84,6 +84,7 @@ BROKER_RULES: Mapping[int, Rule] = {
     # reads of the broker itself
     C.GET_TOPIC_NAME_LIST: _signed("the broker's topic names (the name servers list them to anyone)"),
     C.GET_BROKER_RUNTIME_INFO: _signed("the broker's counters, role and disk"),
+    C.GET_BROKER_EPOCH_CACHE: _signed("the broker's epoch history under automatic failover (getBrokerEpoch)"),
     C.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: _signed("the names of the topics the broker keeps for itself"),
     # RocketMQ's admin codes
     C.UPDATE_AND_CREATE_TOPIC: _admin(

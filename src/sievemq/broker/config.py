@@ -13,7 +13,6 @@ flags' ``--help``. A bad value raises ``ConfigError`` naming the camelCase key, 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,13 +29,13 @@ from sievemq.settings import (
     ADVERTISED_IP,
     DELAY_LEVELS,
     DELETE_WHEN,
+    ETCD_ROOT,
     EXISTING_FILE,
     HOST_PORT_LIST,
     LISTEN_HOST,
     NAME,
     OPTIONAL_HOST_PORT,
     STORE_DIR,
-    Format,
     check_fields,
     setting,
     split_addrs,
@@ -53,10 +52,6 @@ INT32_MAX = (1 << 31) - 1
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 ControllerMode = Literal["none", "etcd"]
-ETCD_ROOT = Format(
-    "a key prefix starting with '/', of a-z A-Z 0-9 _ - . / (at most 100 characters, no '//')",
-    lambda v: 1 < len(v) <= 100 and v.startswith("/") and "//" not in v and bool(re.fullmatch(r"[A-Za-z0-9_./-]+", v)),
-)
 SubscriptionConsistency = Literal["strict", "rocketmq"]
 
 

@@ -26,6 +26,7 @@ from sievemq.broker.processors.client import ClientProcessor
 from sievemq.broker.processors.client_admin import ClientAdminProcessor
 from sievemq.broker.processors.consume_directly import ConsumeDirectlyProcessor
 from sievemq.broker.processors.consume_stats import ConsumeStatsProcessor
+from sievemq.broker.processors.epoch import EpochProcessor
 from sievemq.broker.processors.filters import FilterAdminProcessor
 from sievemq.broker.processors.group_admin import GroupAdminProcessor
 from sievemq.broker.processors.groups import GroupStatusProcessor
@@ -250,6 +251,7 @@ class BrokerController:
                                  self.filter_servers.function_counts.totals),
             HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead,
                         self.replication.link_fields),
+            EpochProcessor(self.replication.term, self.store, c.broker_id),
         ]
 
     # ------------------------------------------------------------------ registration

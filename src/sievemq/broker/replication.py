@@ -202,9 +202,10 @@ class Replication:
                 ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
                 code = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
             fenced = self.term.fence()  # the last moment before the answer leaves
-            if fenced is not None:
-                raise RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, f"stored, but this master acknowledges "
-                                    f"nothing now: {fenced}", Reason.HA_MASTER_FENCED)  # fmt: skip
+            if fenced is not None:  # stored, perhaps copied: neither refused (14) nor acknowledged; the client retries
+                raise RemotingError(ResponseCode.SYSTEM_ERROR, f"stored, but this master acknowledges nothing now: "
+                                    f"{fenced}; it may or may not survive a failover",
+                                    Reason.HA_MASTER_FENCED)  # fmt: skip
             return code
         if self.settings.role != "SYNC_MASTER":
             return ResponseCode.SUCCESS

@@ -70,7 +70,7 @@ _MOVED_REASONS = frozenset({Reason.BROKER_IS_SLAVE, Reason.HA_MASTER_FENCED})
 def _master_moved(e: Exception) -> bool:
     """True for a failed send that a set's new master explains: the old one unreachable, or no master any more."""
     if isinstance(e, RemotingError):
-        return e.code == ResponseCode.SERVICE_NOT_AVAILABLE and e.reason in _MOVED_REASONS
+        return e.reason in _MOVED_REASONS
     return isinstance(e, ConnectionClosedError | OSError)
 
 

@@ -16,11 +16,12 @@ import time
 from typing import Any
 
 import aetcd
+import orjson
 
 from sievemq.ha.fencing import LeaseClock
 from sievemq.ha.set_state import ReplicaInfo, SetState, SetView
 
-__all__ = ["EtcdSet", "EtcdUnavailable", "set_prefix"]
+__all__ = ["EtcdSet", "EtcdUnavailable", "handover_target", "set_prefix"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,18 @@ class EtcdUnavailable(Exception):
 def set_prefix(root: str, cluster: str, broker_name: str) -> str:
     """The key prefix of one broker set (``<root>/<cluster>/<brokerName>/``)."""
     return f"{root.rstrip('/')}/{cluster}/{broker_name}/"
+
+
+def handover_target(raw: bytes) -> int:
+    """The broker id of a handover request (``{"brokerId": N, ...}``); ``ValueError`` when it is not one."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    bid = doc.get("brokerId") if isinstance(doc, dict) else None
+    if not isinstance(bid, int) or isinstance(bid, bool) or bid < 1:
+        raise ValueError(f"brokerId must be an integer > 0, not {bid!r}")
+    return bid
 
 
 class EtcdSet:
@@ -58,6 +71,16 @@ class EtcdSet:
     def state_key(self) -> bytes:
         """The set's state."""
         return self.prefix + b"state"
+
+    @property
+    def handover_key(self) -> bytes:
+        """An operator's request that the master hand over to another broker (``mqadmin electMaster``)."""
+        return self.prefix + b"handover"
+
+    @property
+    def lease_id(self) -> int | None:
+        """This broker's lease (None before one is granted)."""
+        return int(self._lease.id) if self._lease is not None else None
 
     def broker_key(self, broker_id: int) -> bytes:
         """A broker's liveness key."""
@@ -142,6 +165,8 @@ class EtcdSet:
         state: SetState | None = None
         revision = 0
         alive: dict[int, ReplicaInfo] = {}
+        leases: dict[int, int] = {}
+        handover: int | None = None
         brokers = self.prefix + b"brokers/"
         for kv in result:
             key = bytes(kv.key)
@@ -149,13 +174,16 @@ class EtcdSet:
                 if key == self.state_key:
                     state = SetState.from_json(bytes(kv.value))
                     revision = int(kv.mod_revision)
+                elif key == self.handover_key:
+                    handover = handover_target(bytes(kv.value))
                 elif key.startswith(brokers):
                     info = ReplicaInfo.from_json(bytes(kv.value))
                     alive[info.broker_id] = info
+                    leases[info.broker_id] = int(kv.lease)
             except ValueError as e:
                 name = key.decode(errors="replace")
                 log.error("etcd key %s holds something that is not sievemq's: %s (ignored)", name, e)
-        return SetView(state, revision, alive)
+        return SetView(state, revision, alive, leases, handover)
 
     # ------------------------------------------------------------------------------------------ transactions
     async def _txn(self, what: str, compare: list[Any], put: SetState, me: ReplicaInfo | None = None) -> bool:
@@ -200,6 +228,25 @@ class EtcdSet:
             c.transactions.mod(self.state_key) == seen_revision,
             c.transactions.version(self.broker_key(self.broker_id)) > 0,
         ], state)  # fmt: skip
+
+    async def hand_over(self, state: SetState, seen_revision: int) -> bool:
+        """The master writes ``state`` (the handover's target master of the next epoch) and clears the request, if
+        the state is still at ``seen_revision`` and the target's key is live."""
+        key, value, handover = self.state_key, state.to_json(), self.handover_key
+
+        async def op(c: Any) -> Any:
+            return await c.transaction(compare=[
+                c.transactions.mod(key) == seen_revision,
+                c.transactions.version(self.broker_key(state.master_id)) > 0,
+            ], success=[c.transactions.put(key, value), c.transactions.delete(handover)], failure=[])  # fmt: skip
+
+        ok, _ = await self._call("handing over", op)
+        return bool(ok)
+
+    async def drop_handover(self) -> None:
+        """Clear an operator's handover request (done, or refused)."""
+        handover = self.handover_key
+        await self._call("clearing the handover request", lambda c: c.delete(handover))
 
     async def _client_for_compare(self) -> Any:
         try:

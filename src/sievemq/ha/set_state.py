@@ -156,6 +156,10 @@ class SetView:
     state: SetState | None
     revision: int
     alive: Mapping[int, ReplicaInfo]
+    leases: Mapping[int, int] = field(default_factory=dict)
+    """The lease each live broker's key is attached to (a broker tells its own key from its previous run's)."""
+    handover: int | None = None
+    """The broker an operator asked the master to hand over to (``mqadmin electMaster``), or None."""
 
     @property
     def master_alive(self) -> bool:

@@ -8,7 +8,7 @@ from sievemq.acl.settings import ACL_STRICT, ACL_WINDOW, AclStrictMode
 from sievemq.errors import ConfigError
 from sievemq.http import settings as http
 from sievemq.remoting.tls import TlsMode
-from sievemq.settings import EXISTING_FILE, LISTEN_HOST, check_fields, setting
+from sievemq.settings import ETCD_ROOT, EXISTING_FILE, HOST_PORT_LIST, LISTEN_HOST, check_fields, setting
 from sievemq.settings.tls import SERVER_SETTINGS as SERVER_TLS
 from sievemq.settings.tls import server_tls
 
@@ -42,6 +42,19 @@ class NamesrvConfig:
     )
     acl_strict_signatures: AclStrictMode = setting(*ACL_STRICT)
     acl_signature_window_seconds: int = setting(*ACL_WINDOW, lo=10, hi=3600)
+    etcd_endpoints: str = setting(
+        "the etcd cluster of the broker sets under automatic failover (host:port separated by ';'): the name server "
+        "then answers RocketMQ's controller requests from it (mqadmin getControllerMetaData, getSyncStateSet, "
+        "electMaster; docs/failover.md); empty: it answers them as a name server without a controller does",
+        "",
+        fmt=HOST_PORT_LIST,
+    )
+    etcd_root: str = setting(
+        "with etcdEndpoints: the key prefix of sievemq's keys in etcd, the brokers' etcdRoot (a set's keys are under "
+        "<etcdRoot>/<brokerClusterName>/<brokerName>/)",
+        "/sievemq",
+        fmt=ETCD_ROOT,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -11,11 +11,13 @@ from sievemq.acl.classification import NAMESRV
 from sievemq.acl.early import early_check
 from sievemq.acl.strict import strict_policy
 from sievemq.namesrv.config import NamesrvConfig
+from sievemq.namesrv.etcd_controller import ControllerEtcd, ControllerProcessor
 from sievemq.namesrv.processors import NamesrvProcessors
 from sievemq.namesrv.routes import RouteTable
 from sievemq.protocol.header_rules import check_request
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable, RemotingServer
+from sievemq.settings import split_addrs
 from sievemq.settings.tls import server_tls
 from sievemq.util.tasks import Background
 
@@ -34,6 +36,12 @@ class NamesrvController:
         """With ``aclEnable``: write requests need an admin account's signature (docs/protocol/acl.md §4)."""
         table = ProcessorTable("name server", check_request, self.acl)
         self.processors.register(table)
+        self.controller: ControllerProcessor | None = None
+        """With ``etcdEndpoints``: RocketMQ's controller requests, answered from etcd (``etcd_controller.py``)."""
+        if config.etcd_endpoints:
+            etcd = ControllerEtcd(split_addrs(config.etcd_endpoints), config.etcd_root)
+            self.controller = ControllerProcessor(etcd, lambda: self.addr, self._cluster_of)
+            self.controller.register(table)
         self.server = RemotingServer(
             table,
             config.listen_host,
@@ -48,6 +56,10 @@ class NamesrvController:
     def addr(self) -> str:
         """``host:port`` the name server listens on."""
         return f"{self.config.listen_host}:{self.server.port}"
+
+    def _cluster_of(self, broker_name: str) -> str | None:
+        broker = self.routes.brokers.get(broker_name)
+        return broker.cluster if broker is not None else None
 
     def _on_close(self, conn: Connection) -> None:
         for addr in self.routes.connection_closed(id(conn), time.monotonic()):
@@ -72,3 +84,5 @@ class NamesrvController:
         """Stop serving."""
         await self._scan.stop()
         await self.server.stop()
+        if self.controller is not None:
+            await self.controller.stop()

@@ -68,8 +68,10 @@ class Reason(StrEnum):
     """A master holds less of the commit log than one of its slaves (it lost data, or is new): it refuses writes
     until an operator recovers it (``sievemq broker --recover-from-slave``)."""
     HA_MASTER_FENCED = "HA_MASTER_FENCED"
-    """Automatic failover: this master's etcd lease is not surely alive (etcd unreachable or slow), so it
-    acknowledges nothing; another may be elected. Retry: the client's route moves to the set's master."""
+    """Automatic failover: this master's etcd lease is not surely alive (etcd unreachable or slow), or it is handing
+    the set over: it acknowledges nothing, another may be elected. With code 14 (SERVICE_NOT_AVAILABLE) the message was
+    not stored; with code 1 (SYSTEM_ERROR) it was stored before the fence and may or may not survive. Retry: the
+    client's route moves to the set's master."""
     HA_EPOCH_MISMATCH = "HA_EPOCH_MISMATCH"
     """Automatic failover: a replication link was asked for in another epoch than this master's (or of a broker that
     is not the master): the replica reads the set's state again and follows the master of the current epoch."""
@@ -138,6 +140,36 @@ class Reason(StrEnum):
     CLIENT_NO_ANSWER = "CLIENT_NO_ANSWER"
     """CONSUME_MESSAGE_DIRECTLY (code 1 SYSTEM_ERROR): the consumer did not answer within the time asked (a slow
     listener, or a client that ignores the request); the listener may still have run."""
+    ETCD_UNAVAILABLE = "ETCD_UNAVAILABLE"
+    """A name server answering RocketMQ's controller requests (``etcdEndpoints``) could not read or write etcd in time
+    (code 1 SYSTEM_ERROR); nothing was changed. Retry, or ask another name server."""
+    SET_NOT_FOUND = "SET_NOT_FOUND"
+    """electMaster (code 2010 CONTROLLER_BROKER_NEED_TO_BE_REGISTERED): etcd holds no state of that cluster's broker
+    set (no broker of it ever ran under automatic failover with this ``etcdRoot``)."""
+    ALREADY_MASTER = "ALREADY_MASTER"
+    """electMaster (code 2011 CONTROLLER_MASTER_STILL_EXIST): the broker asked for is the set's live master already;
+    the answer's header names it and its epoch."""
+    HANDOVER_TARGET_NOT_ALIVE = "HANDOVER_TARGET_NOT_ALIVE"
+    """electMaster (code 2012 CONTROLLER_ELECT_MASTER_FAILED): the broker asked for has no live key in etcd (stopped,
+    or cut off from etcd); nothing was changed."""
+    HANDOVER_TARGET_NOT_IN_SYNC = "HANDOVER_TARGET_NOT_IN_SYNC"
+    """electMaster (code 2012): the broker asked for is not in the SyncStateSet (it lacks acknowledged messages);
+    nothing was changed. Ask again once it caught up (``mqadmin getSyncStateSet``)."""
+    HANDOVER_NO_LIVE_MASTER = "HANDOVER_NO_LIVE_MASTER"
+    """electMaster (code 2012): the set has no live master to hand over; its brokers elect one by themselves within
+    seconds. Nothing was changed; ask again once they did."""
+    HANDOVER_PENDING = "HANDOVER_PENDING"
+    """electMaster (code 2012): the master is handing over to another broker, as asked before; nothing was changed."""
+    HANDOVER_REFUSED = "HANDOVER_REFUSED"
+    """electMaster (code 2012): the request was withdrawn without a handover: the master refused it (the broker asked
+    for fell behind or out of the SyncStateSet meanwhile), or the name server that wrote it gave up waiting (an
+    electMaster that joined a pending request); the set keeps its master."""
+    HANDOVER_OVERTAKEN = "HANDOVER_OVERTAKEN"
+    """electMaster (code 2012): while the request waited, an election made another broker master (the remark names
+    it); the request was withdrawn."""
+    HANDOVER_TIMEOUT = "HANDOVER_TIMEOUT"
+    """electMaster (code 2012): the master did not hand over in time (about 15 s); the request was withdrawn and the
+    set keeps its master."""
 
 
 def reason_of(fields: Mapping[str, str]) -> Reason | None:

@@ -85,6 +85,11 @@ class RequestCode(IntEnum):
     GET_TOPIC_CONFIG = 351
     LITE_PULL_MESSAGE = 361
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    # RocketMQ 5's controller (sievemq's name server answers them from etcd, its failover broker 1007)
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
@@ -138,6 +143,10 @@ class ResponseCode(IntEnum):
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
     FLOW_CONTROL = 215
+    # RocketMQ 5's controller
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010
+    CONTROLLER_MASTER_STILL_EXIST = 2011
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
 
 
 def request_name(code: int) -> str:

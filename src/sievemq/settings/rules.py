@@ -138,6 +138,10 @@ NAME = Format(  # broker and cluster names are topics too (the broker creates th
     lambda v: len(v) <= MAX_TOPIC_LENGTH and bool(NAME_RE.match(v)),
 )
 STORE_DIR = Format("a folder path, not an existing file nor under one", _is_store_dir)
+ETCD_ROOT = Format(
+    "a key prefix starting with '/', of a-z A-Z 0-9 _ - . / (at most 100 characters, no '//')",
+    lambda v: 1 < len(v) <= 100 and v.startswith("/") and "//" not in v and bool(re.fullmatch(r"[A-Za-z0-9_./-]+", v)),
+)
 EXISTING_FILE = Format("empty or the path of an existing file", lambda v: v == "" or Path(v).is_file())
 def delete_hours(value: str) -> tuple[int, ...] | None:
     """The hours of RocketMQ's ``deleteWhen`` ("04", "04;16"; "-1": any hour, sievemq's, as ``()``), None when the

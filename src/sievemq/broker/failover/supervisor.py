@@ -43,6 +43,8 @@ ELECTION_GRACE_S = 2.0
 """A candidate that is not the best-placed one stands only after this long without a master."""
 LINK_GRACE_S = 1.0
 """A replica whose replication link closed leaves the SyncStateSet after this long."""
+HANDOVER_S = 10.0
+"""How long a master waits for a handover's target to hold everything before it gives up (and acknowledges again)."""
 PUBLISH_S = 1.0
 """A broker's liveness key is rewritten (with its log's end) at most this often."""
 
@@ -74,6 +76,7 @@ class FailoverBroker:
         """Set once the first term's broker serves."""
         self._elected_epoch = 0
         self._term_over = True
+        self._handing_over: int | None = None
         self._published: tuple[ReplicaInfo, float] | None = None
         self._masterless_since: float | None = None
         self._task = Background("failover")
@@ -103,6 +106,8 @@ class FailoverBroker:
     def _fence(self) -> str | None:
         if self._term_over:
             return "its term as master is over"
+        if self._handing_over is not None:
+            return f"it is handing the set over to broker {self._handing_over}"
         now = time.monotonic()
         if not self.clock.valid(now):
             return (f"its etcd lease ({self.clock.ttl:g}s) is not surely alive (fenced {self.clock.margin:g}s before "
@@ -151,8 +156,9 @@ class FailoverBroker:
                     log.warning("this broker is the first master of set %s (epoch 1)", self.config.broker_name)
                 continue
             if st.master_id == self.broker_id:
-                if st.master_epoch == self._elected_epoch and self.broker_id in view.alive:
-                    return st
+                mine = self.etcd.lease_id
+                if self.broker_id in view.alive and view.leases.get(self.broker_id) == mine:
+                    return st  # elected with this lease, or handed over to (both need this broker's key live)
                 if self.broker_id in view.alive:  # the key of this broker's previous life: wait for its lease
                     self.status = "waiting for the lease of this broker's previous run to expire"
                     await asyncio.sleep(POLL_S)
@@ -238,6 +244,7 @@ class FailoverBroker:
             why = await (self._lead(term) if term.is_master else self._follow(term))
         finally:
             self._term_over = True  # a master acknowledges nothing from here on
+            self._handing_over = None
             log.warning("the term as %s of epoch %d ends: %s", role, term.epoch, why)
             self.controller = self.term = None
             await self._stop_controller(controller)
@@ -309,9 +316,52 @@ class FailoverBroker:
             if st is None or (st.master_id, st.master_epoch) != (self.broker_id, term.epoch):
                 return "the set's state names another master"
             self.state = st
+            if view.handover is not None and view.handover != self.broker_id:
+                done = await self._hand_over(view, st, view.handover, server)
+                if done is not None:
+                    return done
+                continue
             with contextlib.suppress(EtcdUnavailable):
                 await self._publish(self._me())
                 await self._keep_sync_set(view, st, server)
+
+    async def _hand_over(self, view: SetView, st: SetState, target: int, server: HAServer) -> str | None:
+        """An operator asked for broker ``target`` as master (``mqadmin electMaster``): stop acknowledging, wait
+        until it holds everything this master wrote, and write the next epoch naming it; the term's end (None: the
+        handover did not happen, and this master acknowledges again)."""
+        why = None
+        if target not in view.alive or target not in st.sync_state_set:
+            why = f"broker {target} is not live and in the SyncStateSet {sorted(st.sync_state_set)}"
+        else:
+            self._handing_over = target
+            assert self.controller is not None
+            store = self.controller.store
+            deadline = time.monotonic() + HANDOVER_S
+            while time.monotonic() < deadline and self.clock.valid(time.monotonic()):
+                p = server.owners.get(str(target))
+                end = store.max_phy_offset
+                if p is not None and p.connected and p.acked >= end:
+                    epoch = st.master_epoch + 1
+                    info = view.alive[target]
+                    new = SetState(target, info.address, info.ha_address, epoch, frozenset({target}),
+                                   st.sync_state_set_epoch + 1, (*st.epochs, (epoch, end)))  # fmt: skip
+                    try:
+                        if await self.etcd.hand_over(new, view.revision):
+                            log.warning("handed set %s over to broker %d (epoch %d from %d), as an operator asked",
+                                        self.config.broker_name, target, epoch, end)  # fmt: skip
+                            return f"handed over to broker {target} (epoch {epoch})"
+                        why = "the set's state changed meanwhile"
+                    except EtcdUnavailable as e:
+                        why = str(e)
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                why = why or f"broker {target} did not catch up within {HANDOVER_S:g}s"
+        self._handing_over = None
+        log.error("no handover to broker %d: %s", target, why)
+        with contextlib.suppress(EtcdUnavailable):
+            await self.etcd.drop_handover()
+        return None
 
     async def _keep_sync_set(self, view: SetView, st: SetState, server: HAServer) -> None:
         """Shrink or grow the SyncStateSet as the replicas' copies say: a grown set is waited for before it is
