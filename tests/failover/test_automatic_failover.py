@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -171,3 +172,27 @@ async def test_an_operator_hands_the_set_over_to_a_replica_without_losing_anythi
     assert verdict.ok, verdict.summary()
     assert fset.procs[master].popen is not None and fset.procs[master].popen.poll() is None  # it just steps down
     assert verdict.rto and verdict.rto[0].seconds is not None and verdict.rto[0].seconds < 5.0, verdict.summary()
+
+
+async def test_every_broker_serves_metrics_whatever_its_term(fset: FailoverSet) -> None:
+    """The HTTP port (``/metrics``, ``/healthz``) serves the running term's broker, and again after a failover."""
+    port = 18080 if fset.namespaces else 0
+    if not port:
+        pytest.skip("each broker needs its own HTTP port: network namespaces (hosts of their own)")
+    master = await three(fset, "--http-listen-port", str(port), "--http-listen-host", "0.0.0.0")
+
+    def metrics(bid: int) -> str:
+        host = fset.procs[bid].host
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+    async def serves(bid: int) -> bool:
+        return "sievemq_" in await asyncio.to_thread(metrics, bid)
+
+    for bid in (1, 2, 3):
+        await until(lambda b=bid: serves(b), 30.0, f"broker {bid}'s /metrics")
+    st = await fset.state()
+    assert st is not None
+    fset.procs[master].kill9()
+    new = await fset.wait_state(lambda s: s.master_epoch > st.master_epoch, "a new master elected")
+    await until(lambda: serves(new.master_id), 30.0, "the new master's /metrics")

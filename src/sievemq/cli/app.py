@@ -341,9 +341,31 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
 async def _failover_broker(cfg: BrokerConfig, stop: asyncio.Event) -> None:
     """``sievemq broker`` under ``controllerMode = etcd``: the broker runs in whatever role its set's state in etcd
     gives it (docs/failover.md)."""
+    from sievemq.broker.controller import BrokerController
     from sievemq.broker.failover import FailoverBroker
+    from sievemq.broker.metrics import broker_metrics
+    from sievemq.http.serve import ProcessHttp, start_http
+    from sievemq.http.server import HttpPortError
 
-    b = FailoverBroker(cfg)
+    served: list[ProcessHttp] = []
+
+    async def http_follows(controller: BrokerController | None) -> None:
+        """The HTTP port (/metrics, /healthz) serves the running term's broker."""
+        while served:
+            await served.pop().stop()
+        if controller is None:
+            return
+        port = http_port("broker", cfg.http_listen_port, cfg.listen_port)
+        try:
+            http = await start_http([broker_metrics(controller)], cfg.http_listen_host, port,
+                                    loop_lag=controller.loop_lag.stats)  # fmt: skip
+        except HttpPortError as e:
+            click.echo(f"warning: {e}", err=True)
+            return
+        if http is not None:
+            served.append(http)
+
+    b = FailoverBroker(cfg, on_term=http_follows)
     await b.start()
     click.echo(f"sievemq broker {cfg.broker_name} (brokerId {cfg.broker_id}, automatic failover on etcd "
                f"{cfg.etcd_endpoints}) starting on {cfg.advertised_addr}, data {cfg.store_path_root_dir}")  # fmt: skip

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from sievemq.broker.config import BrokerConfig
 from sievemq.broker.controller import BrokerController
@@ -45,6 +46,7 @@ LINK_GRACE_S = 1.0
 """A replica whose replication link closed leaves the SyncStateSet after this long."""
 HANDOVER_S = 10.0
 """How long a master waits for a handover's target to hold everything before it gives up (and acknowledges again)."""
+TermHook = Callable[[BrokerController | None], Awaitable[None]]
 PUBLISH_S = 1.0
 """A broker's liveness key is rewritten (with its log's end) at most this often."""
 
@@ -52,9 +54,11 @@ PUBLISH_S = 1.0
 class FailoverBroker:
     """Runs one broker of an automatic-failover set: a ``BrokerController`` per term."""
 
-    def __init__(self, config: BrokerConfig) -> None:
-        """``config.controller_mode`` is ``etcd``."""
+    def __init__(self, config: BrokerConfig, on_term: TermHook | None = None) -> None:
+        """``config.controller_mode`` is ``etcd``; ``on_term(controller)`` runs when a term's broker serves, and
+        ``on_term(None)`` before it stops (the HTTP port follows the running broker)."""
         self.config = config
+        self.on_term = on_term
         self.broker_id = config.broker_id
         ttl = float(config.controller_lease_seconds)
         self.clock = LeaseClock(ttl, max(1.0, ttl / 5))
@@ -239,6 +243,7 @@ class FailoverBroker:
         self.status = f"{role} of epoch {term.epoch}"
         log.warning("serving as %s of epoch %d", role, term.epoch)
         self.first_term.set()
+        await self._hook(controller)
         why = "stopped"
         try:
             why = await (self._lead(term) if term.is_master else self._follow(term))
@@ -247,7 +252,15 @@ class FailoverBroker:
             self._handing_over = None
             log.warning("the term as %s of epoch %d ends: %s", role, term.epoch, why)
             self.controller = self.term = None
+            await self._hook(None)
             await self._stop_controller(controller)
+
+    async def _hook(self, controller: BrokerController | None) -> None:
+        if self.on_term is not None:
+            try:
+                await self.on_term(controller)
+            except Exception:
+                log.exception("the term hook failed")
 
     async def _stop_controller(self, controller: BrokerController) -> None:
         end = controller.store.max_phy_offset if controller.store.available else None
