@@ -47,6 +47,8 @@ _STORE_SIZE = (
     "RocketMQ 5 writes), so storeSize and the commit-log offsets after the first message differ (send path)"
 )
 _CONTROLLER = "controller mode (DLedger controller, sync state sets, epochs): sievemq replicates its own way"
+_ETCD = ("controllerMode = etcd: the name server answers from etcd (docs/failover.md); tested against a failover set "
+         "with this mqadmin in tests/failover/test_mqadmin_controller.py, not here (these sides have no controller)")
 _COLD = "cold-data flow control of RocketMQ's page-cache reads"
 _ROCKSDB = "RocksDB stores (consume queues, configs, timers): sievemq has its own store"
 _ACL2 = "ACL 2.0 users and policies: issue 31 (sievemq has plain ACL, docs/securing.md)"
@@ -160,12 +162,12 @@ COMMANDS: dict[str, Row] = {
     # replication and controllers
     "haStatus": Row("unsupported", "GET_BROKER_HA_STATUS (907): sievemq's replication reports in brokerStatus "
                     "(haConnectedSlaves, haSlaveAckOffset, haState...; docs/replication.md): answered 3"),
-    "getSyncStateSet": Row("unsupported", _CONTROLLER),
-    "getBrokerEpoch": Row("unsupported", _CONTROLLER),
-    "getControllerMetaData": Row("unsupported", _CONTROLLER),
+    "getSyncStateSet": Row("differs", _ETCD),
+    "getBrokerEpoch": Row("differs", _ETCD),
+    "getControllerMetaData": Row("differs", _ETCD),
     "getControllerConfig": Row("unsupported", _CONTROLLER),
     "updateControllerConfig": Row("unsupported", _CONTROLLER),
-    "electMaster": Row("unsupported", _CONTROLLER),
+    "electMaster": Row("differs", _ETCD + "; it answers once the master has handed over"),
     "cleanBrokerMetadata": Row("unsupported", _CONTROLLER),
     # ACL 2.0
     **{name: Row("unsupported", _ACL2) for name in (

@@ -15,19 +15,15 @@ import urllib.request
 import pytest
 
 from sievemq.admin.api import AdminClient
-from tests.support.chaos import History
 from tests.support.failover_sets import FailoverSet
-from tests.support.failover_workload import GROUP, TOPIC, Workload, acks, finish, three
+from tests.support.failover_workload import acks, finish, three, workload
 from tests.support.partitions import isolated, partitions_available
 from tests.support.replica_sets import until
 
 
 async def test_a_killed_master_is_replaced_by_a_replica_and_nothing_acknowledged_is_lost(fset: FailoverSet) -> None:
     master = await three(fset)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 150, "acknowledged sends before the fault")
         old = await fset.state()
         assert old is not None
@@ -42,8 +38,6 @@ async def test_a_killed_master_is_replaced_by_a_replica_and_nothing_acknowledged
         h.end_fault(fault)
         await acks(w, time.monotonic(), 100, "sends acknowledged with the old master back in sync")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
     assert verdict.rto and verdict.rto[0].seconds is not None, verdict.summary()
     assert verdict.rto[0].seconds < 15.0, verdict.summary()  # lease 5 s + election + the clients' route refresh
@@ -53,10 +47,7 @@ async def test_a_paused_master_acknowledges_nothing_after_it_wakes(fset: Failove
     """SIGSTOP the master for longer than its lease: the set elects another; SIGCONT: the old master must not
     acknowledge one more send (it is fenced), and it rejoins as a replica."""
     master = await three(fset)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends before the pause")
         old = await fset.state()
         assert old is not None
@@ -71,8 +62,6 @@ async def test_a_paused_master_acknowledges_nothing_after_it_wakes(fset: Failove
         h.end_fault(fault)
         await acks(w, time.monotonic(), 100, "sends acknowledged with the old master back in sync")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     late = [a for a in w.acks if a.addr == fset.addr(master) and a.t > woke]
     assert not late, f"the old master acknowledged {len(late)} sends after it woke: {late[:3]}"
     assert verdict.ok, verdict.summary()
@@ -88,10 +77,7 @@ async def test_a_master_cut_off_from_etcd_steps_down_and_the_replicas_elect(fset
     why = partitions_available(host)
     if why is not None:
         pytest.skip(why)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends before the partition")
         old = await fset.state()
         assert old is not None
@@ -106,8 +92,6 @@ async def test_a_master_cut_off_from_etcd_steps_down_and_the_replicas_elect(fset
         h.end_fault(fault)
         await acks(w, time.monotonic(), 100, "sends acknowledged with the old master back in sync")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     # acknowledgements of the old master's epoch all came before the new epoch's first
     first_new = min(a.t for a in w.acks if a.addr != fset.addr(master) and a.t > cut)
     late = [a for a in w.acks if a.addr == fset.addr(master) and a.t > first_new]
@@ -151,10 +135,7 @@ async def test_an_operator_hands_the_set_over_to_a_replica_without_losing_anythi
     holds all it wrote, and writes the next epoch naming it; clients move within about a second."""
     master = await three(fset)
     target = next(b for b in (1, 2, 3) if b != master)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
         old = await fset.state()
         assert old is not None
@@ -167,8 +148,6 @@ async def test_an_operator_hands_the_set_over_to_a_replica_without_losing_anythi
         await fset.wait_in_sync(1, 2, 3)
         h.end_fault(fault)
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
     assert fset.procs[master].popen is not None and fset.procs[master].popen.poll() is None  # it just steps down
     assert verdict.rto and verdict.rto[0].seconds is not None and verdict.rto[0].seconds < 5.0, verdict.summary()

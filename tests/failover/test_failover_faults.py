@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from tests.support.chaos import History
 from tests.support.failover_sets import FailoverSet
-from tests.support.failover_workload import GROUP, TOPIC, Workload, acks, finish, three
+from tests.support.failover_workload import acks, finish, three, workload
 from tests.support.netns import netem_available
 from tests.support.partitions import isolated, partitions_available
+from tests.support.replica_sets import until
 
 
 def _needs_hosts(fset: FailoverSet) -> None:
@@ -28,10 +28,7 @@ def _needs_hosts(fset: FailoverSet) -> None:
 async def test_a_killed_replica_leaves_the_sync_state_set_and_sends_go_on(fset: FailoverSet) -> None:
     master = await three(fset)
     replica = next(b for b in (1, 2, 3) if b != master)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
         before = await fset.state()
         assert before is not None
@@ -45,8 +42,6 @@ async def test_a_killed_replica_leaves_the_sync_state_set_and_sends_go_on(fset: 
         assert (st.master_id, st.master_epoch) == (before.master_id, before.master_epoch)  # no election
         await acks(w, time.monotonic(), 50, "sends acknowledged with it back")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
 
 
@@ -54,10 +49,7 @@ async def test_a_master_cut_off_from_its_replicas_goes_on_alone_and_they_rejoin(
     _needs_hosts(fset)
     master = await three(fset)
     replicas = [fset.host(b) for b in (1, 2, 3) if b != master]
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
         before = await fset.state()
         assert before is not None
@@ -70,8 +62,6 @@ async def test_a_master_cut_off_from_its_replicas_goes_on_alone_and_they_rejoin(
         h.end_fault(fault)
         await acks(w, time.monotonic(), 50, "sends acknowledged with the replicas back")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
 
 
@@ -81,10 +71,7 @@ async def test_etcd_losing_a_member_changes_nothing(fset: FailoverSet, how: str)
     if how == "cut a member off":
         _needs_hosts(fset)
     await three(fset)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
         before = await fset.state()
         assert before is not None
@@ -103,17 +90,12 @@ async def test_etcd_losing_a_member_changes_nothing(fset: FailoverSet, how: str)
         st = await fset.state()
         assert st is not None and (st.master_id, st.master_epoch) == (before.master_id, before.master_epoch)
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
 
 
 async def test_a_master_that_lost_its_disk_returns_as_an_empty_replica_and_catches_up(fset: FailoverSet) -> None:
     master = await three(fset)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
         old = await fset.state()
         assert old is not None
@@ -127,18 +109,13 @@ async def test_a_master_that_lost_its_disk_returns_as_an_empty_replica_and_catch
         h.end_fault(fault)
         await acks(w, time.monotonic(), 50, "sends acknowledged with the empty broker back in sync")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
 
 
 async def test_failovers_back_and_forth(fset: FailoverSet) -> None:
     """Three failovers in a row, each old master back in sync before the next: every epoch's log agrees."""
     await three(fset)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 50, "acknowledged sends")
         for _ in range(3):
             old = await fset.state()
@@ -151,8 +128,6 @@ async def test_failovers_back_and_forth(fset: FailoverSet) -> None:
             await fset.wait_in_sync(1, 2, 3)
             h.end_fault(fault)
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
     assert verdict.ok, verdict.summary()
     assert len(verdict.rto) == 3 and all(r.seconds is not None for r in verdict.rto), verdict.summary()
 
@@ -164,10 +139,7 @@ async def test_a_slow_link_to_the_master_loses_nothing(fset: FailoverSet) -> Non
     why = netem_available(host)
     if why is not None:
         pytest.skip(why)
-    h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
-    await w.start()
-    try:
+    async with workload(fset) as (h, w):
         await acks(w, 0, 50, "acknowledged sends")
         host.delay(150)
         try:
@@ -176,6 +148,30 @@ async def test_a_slow_link_to_the_master_loses_nothing(fset: FailoverSet) -> Non
             host.undelay()
         await acks(w, time.monotonic(), 30, "sends acknowledged once the link is fast again")
         verdict = await finish(fset, w, h)
-    finally:
-        await w.close()
+    assert verdict.ok, verdict.summary()
+
+
+async def test_a_master_cut_off_from_its_clients_only_stays_master_and_loses_nothing(fset: FailoverSet) -> None:
+    """Clients cannot reach the master, which still reaches etcd, its replicas and the name server: nothing elects
+    another (the master is alive; RocketMQ's controller sees its heartbeats too), sends fail until the cut heals, and
+    nothing acknowledged is lost."""
+    _needs_hosts(fset)
+    master = await three(fset)
+    async with workload(fset) as (h, w):
+        await acks(w, 0, 100, "acknowledged sends")
+        before = await fset.state()
+        assert before is not None
+        fault = h.begin_fault("partition-master-from-clients", fset.addr(master))
+        with isolated(fset.host(master), [fset.clients_ip]):
+            failed_before = len([e for e in h.events if type(e).__name__ == "SendFailed"])
+
+            async def sends_fail() -> bool:
+                return len([e for e in h.events if type(e).__name__ == "SendFailed"]) >= failed_before + 3
+
+            await until(sends_fail, 60.0, "sends failing while the clients are cut off")
+        await acks(w, time.monotonic(), 50, "sends acknowledged once the clients reach the master again")
+        h.end_fault(fault)
+        st = await fset.state()
+        assert st is not None and (st.master_id, st.master_epoch) == (before.master_id, before.master_epoch)
+        verdict = await finish(fset, w, h)
     assert verdict.ok, verdict.summary()

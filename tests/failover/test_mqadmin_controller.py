@@ -22,6 +22,7 @@ import aetcd
 import orjson
 import pytest
 
+from sievemq.broker.processors.epoch import OPEN_EPOCH_END
 from sievemq.ha.set_state import ReplicaInfo, SetState
 from sievemq.namesrv.etcd_controller import HANDOVER_TIMEOUT_S
 from sievemq.protocol.reasons import REASON_FIELD, Reason
@@ -117,13 +118,12 @@ async def test_mqadmin_reads_the_set_and_hands_it_over_to_a_replica(fset: Failov
         full = len(blocks) == 3 and all(len(e) == n for _, e in blocks.values())
         return blocks if full else None
 
+    ids = {fset.addr(b): b for b in (1, 2, 3)}
     blocks = await until(lambda: epochs_of_all(1), 60.0, "getBrokerEpoch lists the three brokers")
-    assert {addr: bid for addr, (bid, _) in blocks.items()} == {
-        fset.addr(b): (0 if b == master else b) for b in (1, 2, 3)  # RocketMQ's master says brokerId 0
-    }, blocks
-    for _bid, entries in blocks.values():
-        (epoch, start, end), = entries
-        assert (epoch, start) == (1, 0) and end >= 0, entries  # the open epoch: mqadmin prints maxOffset as its end
+    for addr, (bid, entries) in blocks.items():
+        assert bid == (0 if ids[addr] == master else ids[addr]), blocks  # RocketMQ's master says brokerId 0
+        ((epoch, start, end),) = entries
+        assert (epoch, start) == (1, 0) and end < OPEN_EPOCH_END, entries  # the open one ends at maxOffset (mqadmin)
 
     r = await run(mqadmin, "electMaster", "-a", ns, "-c", CLUSTER, "-bn", "broker-a", "-b", str(target))
     new = await fset.wait_state(lambda s: s.master_epoch > st.master_epoch, "the handover's new epoch")
@@ -138,12 +138,12 @@ async def test_mqadmin_reads_the_set_and_hands_it_over_to_a_replica(fset: Failov
     assert members.get(str(target)) == fset.addr(target), out
 
     # the next epoch starts where the old master's log ended: every broker's history says so once it follows it
-    (_, switch), = [e for e in new.epochs if e[0] == new.master_epoch]
+    ((_, switch),) = [e for e in new.epochs if e[0] == new.master_epoch]
     blocks = await until(lambda: epochs_of_all(2), 60.0, "every broker in the new epoch")
     for addr, (bid, entries) in blocks.items():
-        assert bid == (0 if addr == fset.addr(target) else int(next(b for b in (1, 2, 3) if fset.addr(b) == addr)))
+        assert bid == (0 if ids[addr] == target else ids[addr]), blocks
         assert [(e, s) for e, s, _ in entries] == [(1, 0), (new.master_epoch, switch)], (addr, entries)
-        assert entries[0][2] == switch, entries  # an epoch ends where the next starts
+        assert entries[0][2] == switch <= entries[1][2] < OPEN_EPOCH_END, entries  # ends where the next starts
 
     out = ok(await run(mqadmin, "getSyncStateSet", "-a", ns, "-b", "broker-a"))
     f = fields(out)
@@ -244,12 +244,13 @@ async def test_electmaster_waits_for_the_master_to_hand_over(fset: FailoverSet) 
         assert not answer.done()
         new = SetState(2, "10.9.9.2:10911", "10.9.9.2:10912", 4, frozenset({2}), 6, (*STATE.epochs, (4, 8192)))
         async with etcd_client(fset) as c:
-            await c.transaction(compare=[], success=[c.transactions.put(fake_key("state"), new.to_json()),
-                                                     c.transactions.delete(fake_key("handover"))], failure=[])  # fmt: skip
+            take = [c.transactions.put(fake_key("state"), new.to_json()), c.transactions.delete(fake_key("handover"))]
+            await c.transaction(compare=[], success=take, failure=[])
         done = await answer
     assert done.code == ResponseCode.SUCCESS, done
-    assert {k: done.ext_fields[k] for k in ("masterBrokerId", "masterAddress", "masterEpoch", "syncStateSetEpoch")} == {
-        "masterBrokerId": "2", "masterAddress": "10.9.9.2:10911", "masterEpoch": "4", "syncStateSetEpoch": "6"}
+    header = {k: done.ext_fields[k] for k in ("masterBrokerId", "masterAddress", "masterEpoch", "syncStateSetEpoch")}
+    assert header == {"masterBrokerId": "2", "masterAddress": "10.9.9.2:10911", "masterEpoch": "4",
+                      "syncStateSetEpoch": "6"}  # fmt: skip
     body = orjson.loads(done.body)
     group = {"cluster": CLUSTER, "brokerName": FAKE,
              "brokerAddrs": {"1": "10.9.9.1:10911", "2": "10.9.9.2:10911", "3": "10.9.9.3:10911"}}  # fmt: skip
@@ -301,6 +302,42 @@ async def test_a_pending_request_for_another_broker_is_not_overwritten(fset: Fai
         assert answer.ext_fields.get(REASON_FIELD) == Reason.HANDOVER_NO_LIVE_MASTER, answer
     async with etcd_client(fset) as c:
         assert await c.get(fake_key("handover")) is None
+
+
+# ------------------------------------------------------------------------------------------ etcd unreachable
+async def test_a_name_server_whose_etcd_does_not_answer_says_so_in_time_and_keeps_serving(tmp_path: Path) -> None:
+    """Two etcd endpoints that accept connections and never answer: CONTROLLER_GET_SYNC_STATE_DATA is refused with
+    ``ETCD_UNAVAILABLE`` once the name server's budget is spent, and routes are served meanwhile."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        held.append(w)
+
+    holes = [await asyncio.start_server(hold, "127.0.0.1", free_port()) for _ in range(2)]
+    endpoints = ";".join(f"127.0.0.1:{h.sockets[0].getsockname()[1]}" for h in holes)
+    port = free_port()
+    ns = Proc(["namesrv", "--listen-port", str(port), "--etcd-endpoints", endpoints], port,
+              tmp_path / "namesrv.log").start()  # fmt: skip
+    try:
+        conn = await connect("127.0.0.1", port)
+        try:
+            ask = RemotingCommand.request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=b'["broker-a"]')
+            pending = asyncio.create_task(conn.request(ask, ANSWER_TIMEOUT))
+            await until(lambda: asyncio.sleep(0, held or None), 30.0, "the name server calling etcd")
+            info = await conn.request(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), ANSWER_TIMEOUT)
+            assert info.code == ResponseCode.SUCCESS and not pending.done()  # served while etcd is awaited
+            answer = await pending
+            assert (answer.code, answer.ext_fields.get(REASON_FIELD)) == (1, Reason.ETCD_UNAVAILABLE), answer
+            meta = await conn.request(RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO), ANSWER_TIMEOUT)
+            assert meta.code == ResponseCode.SUCCESS and meta.ext_fields["controllerLeaderAddress"] == ns.addr, meta
+        finally:
+            conn.close()
+    finally:
+        ns.stop()
+        for h in holes:
+            h.close()
+        for w in held:
+            w.close()
 
 
 # ------------------------------------------------------------------------------------------ without a controller

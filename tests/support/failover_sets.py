@@ -47,11 +47,14 @@ class FailoverSet:
         self.etcd = etcd
         self.procs: dict[int, Proc] = {}
         self.hosts: dict[int, Host | None] = {}
-        ns_host = f"10.231.{net[0].ip.split('.')[2]}.254" if net else "127.0.0.1"
-        port = free_port()
+        # the name server on a host of its own (the 7th), so that a test can cut clients (this process, on the
+        # bridge) off a broker while the broker still reaches the name server
+        ns_host = net[6].ip if net else "127.0.0.1"
+        port = 9876 if net else free_port()
         self.ns = Proc(["namesrv", "--listen-host", ns_host, "--listen-port", str(port), "--broker-expire-seconds",
                         "6", "--scan-interval-seconds", "1", "--etcd-endpoints", ";".join(etcd.endpoints),
-                        "--etcd-root", ROOT], port, tmp / "namesrv.log", host=ns_host)  # fmt: skip
+                        "--etcd-root", ROOT], port, tmp / "namesrv.log", host=ns_host,
+                       prefix=net[6].prefix() if net else [])  # fmt: skip
         """The name server, RocketMQ's controller too (``mqadmin getSyncStateSet -a``...), from the same etcd."""
         self.ns.start()
         self.prefix = set_prefix(ROOT, "DefaultCluster", "broker-a").encode()
@@ -60,6 +63,12 @@ class FailoverSet:
     def namesrv(self) -> str:
         """The name server's address."""
         return self.ns.addr
+
+    @property
+    def clients_ip(self) -> str:
+        """Where this test process (the clients) reaches the hosts from: the bridge's address."""
+        assert self.net is not None, "this test needs network namespaces"
+        return f"10.231.{self.net[0].ip.split('.')[2]}.254"
 
     @property
     def namespaces(self) -> bool:
@@ -160,12 +169,12 @@ SETS = pytest.StashKey[FailoverSet]()
 
 @pytest.fixture
 def fset(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[FailoverSet]:
-    """An etcd cluster of 3 and a name server; brokers are added by the test. On 6 hosts where namespaces work."""
+    """An etcd cluster of 3 and a name server; brokers are added by the test; on 7 hosts where namespaces work."""
     with contextlib.ExitStack() as stack:
         net: list[Host] | None = None
         if os.environ.get("SIEVEMQ_TEST_NETNS") != "0":
             with contextlib.suppress(NoNamespaces):
-                net = stack.enter_context(hosts(6))
+                net = stack.enter_context(hosts(7))
         cluster = EtcdCluster(tmp_path / "etcd", 3, net[:3] if net else None)
         stack.callback(cluster.close)
         cluster.start()

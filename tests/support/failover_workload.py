@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from sievemq import ConsumeResult, Message, MessageExt, Producer, PushConsumer
@@ -22,7 +23,7 @@ from tests.support.chaos import History, Verdict, check
 from tests.support.failover_sets import FailoverSet
 from tests.support.replica_sets import read_all, until
 
-__all__ = ["GROUP", "QUEUES", "TOPIC", "Workload", "acks", "finish", "three"]
+__all__ = ["GROUP", "QUEUES", "TOPIC", "Workload", "acks", "finish", "three", "workload"]
 
 TOPIC = "ChaosT"
 GROUP = "chaos-g"
@@ -133,6 +134,18 @@ class Workload:
             self.history.stored(m.body.decode(), broker_name="broker-a", queue_id=m.queue_id,
                                 queue_offset=m.queue_offset, broker_addr=master_addr)  # fmt: skip
         self.history.final_read(("broker-a",))
+
+
+@contextlib.asynccontextmanager
+async def workload(fset: FailoverSet) -> AsyncIterator[tuple[History, Workload]]:
+    """A history and a started workload on ``TOPIC`` (stopped on exit)."""
+    h = History()
+    w = Workload(fset.namesrv, TOPIC, GROUP, h)
+    await w.start()
+    try:
+        yield h, w
+    finally:
+        await w.close()
 
 
 async def three(fset: FailoverSet, *extra: str) -> int:

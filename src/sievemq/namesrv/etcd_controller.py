@@ -82,6 +82,8 @@ ETCD_TRY_S = 1.0
 """At most this long on one endpoint before the next is tried."""
 MAX_BROKER_NAMES = 1024
 """The most brokerNames one CONTROLLER_GET_SYNC_STATE_DATA may ask for."""
+LOG_EVERY_S = 30.0
+"""While etcd stays unreachable, one warning per this many seconds."""
 
 
 class EtcdUnreachable(Exception):
@@ -289,6 +291,8 @@ class ControllerEtcd:
         self._client: Any = None
         self._connecting = asyncio.Lock()
         self.last_error: str | None = None
+        """Why the last operation failed (None once one succeeded)."""
+        self._logged = 0.0
 
     def prefix(self, cluster: str, broker_name: str) -> bytes:
         """A set's key prefix."""
@@ -332,8 +336,10 @@ class ControllerEtcd:
                 return result
             except (aetcd.ClientError, OSError, TimeoutError) as e:
                 why = f"etcd {self.endpoints[at]}: {what} failed: {type(e).__name__}: {e}".rstrip(": ")
-                if why != self.last_error:
+                now = time.monotonic()
+                if self.last_error is None or now - self._logged >= LOG_EVERY_S:  # an outage is logged, not each try
                     log.warning("%s", why)
+                    self._logged = now
                 self.last_error = why
                 async with self._connecting:
                     if self._at == at:
@@ -405,8 +411,6 @@ class ControllerProcessor:
         self.address = address
         self.cluster_of = cluster_of or (lambda _name: None)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.elections = 0
-        """electMaster requests that ended with a new master."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put the controller codes into ``table``."""
@@ -495,7 +499,7 @@ class ControllerProcessor:
                     log.warning("electMaster: asked the master (broker %d) of %s/%s to hand over to broker %d",
                                 rec.state.master_id, cluster, name, target)  # fmt: skip
                     return await self._wait(cmd, rec.state, rec, target, lease)
-            why = f"the state of {name} of cluster {cluster} kept changing; ask again"
+            why = f"the state of {name} of cluster {cluster}, or a request pending, kept changing; ask again"
             return self._refuse(cmd, Refusal(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED, Reason.HANDOVER_PENDING, why))
         except EtcdUnreachable as e:
             err = self._unreachable(e)
@@ -520,7 +524,6 @@ class ControllerProcessor:
                 unreachable = None
                 outcome = handover_outcome(old, target, rec)
                 if isinstance(outcome, SetState):
-                    self.elections += 1
                     log.warning("electMaster: broker %d is the master of %s/%s, epoch %d", target, rec.cluster,
                                 rec.broker_name, outcome.master_epoch)  # fmt: skip
                     body = elect_body(rec.cluster, rec.broker_name, outcome, rec.alive)
