@@ -113,17 +113,22 @@ async def test_a_killed_leader_is_replaced_and_rejoins_after_a_restart(etcd: Etc
     assert sorted(etcd.healthy()) == [0, 1, 2]
 
 
+async def _async(value: bool) -> bool:
+    return value
+
+
 async def test_a_paused_member_does_not_stop_the_majority_and_serves_after_resume(etcd: EtcdCluster) -> None:
     lead = etcd.wait_leader()
     etcd.pause(lead)
     try:
-        assert _state(etcd, lead) == ("etcd", "T")  # the member itself stopped, not a wrapper (ip netns exec)
+        # the member itself stops, not a wrapper (ip netns exec); the signal takes effect a moment after it is sent
+        await until(lambda: _async(_state(etcd, lead) == ("etcd", "T")), 10.0, "the paused member stopped")
         other = (lead + 1) % 3
         await writes(etcd.endpoints[other], b"paused", b"yes", "a write with the leader paused")
         assert etcd.wait_leader(30.0, not_=lead) != lead
     finally:
         etcd.resume(lead)
-    assert _state(etcd, lead)[1] != "T"
+    await until(lambda: _async(_state(etcd, lead)[1] != "T"), 10.0, "the resumed member running")
     await until(lambda: get(etcd.endpoints[lead], b"paused", timeout=3.0), 30.0, "the resumed member serving")
     assert await get(etcd.endpoints[lead], b"paused") == b"yes"
 
