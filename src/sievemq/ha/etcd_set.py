@@ -64,6 +64,7 @@ class EtcdSet:
         self._at = 0
         self._client: Any = None
         self._lease: Any = None
+        self._closing: set[asyncio.Task[None]] = set()
         self.last_error: str | None = None
 
     # ------------------------------------------------------------------------------------------ keys
@@ -98,17 +99,37 @@ class EtcdSet:
     async def _call(self, what: str, op: Any) -> Any:
         """Run ``op(client)``; on failure move to the next endpoint and raise ``EtcdUnavailable``."""
         endpoint = self.endpoints[self._at]
+        client = None
         try:
             async with asyncio.timeout(self.op_timeout):
-                return await op(await self._connected())
-        except (aetcd.ClientError, OSError, TimeoutError) as e:
+                client = await self._connected()
+                return await op(client)
+        except (Exception, asyncio.CancelledError) as e:  # any failure of the client is etcd's ...
+            task = asyncio.current_task()
+            if isinstance(e, asyncio.CancelledError) and task is not None and task.cancelling():
+                raise  # ... but this task being cancelled (gRPC cancels calls on a closed channel, too)
             why = f"etcd {endpoint}: {what} failed: {type(e).__name__}: {e}".rstrip(": ")
             if why != self.last_error:
                 log.warning("%s", why)
             self.last_error = why
-            await self._drop_client()
-            self._at = (self._at + 1) % len(self.endpoints)
+            if client is None or client is self._client:  # not one another task replaced already
+                self._retire_client()
+                self._at = (self._at + 1) % len(self.endpoints)
             raise EtcdUnavailable(why) from None
+
+    def _retire_client(self) -> None:
+        """Stop using the client; close it once calls other tasks have in flight on it are over (closing a channel
+        cancels them)."""
+        client, self._client = self._client, None
+        if client is not None:
+            task = asyncio.get_running_loop().create_task(self._close_later(client))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def _close_later(self, client: Any) -> None:
+        await asyncio.sleep(self.op_timeout + 0.5)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.close(), 1.0)
 
     async def _drop_client(self) -> None:
         client, self._client = self._client, None
@@ -125,6 +146,8 @@ class EtcdSet:
             self.clock.lost()
         self._lease = None
         await self._drop_client()
+        for task in list(self._closing):
+            task.cancel()
 
     # ------------------------------------------------------------------------------------------ lease
     async def keep_alive(self) -> bool:
@@ -252,6 +275,6 @@ class EtcdSet:
         try:
             return await self._connected()
         except (aetcd.ClientError, OSError, TimeoutError) as e:
-            await self._drop_client()
+            self._retire_client()
             self._at = (self._at + 1) % len(self.endpoints)
             raise EtcdUnavailable(f"etcd {self.endpoints[self._at]}: {e}") from None

@@ -44,6 +44,8 @@ ELECTION_GRACE_S = 2.0
 """A candidate that is not the best-placed one stands only after this long without a master."""
 LINK_GRACE_S = 1.0
 """A replica whose replication link closed leaves the SyncStateSet after this long."""
+LEASE_RENEW_S = 0.5
+"""How often the lease is renewed (its TTL is ``controllerLeaseSeconds``)."""
 HANDOVER_S = 10.0
 """How long a master waits for a handover's target to hold everything before it gives up (and acknowledges again)."""
 TermHook = Callable[[BrokerController | None], Awaitable[None]]
@@ -84,15 +86,20 @@ class FailoverBroker:
         self._published: tuple[ReplicaInfo, float] | None = None
         self._masterless_since: float | None = None
         self._task = Background("failover")
+        self._keeper = Background("failover-lease")
+        self._lease_generation = 0
+        """Counts the leases granted: a term whose lease was replaced is over (its keys went with the old one)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the term loop in the background (a broker serves once etcd gave it a role)."""
+        """Start the lease keeper and the term loop in the background (a broker serves once etcd gave it a role)."""
+        self._keeper.start(self._keep_lease())
         self._task.start(self._run())
 
     async def stop(self) -> None:
         """End the term, stop the broker and let the lease go (the set elects at once, not after the TTL)."""
         await self._task.stop()
+        await self._keeper.stop()
         await self.etcd.close(revoke=True)
 
     # ------------------------------------------------------------------------------------------ facts
@@ -118,11 +125,25 @@ class FailoverBroker:
                     "it could expire)")  # fmt: skip
         return None
 
-    async def _lease(self) -> None:
-        """Renew the lease; a new one means the old expired: nothing published stands, no epoch is resumed."""
-        if not await self.etcd.keep_alive():
-            self._published = None
-            self._elected_epoch = 0
+    async def _keep_lease(self) -> None:
+        """Renew the lease every ``LEASE_RENEW_S``, whatever the terms are doing (a handover's wait, a slow read); a
+        new lease means the old one expired: nothing published stands and the master's term is over."""
+        while True:
+            try:
+                if not await self.etcd.keep_alive():
+                    self._published = None
+                    self._lease_generation += 1
+            except EtcdUnavailable:
+                pass
+            except Exception:
+                log.exception("renewing the etcd lease failed")
+            await asyncio.sleep(LEASE_RENEW_S)
+
+    async def _leased(self) -> None:
+        """Wait until a lease is granted (the keeper asks for it)."""
+        while not self.etcd.has_lease:
+            self.status = f"waiting for an etcd lease ({self.etcd.last_error or 'asking'})"
+            await asyncio.sleep(POLL_S / 5)
 
     async def _publish(self, me: ReplicaInfo, *, force: bool = False) -> None:
         now = time.monotonic()
@@ -138,17 +159,19 @@ class FailoverBroker:
         while True:
             try:
                 state = await self._next_term()
+                await self._run_term(state)
             except EtcdUnavailable as e:
                 self.status = f"waiting for etcd ({e})"
                 await asyncio.sleep(POLL_S)
-                continue
-            await self._run_term(state)
+            except Exception:  # a bug must not leave the broker without a term for good
+                log.exception("the failover loop failed; starting over")
+                await asyncio.sleep(POLL_S)
 
     async def _next_term(self) -> SetState:
         """Talk to etcd until this broker has a role: the state it is master of (elected by this process) or whose
         live master it follows."""
         while True:
-            await self._lease()
+            await self._leased()
             view = await self.etcd.view()
             self.state = st = view.state
             me = self._me()
@@ -280,7 +303,7 @@ class FailoverBroker:
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                await self._lease()
+                await self._leased()
                 view = await self.etcd.view()
                 st = view.state
                 if st is None or (st.master_id, st.master_epoch) != (term.master_id, term.epoch):
@@ -312,18 +335,16 @@ class FailoverBroker:
         """A master's term: until its lease may be gone or the state names another master."""
         assert self.controller is not None
         server = self.controller.replication.server
+        generation = self._lease_generation
         while True:
             await asyncio.sleep(POLL_S)
+            if self._lease_generation != generation:
+                return "its etcd lease expired (another master may be elected)"
+            if self.clock.expired(time.monotonic()):
+                return f"etcd did not renew its lease for {self.clock.ttl:g}s"
             try:
-                renewed = await self.etcd.keep_alive()
-                if not renewed:
-                    self._published = None
-                    self._elected_epoch = 0
-                    return "its etcd lease expired (another master may be elected)"
                 view = await self.etcd.view()
             except EtcdUnavailable:
-                if self.clock.expired(time.monotonic()):
-                    return f"etcd did not renew its lease for {self.clock.ttl:g}s"
                 continue
             st = view.state
             if st is None or (st.master_id, st.master_epoch) != (self.broker_id, term.epoch):
