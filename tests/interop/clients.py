@@ -19,7 +19,8 @@ go         rocketmq-client-go/v2 (Go)       ``.interop/go-rocketmq-client-V/``  
 The two 5.x gRPC kinds (rmq5, rmq5-node) speak to sievemq's proxy (``--endpoints``) instead of the 4.x protocol to a
 name server. ``java5`` is the 4.x remoting API of the 5.x line (``DefaultMQProducer``, ``DefaultMQPushConsumer``...),
 not the gRPC client; the Java driver's commands are listed in its usage text (``produce``, ``consume``,
-``lite-pull``, ``transaction``, ``request``) and its extra events in tests/interop/test_java_clients.py.
+``lite-pull``, ``transaction``, ``request``, ``stream``: one send every ``--interval-ms`` until stopped, each result
+timestamped, for the failover tests) and its extra events in tests/interop/test_java_clients.py.
 
 Typical use::
 

@@ -10,11 +10,14 @@ where namespaces cannot be made (not root, no ``ip``): callers fall back to seve
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["Host", "NoNamespaces", "hosts", "loopback_only", "netem_available"]
 
@@ -79,10 +82,33 @@ def _why_not() -> str | None:
 
 def _subnet() -> int:
     """The third byte of this process's 10.231.x.0/24: one stretch of 10.231.20-219 per pytest-xdist worker, so two
-    workers' bridges never share a subnet."""
+    workers' bridges never share a subnet (``_claim`` makes sure, across test runs too)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]
     index = int(worker) if worker.isdigit() else 0
     return 20 + (index % 4) * 50 + os.getpid() % 50
+
+
+_CLAIMS = Path(tempfile.gettempdir()) / "sievemq-netns-subnets"
+
+
+def _claim(first: int) -> tuple[int, int]:
+    """A subnet no other test process uses now, from ``first`` on (``(subnet, fd)``: hold the fd, an exclusive
+    flock, while the bridge exists). Two test runs at once (a developer's beside the suite) would otherwise route
+    each other's traffic: the same subnet on two bridges."""
+    _CLAIMS.mkdir(exist_ok=True)
+    in_use = _ip("-br", "addr", check=False).stdout
+    for k in range(200):
+        net = 20 + (first - 20 + k) % 200
+        if f"10.231.{net}." in in_use:
+            continue
+        fd = os.open(_CLAIMS / f"{net}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return net, fd
+    raise NoNamespaces("no free 10.231.x.0/24 subnet for a test bridge (200 in use?)")
 
 
 @contextlib.contextmanager
@@ -91,7 +117,9 @@ def hosts(n: int, net: int | None = None) -> Iterator[list[Host]]:
     why = _why_not()
     if why is not None:
         raise NoNamespaces(why)
-    net = net if net is not None else _subnet()
+    claim = -1
+    if net is None:
+        net, claim = _claim(_subnet())
     tag = f"{os.getpid() % 100000}"
     bridge = f"smqbr{tag}"
     made: list[tuple[str, str]] = []  # ("ns"|"link", name), removed in reverse
@@ -127,6 +155,8 @@ def hosts(n: int, net: int | None = None) -> Iterator[list[Host]]:
                 _ip("netns", "del", name, check=False)
             else:
                 _ip("link", "del", name, check=False)
+        if claim >= 0:
+            os.close(claim)  # releases the flock
 
 
 @contextlib.contextmanager

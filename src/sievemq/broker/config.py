@@ -429,8 +429,8 @@ class BrokerConfig(_BrokerAcl):
         fmt=HOST_PORT_LIST,
     )  # fmt: skip
     etcd_root: str = setting(
-        "controllerMode = etcd: the key prefix of sievemq's keys in etcd (a set's keys are under "
-        "<etcdRoot>/<brokerClusterName>/<brokerName>/)",
+        "controllerMode = etcd: the key prefix of sievemq's keys in etcd (a set's keys are under it, then the "
+        "cluster's name, then the set's)",
         "/sievemq",
         fmt=ETCD_ROOT,
     )
@@ -455,7 +455,7 @@ class BrokerConfig(_BrokerAcl):
     ha_max_time_slave_not_catchup: int = setting(
         "controllerMode = etcd: a replica that has not caught up with the master for this long, milliseconds, leaves "
         "the SyncStateSet (one whose link closed leaves after a second); it rejoins once caught up",
-        6000,
+        15000,
         lo=1000,
     )
 

@@ -51,7 +51,7 @@ class NamesrvConfig:
     )
     etcd_root: str = setting(
         "with etcdEndpoints: the key prefix of sievemq's keys in etcd, the brokers' etcdRoot (a set's keys are under "
-        "<etcdRoot>/<brokerClusterName>/<brokerName>/)",
+        "it, then the cluster's name, then the set's)",
         "/sievemq",
         fmt=ETCD_ROOT,
     )

@@ -5,8 +5,9 @@ Both ``rocketmq-client-python==0.5.0rc2`` and ``rocketmq==0.4.4`` ship a ``rocke
 is imported by ``rmqcp_driver.py`` and ``rmq044_driver.py``, each run with the interpreter of its own venv, and uses
 only the standard library plus ``rocketmq.client``.
 
-Output protocol: one JSON object per line on the real stdout, flushed after each line. The native library's own
-stdout is redirected to stderr so it can never corrupt that stream.
+Output protocol: one JSON object per line on the real stdout, flushed after each line, each with ``ts`` (epoch
+seconds, to the millisecond, when it was printed). The native library's own stdout is redirected to stderr so it can
+never corrupt that stream.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _init_stdout() -> None:
 
 
 def emit(event: str, **fields: Any) -> None:
-    obj = {"event": event, **fields}
+    obj = {"event": event, **fields, "ts": round(time.time(), 3)}  # ts: epoch seconds when printed
     line = (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8")
     with _out_lock:
         fd = _out_fd if _out_fd is not None else 1

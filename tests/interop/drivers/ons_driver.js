@@ -7,8 +7,10 @@
  *   node ons_driver.js consume --namesrv H:P --topic T --group G (--expr "TagA || TagB" | --sql "a > 3")
  *                              --expect N --timeout S [--from first|last] [--linger 2]
  *
- * One JSON object per line on stdout (events: started, sent, received, rejected, client_error, error, timeout,
- * done; a consumer's queues: the queues of its topic it owns, at start and at every change). Exit codes: 0 ok, 1 send/start failure, 2 usage error, 3 consume timeout, 4 watchdog.
+ * One JSON object per line on stdout, each with ts (epoch seconds, to the millisecond, when it was printed) (events:
+ * started, sent, received, rejected, client_error, error, timeout, done; a consumer's queues: the queues of its topic
+ * it owns, at start and at every change). Exit codes: 0 ok, 1 send/start failure, 2 usage error, 3 consume timeout,
+ * 4 watchdog. produce --interval-ms MS --keep-going --count N sends every MS ms whatever each send ends in.
  *
  * ali-ons is looked up with require('ali-ons'), then under $INTEROP_DIR/node/node_modules, then under
  * <repo>/.interop/node/node_modules.
@@ -22,7 +24,8 @@ const crypto = require('crypto');
 // ------------------------------------------------------------------------------------------- output
 
 function emit(event, fields) {
-  const line = JSON.stringify(Object.assign({ event }, fields || {})) + '\n';
+  // ts: epoch seconds (to the millisecond) when printed
+  const line = JSON.stringify(Object.assign({ event }, fields || {}, { ts: Date.now() / 1000 })) + '\n';
   // Synchronous write: nothing is lost on process.exit().
   let buf = Buffer.from(line, 'utf8');
   while (buf.length) {

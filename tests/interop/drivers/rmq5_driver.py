@@ -7,7 +7,8 @@ Run with the interpreter of ``.interop/venv-rmq5``::
                            i % n)] [--key-prefix k] [--prop k=v ...]
                            [--group G (FIFO: the message group)] [--groups G1,G2,... (FIFO: message i in group
                            G[i % n], body "<group>-<i // n>")] [--delay-s S (DELAY: delivered S s later)]
-                           [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)]
+                           [--tls (trust: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)] [--interval-ms MS (between sends;
+                           a failed send is reported and the next one follows)]
 
     rmq5_driver.py simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
                            --count N [--batch N] [--invisible S] [--await S] [--timeout S] [--hold-first K]
@@ -76,6 +77,8 @@ def produce(args: argparse.Namespace) -> int:
     tags = [t for t in args.tags.split(",") if t]
     try:
         for i in range(args.count):
+            if i and args.interval_ms:
+                time.sleep(args.interval_ms / 1000)
             msg = Message()
             msg.topic = args.topic
             msg.body = f"body-{i}".encode()
@@ -313,6 +316,7 @@ def main(argv: list[str]) -> int:
     pp.add_argument("--groups", default="")
     pp.add_argument("--tls", action="store_true")
     pp.add_argument("--delay-s", type=float, default=0.0)
+    pp.add_argument("--interval-ms", type=int, default=0)
     tp = sub.add_parser("tx-produce")
     tp.add_argument("--endpoints", required=True)
     tp.add_argument("--topic", required=True)

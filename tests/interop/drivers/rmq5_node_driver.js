@@ -7,6 +7,7 @@
  *                                    [--key TEMPLATE ...] [--prop k=v ...] [--group G (FIFO: message group)]
  *                                    [--groups G1,G2,... (FIFO: message i in group G[i % n], body
  *                                    "<group>-<i // n>")] [--delay-ms MS (DELAY: deliveryTimestamp MS ms later)]
+ *                                    [--interval-ms MS (between sends; a failed one is printed, the next follows)]
  *   node rmq5_node_driver.js tx-produce --endpoints H:P --topic T --count N [--end commit|rollback|none]
  *                                    [--check-answer commit|rollback|unknown] [--linger S]
  *   node rmq5_node_driver.js simple-consume --endpoints H:P --topic T --group G [--tag-expr "A || B" | --sql "a > 5"]
@@ -160,6 +161,7 @@ const SPECS = {
     group: { type: 'string', default: '' },
     groups: { type: 'string', default: '' },
     'delay-ms': { type: 'string', default: '0' },
+    'interval-ms': { type: 'string', default: '0' },
   },
   'tx-produce': {
     ...COMMON,
@@ -189,7 +191,7 @@ const SPECS = {
 const REQUIRED = { produce: [ 'endpoints', 'topic' ], 'tx-produce': [ 'endpoints', 'topic' ],
   consume: [ 'endpoints', 'topic', 'group' ] };
 const NUMBERS = [ 'timeout', 'request-timeout', 'count', 'invisible', 'await', 'batch', 'linger', 'hold-first',
-  'change', 'fail-first', 'fail-times', 'sleep', 'delay-ms' ];
+  'change', 'fail-first', 'fail-times', 'sleep', 'delay-ms', 'interval-ms' ];
 
 function parse(argv) {
   const cmd = argv[0];
@@ -260,7 +262,8 @@ async function produce(client, args) {
   let failed = 0;
   const groups = args.groups.split(',').filter(g => g);
   try {
-    for (let i = 0; i < args.count; i++) {
+    for (let i = 0; i < args.count && !stopping; i++) {
+      if (i && args['interval-ms']) await new Promise(resolve => setTimeout(resolve, args['interval-ms']));
       const keys = [];
       if (args['key-prefix']) keys.push(`${args['key-prefix']}${i}`);
       for (const t of args.key) keys.push(fill(t, i));

@@ -17,7 +17,8 @@ final class Args {
         "--count", "--tags", "--key-prefix", "--prop", "--body", "--batch-size", "--shard-keys", "--delay-level",
         "--send-timeout-ms", "--start-index", "--expr", "--sql", "--expect", "--linger", "--from", "--timestamp",
         "--model", "--reconsume", "--retry-delay-level", "--max-reconsume-times", "--seek-offset", "--plan",
-        "--unknown-checks", "--check-answer", "--request-timeout-ms", "--poll-timeout-ms"));
+        "--unknown-checks", "--check-answer", "--request-timeout-ms", "--poll-timeout-ms", "--interval-ms", "--duration",
+        "--poll-namesrv-ms"));
 
     final String command;
     private final Map<String, List<String>> values = new HashMap<String, List<String>>();

@@ -11,8 +11,8 @@ import java.io.File;
  * check that never came), 4 watchdog (the client hung). See tests/interop/clients.py.
  *
  * <p>Commands: produce ({@link Producing}), consume ({@link Consuming}), lite-pull ({@link LitePull}), transaction
- * ({@link Transactions}), request ({@link RequestReply}), warmup ({@link Warmup}); run with no argument for the
- * options.
+ * ({@link Transactions}), request ({@link RequestReply}), stream ({@link Streaming}), warmup ({@link Warmup}); run
+ * with no argument for the options.
  */
 public final class Driver {
     private static final String USAGE = String.join("\n",
@@ -32,6 +32,8 @@ public final class Driver {
         "  transaction: --count N --plan commit,rollback,unknown (cycled) --unknown-checks K (a check answers",
         "               UNKNOW K times, then --check-answer commit|rollback) --linger S (after every check came)",
         "  request:     --count N --request-timeout-ms MS (DefaultMQProducer.request; a consumer --reply answers)",
+        "  stream:      a send every --interval-ms (50) for --duration S (120) or until SIGTERM, each outcome with ts",
+        "               --poll-namesrv-ms MS (pollNameServerInterval; default the client's)",
         "  warmup:      start each client kind against --namesrv (a closed port) and send once: loads the classes",
         "               a class-data-sharing archive keeps (setup_java_clients.sh)");
 
@@ -83,6 +85,8 @@ public final class Driver {
                 return Transactions.transaction(a);
             case "request":
                 return RequestReply.request(a);
+            case "stream":
+                return Streaming.stream(a);
             case "warmup":
                 return Warmup.warmup(a);
             default:
