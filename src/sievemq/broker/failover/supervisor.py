@@ -24,17 +24,17 @@ from collections.abc import Awaitable, Callable
 
 from sievemq.broker.config import BrokerConfig
 from sievemq.broker.controller import BrokerController
+from sievemq.broker.failover.leading import hand_over, keep_sync_set
 from sievemq.broker.failover.local import LocalLog
-from sievemq.ha.election import Progress, bootstrap, elect, sync_set_change, truncation_point
+from sievemq.ha.election import bootstrap, elect, truncation_point
 from sievemq.ha.etcd_set import EtcdSet, EtcdUnavailable, set_prefix
 from sievemq.ha.fencing import LeaseClock
-from sievemq.ha.master import HAServer
 from sievemq.ha.set_state import ReplicaInfo, SetState, SetView
 from sievemq.ha.term import Term
 from sievemq.settings import split_addrs
 from sievemq.util.tasks import Background
 
-__all__ = ["ELECTION_GRACE_S", "LINK_GRACE_S", "POLL_S", "FailoverBroker"]
+__all__ = ["ELECTION_GRACE_S", "POLL_S", "FailoverBroker"]
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,8 @@ POLL_S = 0.5
 """How often a broker renews its lease and reads its set."""
 ELECTION_GRACE_S = 2.0
 """A candidate that is not the best-placed one stands only after this long without a master."""
-LINK_GRACE_S = 1.0
-"""A replica whose replication link closed leaves the SyncStateSet after this long."""
 LEASE_RENEW_S = 0.5
 """How often the lease is renewed (its TTL is ``controllerLeaseSeconds``)."""
-HANDOVER_S = 10.0
-"""How long a master waits for a handover's target to hold everything before it gives up (and acknowledges again)."""
 TermHook = Callable[[BrokerController | None], Awaitable[None]]
 PUBLISH_S = 1.0
 """A broker's liveness key is rewritten (with its log's end) at most this often."""
@@ -351,75 +347,16 @@ class FailoverBroker:
                 return "the set's state names another master"
             self.state = st
             if view.handover is not None and view.handover != self.broker_id:
-                done = await self._hand_over(view, st, view.handover, server)
+                self._handing_over = view.handover  # fenced from here: nothing more is acknowledged
+                try:
+                    done = await hand_over(self.etcd, self.clock, view, st, view.handover, server,
+                                           self.controller.store, self.config.broker_name)  # fmt: skip
+                finally:
+                    self._handing_over = None
                 if done is not None:
                     return done
                 continue
             with contextlib.suppress(EtcdUnavailable):
                 await self._publish(self._me())
-                await self._keep_sync_set(view, st, server)
-
-    async def _hand_over(self, view: SetView, st: SetState, target: int, server: HAServer) -> str | None:
-        """An operator asked for broker ``target`` as master (``mqadmin electMaster``): stop acknowledging, wait
-        until it holds everything this master wrote, and write the next epoch naming it; the term's end (None: the
-        handover did not happen, and this master acknowledges again)."""
-        why = None
-        if target not in view.alive or target not in st.sync_state_set:
-            why = f"broker {target} is not live and in the SyncStateSet {sorted(st.sync_state_set)}"
-        else:
-            self._handing_over = target
-            assert self.controller is not None
-            store = self.controller.store
-            deadline = time.monotonic() + HANDOVER_S
-            while time.monotonic() < deadline and self.clock.valid(time.monotonic()):
-                p = server.owners.get(str(target))
-                end = store.max_phy_offset
-                if p is not None and p.connected and p.acked >= end:
-                    epoch = st.master_epoch + 1
-                    info = view.alive[target]
-                    new = SetState(target, info.address, info.ha_address, epoch, frozenset({target}),
-                                   st.sync_state_set_epoch + 1, (*st.epochs, (epoch, end)))  # fmt: skip
-                    try:
-                        if await self.etcd.hand_over(new, view.revision):
-                            log.warning("handed set %s over to broker %d (epoch %d from %d), as an operator asked",
-                                        self.config.broker_name, target, epoch, end)  # fmt: skip
-                            return f"handed over to broker {target} (epoch {epoch})"
-                        why = "the set's state changed meanwhile"
-                    except EtcdUnavailable as e:
-                        why = str(e)
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                why = why or f"broker {target} did not catch up within {HANDOVER_S:g}s"
-        self._handing_over = None
-        log.error("no handover to broker %d: %s", target, why)
-        with contextlib.suppress(EtcdUnavailable):
-            await self.etcd.drop_handover()
-        return None
-
-    async def _keep_sync_set(self, view: SetView, st: SetState, server: HAServer) -> None:
-        """Shrink or grow the SyncStateSet as the replicas' copies say: a grown set is waited for before it is
-        written, a shrunk one only after."""
-        now = time.monotonic()
-        progress = {int(o): Progress(p.acked, p.caught_up_at, p.connected, p.changed_at)
-                    for o, p in server.owners.items() if o.isdigit()}  # fmt: skip
-        new = sync_set_change(st, view.alive, progress, now,
-                              max_not_catchup_s=self.config.ha_max_time_slave_not_catchup / 1000,
-                              link_grace_s=LINK_GRACE_S)  # fmt: skip
-        me = self.broker_id
-        if new is None:
-            self.sync_set = st.sync_state_set
-            server.require(_owners(st.sync_state_set - {me}))
-            return
-        server.require(_owners((st.sync_state_set | new) - {me}))
-        if await self.etcd.alter(st.with_set(new), view.revision):
-            log.warning("SyncStateSet of %s: %s -> %s", self.config.broker_name, sorted(st.sync_state_set),
-                        sorted(new))  # fmt: skip
-            self.sync_set = new
-            server.require(_owners(new - {me}))
-        else:
-            server.require(_owners(st.sync_state_set - {me}))
-
-
-def _owners(ids: frozenset[int]) -> frozenset[str]:
-    return frozenset(str(i) for i in ids)
+                self.sync_set = await keep_sync_set(self.etcd, view, st, server, self.config.broker_name,
+                                                    self.config.ha_max_time_slave_not_catchup / 1000)  # fmt: skip
