@@ -175,3 +175,25 @@ async def test_every_broker_serves_metrics_whatever_its_term(fset: FailoverSet) 
     fset.procs[master].kill9()
     new = await fset.wait_state(lambda s: s.master_epoch > st.master_epoch, "a new master elected")
     await until(lambda: serves(new.master_id), 30.0, "the new master's /metrics")
+
+
+async def test_orderly_consumption_keeps_each_queues_order_across_a_failover(fset: FailoverSet) -> None:
+    """Each producer sends to one queue (a shard key) and the group consumes orderly, under the queue locks of
+    whichever broker is master: every queue's first deliveries come in the order its sends were acknowledged, across
+    the kill and the new master (redeliveries are allowed, and counted)."""
+    master = await three(fset)
+    async with workload(fset, orderly=True) as (h, w):
+        await acks(w, 0, 100, "acknowledged sends before the fault")
+        old = await fset.state()
+        assert old is not None
+        fault = h.begin_fault("kill-master", fset.addr(master))
+        killed_at = time.monotonic()
+        fset.procs[master].kill9()
+        await fset.wait_state(lambda s: s.master_epoch > old.master_epoch, "a new master elected")
+        await acks(w, killed_at, 60, "sends acknowledged by the new master")
+        fset.broker(master).start()
+        await fset.wait_in_sync(1, 2, 3)
+        h.end_fault(fault)
+        verdict = await finish(fset, w, h)
+    assert verdict.ok, verdict.summary()
+    assert not verdict.order, verdict.summary()

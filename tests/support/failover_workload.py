@@ -45,13 +45,15 @@ class Workload:
     """``producers`` senders to ``topic`` (one message every ``pause`` seconds each) and one consumer group."""
 
     def __init__(self, namesrv: str, topic: str, group: str, history: History, *, producers: int = 2,
-                 pause: float = 0.01) -> None:  # fmt: skip
+                 pause: float = 0.01, orderly: bool = False) -> None:  # fmt: skip
+        """``orderly``: each producer sends to one queue (``shard_key``) and the group consumes orderly."""
         self.namesrv = namesrv
         self.topic = topic
         self.group = group
         self.history = history
         self.producers = producers
         self.pause = pause
+        self.orderly = orderly
         self.acks: list[_Ack] = []
         self.delivered: set[str] = set()
         self._stop = asyncio.Event()
@@ -62,7 +64,7 @@ class Workload:
         """Start the consumer, then the producers."""
         c = PushConsumer(self.namesrv, self.group, instance_name="chaos-c", consume_from="first", pull_timeout=4.0,
                          pull_suspend=1.0, poll_namesrv_interval=1.0, rebalance_interval=2.0, persist_interval=1.0,
-                         request_timeout=3.0)  # fmt: skip
+                         request_timeout=3.0, orderly=self.orderly)  # fmt: skip
         c.subscribe(self.topic)
         c.listener(self._on_messages)
         await c.start()
@@ -88,7 +90,7 @@ class Workload:
                 i += 1
                 self.history.send_attempt(key, name, topic=self.topic)
                 try:
-                    r = await p.send(Message(self.topic, key.encode()))
+                    r = await p.send(Message(self.topic, key.encode()), shard_key=name if self.orderly else None)
                 except RemotingError as e:
                     self.history.send_failed(key, code=e.code, reason=str(e)[:200])
                     await asyncio.sleep(0.1)
@@ -137,10 +139,10 @@ class Workload:
 
 
 @contextlib.asynccontextmanager
-async def workload(fset: FailoverSet) -> AsyncIterator[tuple[History, Workload]]:
+async def workload(fset: FailoverSet, *, orderly: bool = False) -> AsyncIterator[tuple[History, Workload]]:
     """A history and a started workload on ``TOPIC`` (stopped on exit)."""
     h = History()
-    w = Workload(fset.namesrv, TOPIC, GROUP, h)
+    w = Workload(fset.namesrv, TOPIC, GROUP, h, orderly=orderly)
     await w.start()
     try:
         yield h, w
@@ -168,7 +170,8 @@ async def acks(w: Workload, since: float, n: int, what: str, timeout: float = 60
 
 
 async def finish(fset: FailoverSet, w: Workload, h: History, *, sync: bool = True) -> Verdict:
-    """Stop producing, let the group consume everything acknowledged, read the master, judge."""
+    """Stop producing, wait until the group has every acknowledged message the master holds, read the master and
+    judge the history (order per queue too for an orderly workload)."""
     await w.stop_producing()
     acked = {a.key for a in w.acks}
 
@@ -185,6 +188,6 @@ async def finish(fset: FailoverSet, w: Workload, h: History, *, sync: bool = Tru
     st = await fset.state()
     assert st is not None
     await w.finish(st.master_address, st.epochs, QUEUES)
-    verdict = check(h, sync=sync, expected_groups=[GROUP])
+    verdict = check(h, sync=sync, expected_groups=[GROUP], orderly=w.orderly)
     print(verdict.summary())  # the figures (pytest -s, or -rP)
     return verdict
