@@ -55,8 +55,15 @@ class Host:
         subprocess.run(["tc", "qdisc", "replace", "dev", self.veth, "root", "netem", "delay", f"{ms}ms"],
                        capture_output=True, text=True, check=True, timeout=10)  # fmt: skip
 
+    def throttle(self, kbit: int, latency_ms: int = 300) -> None:
+        """Limit what the bridge sends towards this host to ``kbit`` kbit/s, queueing up to ``latency_ms`` (``tc
+        tbf``: a slow link where the kernel has no netem)."""
+        subprocess.run(["tc", "qdisc", "replace", "dev", self.veth, "root", "tbf", "rate", f"{kbit}kbit", "burst",
+                        "16kbit", "latency", f"{latency_ms}ms"], capture_output=True, text=True, check=True,
+                       timeout=10)  # fmt: skip
+
     def undelay(self) -> None:
-        """Remove the delay."""
+        """Remove the delay (or the throttle)."""
         subprocess.run(["tc", "qdisc", "del", "dev", self.veth, "root"], capture_output=True, text=True, timeout=10)
 
 
