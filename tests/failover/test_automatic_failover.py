@@ -122,6 +122,9 @@ async def test_cluster_status_shows_the_epoch_and_the_sync_state_set(fset: Failo
     fset.broker(master).start()
     await fset.wait_in_sync(1, 2, 3)
     await until(lambda: rows_show(new.master_epoch, new.master_id, [1, 2, 3]), 30.0, "status rows of epoch 2")
+    async with AdminClient(fset.namesrv) as admin:
+        head = next(r for r in await admin.cluster_status() if r["brokerId"] == 0)
+    assert head["epochHistory"] == [list(e) for e in new.epochs], head  # each epoch and where its master began
 
 
 def cli(*args: str) -> str:

@@ -50,6 +50,16 @@ class BrokerInfo:
         return self.addrs.get(0) or (self.addrs[min(self.addrs)] if self.addrs else None)
 
 
+def _epochs(text: str) -> list[list[int]]:
+    """``haEpochHistory`` ("1@0,2@4096": epoch@startOffset, the newest last) as ``[[epoch, start], ...]``."""
+    out: list[list[int]] = []
+    for item in text.split(","):
+        epoch, _, start = item.partition("@")
+        if epoch.isdigit() and start.isdigit():
+            out.append([int(epoch), int(start)])
+    return out
+
+
 def _disk(info: dict[str, str]) -> dict[str, Any]:
     """The store's disk as a broker's runtime info gives it (empty for a broker that does not say)."""
     out: dict[str, Any] = {}
@@ -322,7 +332,8 @@ class AdminClient:
                            getTotal=int(info.get("msgGetTotalTodayNow", 0)), disk=_disk(info))  # fmt: skip
                 if info.get("haControllerMode") == "etcd":  # automatic failover: the set's epoch and in-sync set
                     row.update(epoch=int(info.get("haEpoch", 0)), replicaId=int(info.get("haReplicaId", 0)),
-                               syncStateSet=[int(x) for x in str(info.get("haSyncStateSet", "")).split(",") if x])
+                               syncStateSet=[int(x) for x in str(info.get("haSyncStateSet", "")).split(",") if x],
+                               epochHistory=_epochs(str(info.get("haEpochHistory", ""))))
                 if row["role"] == "SLAVE":
                     lag = master_end - end if master_end is not None else int(info.get("haLagBytes", 0))
                     row.update(lagBytes=max(0, lag), lagSeconds=float(info.get("haLagSeconds", 0.0)),

@@ -282,7 +282,8 @@ class Replication:
         if self.term is not None:  # automatic failover (docs/failover.md)
             info.update(haControllerMode="etcd", haEpoch=str(self.term.epoch), haReplicaId=str(self.term.broker_id),
                         haMasterBrokerId=str(self.term.master_id),
-                        haSyncStateSet=",".join(map(str, sorted(self.term.sync_set()))))  # fmt: skip
+                        haSyncStateSet=",".join(map(str, sorted(self.term.sync_set()))),
+                        haEpochHistory=",".join(f"{e}@{s}" for e, s in self.term.epochs[-10:]))  # fmt: skip
         if self.is_slave:
             c = self.client
             state = "stopped" if c is None else "following" if c.connected_to else (c.refusal or "connecting")

@@ -348,6 +348,9 @@ def cluster_status(namesrv: str, as_json: bool, credentials: Credentials | None,
                 tail = f"  epoch {r['epoch']}  brokerId {r['replicaId']}"
                 if r["role"] != "SLAVE":
                     tail += f"  SyncStateSet {r['syncStateSet']}"
+                    history = r.get("epochHistory") or []
+                    if history:  # each epoch after the first began with an election or a handover
+                        tail += f"  epoch began at offset {history[-1][1]}"
             if r["state"] in ("unreachable", "refused"):
                 click.echo(f"{head} {r['state'].upper()}: {r['error']}")
             elif r["role"] == "SLAVE":
