@@ -156,6 +156,8 @@ class BrokerController:
             self.replication.wants_master,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.final_phy_offset: int | None = None
+        """The commit log's end once ``stop()`` stopped every writer (a failover broker's next term starts there)."""
 
     def _processors(self, max_delay_level: int) -> list[_Processor]:
         c = self.config
@@ -388,5 +390,6 @@ class BrokerController:
         self.topics.persist()
         self.groups.persist()
         await self.writer.close()
+        self.final_phy_offset = self.store.max_phy_offset  # nothing writes any more: what the store holds
         await self.store.shutdown()
         log.info("broker %s stopped cleanly", self.config.broker_name)

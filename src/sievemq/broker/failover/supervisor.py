@@ -282,11 +282,13 @@ class FailoverBroker:
                 log.exception("the term hook failed")
 
     async def _stop_controller(self, controller: BrokerController) -> None:
-        end = controller.store.max_phy_offset if controller.store.available else None
+        """Stop the term's broker and note where its log ends: read once nothing writes any more (a replica's copy
+        or a master's last puts could still append before), else by opening the store again."""
         try:
             await controller.stop()
         except Exception:
             log.exception("stopping the term's broker failed")
+        end = controller.final_phy_offset
         if end is not None:
             self.local.stopped_at(end)
         else:
