@@ -108,6 +108,17 @@ class Workload:
                                           r.offset_msg_id, commit))  # fmt: skip
                 await asyncio.sleep(self.pause)
 
+    def consumer_state(self) -> str:
+        """Where the group's consumer is, per queue (for a failure's message)."""
+        c = self._consumer
+        if c is None:
+            return "closed"
+        try:
+            queues = c._queues.pqs  # diagnostics only: the next offset each owned queue pulls from
+            return repr({f"{mq.topic}/{mq.queue_id}": pq.next_offset for mq, pq in queues.items()})
+        except Exception as e:
+            return f"unknown ({e!r})"
+
     def acked_since(self, t: float) -> int:
         """Acknowledgements received after ``t``."""
         return sum(1 for a in self.acks if a.t > t)
@@ -175,15 +186,24 @@ async def finish(fset: FailoverSet, w: Workload, h: History, *, sync: bool = Tru
     await w.stop_producing()
     acked = {a.key for a in w.acks}
 
+    missing: list[str] = []
+
     async def settled() -> bool:  # every acknowledged message the master holds is delivered (a lost one is judged)
         if acked <= w.delivered:
             return True
         st = await fset.state()
         assert st is not None
-        stored = {m.body.decode() for m in await read_all(st.master_address, TOPIC, QUEUES)}
-        return (acked & stored) <= w.delivered
+        stored = {m.body.decode(): (m.queue_id, m.queue_offset) for m in await read_all(st.master_address, TOPIC,
+                                                                                        QUEUES)}  # fmt: skip
+        missing[:] = [f"{k}@{stored[k]}" for k in sorted(acked & stored.keys() - w.delivered)]
+        return not missing
 
-    await until(settled, 90.0, "every acknowledged message the master holds delivered to the group")
+    try:
+        await until(settled, 90.0, "every acknowledged message the master holds delivered to the group")
+    except AssertionError as e:
+        e.add_note(f"{len(missing)} not delivered (key@(queue, offset)): {missing[:20]}; the consumer: "
+                   f"{w.consumer_state()}")
+        raise
     await w.close()
     st = await fset.state()
     assert st is not None

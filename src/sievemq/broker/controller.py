@@ -296,7 +296,15 @@ class BrokerController:
         self.filter_servers.connection_closed(conn)
 
     def _on_dispatch(self, topic: str, queue_id: int, queue_offset: int, tags_code: int, props: dict[str, str]) -> None:
-        self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props)
+        if self.replication.term is None:
+            self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props)
+        else:  # under automatic failover a message is visible once the replicas in sync hold it
+            self.replication.when_visible(
+                topic,
+                queue_id,
+                lambda: self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props),
+                lambda: self.hold.wake(topic, queue_id),
+            )
 
     async def _put_scheduled(self, msg: MessageExt) -> bool:
         result = await self.store.put_message(msg)

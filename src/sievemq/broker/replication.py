@@ -124,8 +124,13 @@ class Replication:
         self.server = HAServer(store, settings.host, settings.ha_port, gate=gate, batch=settings.batch,
                                heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
                                max_fallbehind=settings.max_fallbehind, on_ahead=self.claimed_ahead)  # fmt: skip
+        self._unseen: dict[tuple[str, int], tuple[int, Callable[[], None]]] = {}
         if term is not None and term.is_master:  # a SYNC send waits for every replica in sync, from the first one
             self.server.require(frozenset(str(m) for m in term.members - {term.broker_id}))
+            # consumers see only what every replica in sync holds (RocketMQ's readUnCommitted = false): a message
+            # one read can never vanish in a failover, so no consumer offset runs ahead of the next master's log
+            store.reader.read_limit = lambda: self.server.confirmed
+            self.server.on_confirm = self._confirmed
         self.set_check = SetCheck(settings, store, pool)
         self.client: HAClient | None = None
         self.master_addr: str | None = None
@@ -213,6 +218,26 @@ class Replication:
             return ResponseCode.SLAVE_NOT_AVAILABLE
         ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
         return ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
+
+    def when_visible(self, topic: str, queue_id: int, now: Callable[[], None], later: Callable[[], None]) -> None:
+        """A message was dispatched to a queue: ``now()`` (wake the pulls it satisfies) if consumers can see it at
+        once, else ``later()`` (wake every pull held on the queue) once the replicas in sync hold it."""
+        end = self.store.max_phy_offset
+        if self.store.reader.read_limit is None or self.server.confirmed >= end:
+            now()
+        else:
+            self._unseen[(topic, queue_id)] = (end, later)
+
+    def _confirmed(self, floor: int) -> None:
+        if not self._unseen:
+            return
+        ready = [k for k, (end, _t) in self._unseen.items() if end <= floor]
+        for key in ready:
+            _end, tell = self._unseen.pop(key)
+            try:
+                tell()
+            except Exception:
+                log.exception("waking the pulls held on %s failed", key)
 
     def claimed_ahead(self, peer: str, offset: int) -> None:
         """A connection says it holds more of the commit log than this master: have the set checked (a master only;

@@ -125,6 +125,8 @@ class HAServer:
         SyncStateSet without the master; empty: none)."""
         self.confirmed = 0
         """Where every required copy has reached (``acked`` while ``required`` is None)."""
+        self.on_confirm: Callable[[int], None] | None = None
+        """Told the new ``confirmed`` whenever it grows."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @property
@@ -205,7 +207,10 @@ class HAServer:
             floor = 1 << 62
         else:
             floor = min(self.owners[o].acked if o in self.owners else 0 for o in self.required)
+        grew = floor > self.confirmed
         self.confirmed = floor
+        if grew and self.on_confirm is not None:
+            self.on_confirm(floor)
         w = self._waiters
         while w and w[0][0] <= floor:
             fut = heapq.heappop(w)[2]

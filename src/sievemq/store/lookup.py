@@ -60,6 +60,22 @@ class Reader:
         self.queues = queues
         self.index = index
         self.config = config
+        self.read_limit: Callable[[], int] | None = None
+        """Consumers see only records that end at or below this commit-log offset (a master under automatic failover:
+        what every replica in sync holds, RocketMQ's confirmOffset); None: everything stored."""
+
+    def visible_max(self, cq: ConsumeQueue, max_o: int) -> int:
+        """``max_o`` lowered past the queue's tail entries whose records end beyond ``read_limit``."""
+        limit = self.read_limit() if self.read_limit is not None else None
+        if limit is None:
+            return max_o
+        min_o = cq.min_offset
+        while max_o > min_o:
+            e = cq.entry(max_o - 1)
+            if e is None or e[0] + e[1] <= limit:
+                break
+            max_o -= 1
+        return max_o
 
     def get_message(
         self, topic: str, queue_id: int, offset: int, max_msgs: int, flt: MessageFilter | None
@@ -73,12 +89,14 @@ class Reader:
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_o = cq.min_offset
-        max_o = cq.max_offset
+        max_o = self.visible_max(cq, cq.max_offset)
         early = position_status(offset, min_o, max_o)
         if early is not None:
             return early
         cfg = self.config
         block = cq.read_block(offset, max(cfg.max_cq_scan_entries, max_msgs))
+        if self.read_limit is not None:  # not past what replicas in sync hold
+            block = block[: (max_o - offset) * CQ_ENTRY.size]
         if not block:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.file_end_offset(offset), min_o, max_o)
         limits = ScanLimits(min(max_msgs, cfg.max_transfer_msgs_per_pull), cfg.max_transfer_bytes_per_pull)

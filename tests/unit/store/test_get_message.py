@@ -98,6 +98,24 @@ async def test_offset_rows(open_store: Callable[..., MessageStore]) -> None:
     assert r.buffer_total_size == sum(len(x) for x in r.records)
 
 
+async def test_a_read_limit_hides_records_beyond_it(open_store: Callable[..., MessageStore]) -> None:
+    """Under automatic failover a master's consumers see only what every replica in sync holds (``read_limit``, the
+    confirmed commit-log offset): records past it are neither returned nor counted in the queue's max offset."""
+    s = open_store()
+    await put_n(s, 5)
+    cq = s.queues.find("T", 0)
+    assert cq is not None
+    ends = [e[0] + e[1] for e in (cq.entry(i) for i in range(5)) if e is not None]
+    s.reader.read_limit = lambda: ends[2]  # the first three are confirmed
+    r = s.get_message("T", 0, 0, 32, None)
+    assert (r.status, r.message_count, r.next_begin_offset, r.max_offset) == (GetStatus.FOUND, 3, 3, 3)
+    r = s.get_message("T", 0, 3, 32, None)
+    assert (r.status, r.max_offset) == (GetStatus.OFFSET_OVERFLOW_ONE, 3)  # nothing more yet: the pull waits
+    s.reader.read_limit = lambda: ends[4]
+    r = s.get_message("T", 0, 3, 32, None)
+    assert [decode_record(x)[0].body for x in r.records] == [b"m3", b"m4"]
+
+
 async def test_offset_too_small_after_retention(open_store: Callable[..., MessageStore]) -> None:
     s = open_store()
     await put_n(s, 12, body=b"x" * 1000)  # 3 per segment -> 4 segments
