@@ -25,8 +25,7 @@ async def test_a_killed_master_is_replaced_by_a_replica_and_nothing_acknowledged
     master = await three(fset)
     async with workload(fset) as (h, w):
         await acks(w, 0, 150, "acknowledged sends before the fault")
-        old = await fset.state()
-        assert old is not None
+        old = await fset.current()
         fault = h.begin_fault("kill-master", fset.addr(master))
         killed_at = time.monotonic()
         fset.procs[master].kill9()
@@ -49,8 +48,7 @@ async def test_a_paused_master_acknowledges_nothing_after_it_wakes(fset: Failove
     master = await three(fset)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends before the pause")
-        old = await fset.state()
-        assert old is not None
+        old = await fset.current()
         proc = fset.procs[master]
         assert proc.popen is not None
         fault = h.begin_fault("pause-master", fset.addr(master))
@@ -79,8 +77,7 @@ async def test_a_master_cut_off_from_etcd_steps_down_and_the_replicas_elect(fset
         pytest.skip(why)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends before the partition")
-        old = await fset.state()
-        assert old is not None
+        old = await fset.current()
         assert fset.net is not None
         fault = h.begin_fault("partition-master-from-etcd", fset.addr(master))
         cut = time.monotonic()
@@ -112,8 +109,7 @@ async def test_cluster_status_shows_the_epoch_and_the_sync_state_set(fset: Failo
         return (len(rows) == 3 and len(heads) == 1 and all(r.get("epoch") == epoch for r in rows)
                 and heads[0]["replicaId"] == master_id and heads[0]["syncStateSet"] == members)  # fmt: skip
 
-    st = await fset.state()
-    assert st is not None
+    st = await fset.current()
     await until(lambda: rows_show(st.master_epoch, master, [1, 2, 3]), 30.0, "status rows of epoch 1")
     text = cli("cluster", "status", "-n", fset.namesrv)
     assert f"epoch {st.master_epoch}  brokerId {master}  SyncStateSet [1, 2, 3]" in text, text
@@ -140,8 +136,7 @@ async def test_an_operator_hands_the_set_over_to_a_replica_without_losing_anythi
     target = next(b for b in (1, 2, 3) if b != master)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
-        old = await fset.state()
-        assert old is not None
+        old = await fset.current()
         fault = h.begin_fault("handover", fset.addr(master))
         asked = time.monotonic()
         await fset.request_handover(target)
@@ -173,8 +168,7 @@ async def test_every_broker_serves_metrics_whatever_its_term(fset: FailoverSet) 
 
     for bid in (1, 2, 3):
         await until(lambda b=bid: serves(b), 30.0, f"broker {bid}'s /metrics")
-    st = await fset.state()
-    assert st is not None
+    st = await fset.current()
     fset.procs[master].kill9()
     new = await fset.wait_state(lambda s: s.master_epoch > st.master_epoch, "a new master elected")
     await until(lambda: serves(new.master_id), 30.0, "the new master's /metrics")
@@ -187,8 +181,7 @@ async def test_orderly_consumption_keeps_each_queues_order_across_a_failover(fse
     master = await three(fset)
     async with workload(fset, orderly=True) as (h, w):
         await acks(w, 0, 100, "acknowledged sends before the fault")
-        old = await fset.state()
-        assert old is not None
+        old = await fset.current()
         fault = h.begin_fault("kill-master", fset.addr(master))
         killed_at = time.monotonic()
         fset.procs[master].kill9()

@@ -4,11 +4,12 @@ ends with the checker's verdict on the whole history (``tests/support/chaos``)."
 
 from __future__ import annotations
 
-import shutil
+import random
 import time
 
 import pytest
 
+from tests.support.failover_faults import run_fault
 from tests.support.failover_sets import FailoverSet
 from tests.support.failover_workload import acks, finish, three, workload
 from tests.support.netns import netem_available
@@ -30,8 +31,7 @@ async def test_a_killed_replica_leaves_the_sync_state_set_and_sends_go_on(fset: 
     replica = next(b for b in (1, 2, 3) if b != master)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
-        before = await fset.state()
-        assert before is not None
+        before = await fset.current()
         fault = h.begin_fault("kill-replica", fset.addr(replica))
         fset.procs[replica].kill9()
         await fset.wait_state(lambda s: replica not in s.sync_state_set, "the killed replica out of the set")
@@ -51,8 +51,7 @@ async def test_a_master_cut_off_from_its_replicas_goes_on_alone_and_they_rejoin(
     replicas = [fset.host(b) for b in (1, 2, 3) if b != master]
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
-        before = await fset.state()
-        assert before is not None
+        before = await fset.current()
         fault = h.begin_fault("partition-master-from-replicas", fset.addr(master))
         with isolated(fset.host(master), replicas):
             st = await fset.wait_state(lambda s: s.sync_state_set == {master}, "the set shrunk to the master")
@@ -73,8 +72,7 @@ async def test_etcd_losing_a_member_changes_nothing(fset: FailoverSet, how: str)
     await three(fset)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
-        before = await fset.state()
-        assert before is not None
+        before = await fset.current()
         leader = fset.etcd.leader()
         assert leader is not None
         if how == "kill the leader":
@@ -94,19 +92,10 @@ async def test_etcd_losing_a_member_changes_nothing(fset: FailoverSet, how: str)
 
 
 async def test_a_master_that_lost_its_disk_returns_as_an_empty_replica_and_catches_up(fset: FailoverSet) -> None:
-    master = await three(fset)
+    await three(fset)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
-        old = await fset.state()
-        assert old is not None
-        fault = h.begin_fault("kill-master-and-its-disk", fset.addr(master))
-        proc = fset.procs[master]
-        proc.kill9()
-        await fset.wait_state(lambda s: s.master_epoch > old.master_epoch, "a new master elected")
-        shutil.rmtree(fset.tmp / f"broker-{master}")  # the store folder, epochs.json included
-        fset.broker(master).start()
-        await fset.wait_in_sync(1, 2, 3)
-        h.end_fault(fault)
+        await run_fault("master-disk-lost", fset, h, w, random.Random(0))  # its store folder, epochs.json included
         await acks(w, time.monotonic(), 50, "sends acknowledged with the empty broker back in sync")
         verdict = await finish(fset, w, h)
     assert verdict.ok, verdict.summary()
@@ -118,15 +107,7 @@ async def test_failovers_back_and_forth(fset: FailoverSet) -> None:
     async with workload(fset) as (h, w):
         await acks(w, 0, 50, "acknowledged sends")
         for _ in range(3):
-            old = await fset.state()
-            assert old is not None
-            fault = h.begin_fault("kill-master", old.master_address)
-            fset.procs[old.master_id].kill9()
-            await fset.wait_state(lambda s, e=old.master_epoch: s.master_epoch > e, "a new master elected")
-            await acks(w, time.monotonic(), 30, "sends acknowledged by the new master")
-            fset.broker(old.master_id).start()
-            await fset.wait_in_sync(1, 2, 3)
-            h.end_fault(fault)
+            await run_fault("kill-master", fset, h, w, random.Random(0))
         verdict = await finish(fset, w, h)
     assert verdict.ok, verdict.summary()
     assert len(verdict.rto) == 3 and all(r.seconds is not None for r in verdict.rto), verdict.summary()
@@ -140,8 +121,7 @@ async def test_a_slow_link_to_the_master_loses_nothing(fset: FailoverSet) -> Non
     host = fset.host(master)
     async with workload(fset) as (h, w):
         await acks(w, 0, 50, "acknowledged sends")
-        before = await fset.state()
-        assert before is not None
+        before = await fset.current()
         fault = h.begin_fault("slow-link-to-master", fset.addr(master))
         if netem_available(host) is None:
             host.delay(150)
@@ -169,8 +149,7 @@ async def test_a_master_cut_off_from_its_clients_only_stays_master_and_loses_not
     master = await three(fset)
     async with workload(fset) as (h, w):
         await acks(w, 0, 100, "acknowledged sends")
-        before = await fset.state()
-        assert before is not None
+        before = await fset.current()
         fault = h.begin_fault("partition-master-from-clients", fset.addr(master))
         with isolated(fset.host(master), [fset.clients_ip]):
             failed_before = len([e for e in h.events if type(e).__name__ == "SendFailed"])

@@ -22,8 +22,7 @@ Fault = Callable[[FailoverSet, History, Workload, random.Random], Awaitable[None
 
 
 async def _master(fset: FailoverSet) -> tuple[int, int, str]:
-    st = await fset.state()
-    assert st is not None
+    st = await fset.current()
     return st.master_id, st.master_epoch, st.master_address
 
 

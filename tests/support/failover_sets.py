@@ -134,6 +134,12 @@ class FailoverSet:
         """The set's state in etcd now."""
         return (await self._read())[0]
 
+    async def current(self) -> SetState:
+        """The set's state in etcd now (it has one: a broker started)."""
+        st = await self.state()
+        assert st is not None, "the set has no state in etcd"
+        return st
+
     async def alive(self) -> dict[int, ReplicaInfo]:
         """The brokers whose liveness key is in etcd now."""
         return (await self._read())[1]

@@ -191,8 +191,7 @@ async def finish(fset: FailoverSet, w: Workload, h: History, *, sync: bool = Tru
     async def settled() -> bool:  # every acknowledged message the master holds is delivered (a lost one is judged)
         if acked <= w.delivered:
             return True
-        st = await fset.state()
-        assert st is not None
+        st = await fset.current()
         stored = {m.body.decode(): (m.queue_id, m.queue_offset) for m in await read_all(st.master_address, TOPIC,
                                                                                         QUEUES)}  # fmt: skip
         missing[:] = [f"{k}@{stored[k]}" for k in sorted(acked & stored.keys() - w.delivered)]
@@ -205,8 +204,7 @@ async def finish(fset: FailoverSet, w: Workload, h: History, *, sync: bool = Tru
                    f"{w.consumer_state()}")
         raise
     await w.close()
-    st = await fset.state()
-    assert st is not None
+    st = await fset.current()
     await w.finish(st.master_address, st.epochs, QUEUES)
     verdict = check(h, sync=sync, expected_groups=[GROUP], orderly=w.orderly)
     print(verdict.summary())  # the figures (pytest -s, or -rP)

@@ -115,6 +115,7 @@ class BrokerController:
         self.replication = build_replication(config, self.store, config_dir, save, topics=self.topics,
                                              groups=self.groups, offsets=self.offsets, schedule=self.schedule,
                                              filters=self.filters, recover_from=recover_from, term=term)  # fmt: skip
+        self.replication.wake = self.hold.wake
         self.pop = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, config_dir, save,
                               config.broker_name, self.store_host, PopSettings(
                                   config.pop_inflight_max,
@@ -296,15 +297,10 @@ class BrokerController:
         self.filter_servers.connection_closed(conn)
 
     def _on_dispatch(self, topic: str, queue_id: int, queue_offset: int, tags_code: int, props: dict[str, str]) -> None:
-        if self.replication.term is None:
+        # under automatic failover a master's message is visible once the replicas in sync hold it: then the
+        # replication wakes the queue's held pulls (``Replication.wake``)
+        if self.replication.visible(topic, queue_id):
             self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props)
-        else:  # under automatic failover a message is visible once the replicas in sync hold it
-            self.replication.when_visible(
-                topic,
-                queue_id,
-                lambda: self.hold.on_dispatch(topic, queue_id, queue_offset, tags_code, props),
-                lambda: self.hold.wake(topic, queue_id),
-            )
 
     async def _put_scheduled(self, msg: MessageExt) -> bool:
         result = await self.store.put_message(msg)

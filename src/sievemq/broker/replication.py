@@ -124,7 +124,9 @@ class Replication:
         self.server = HAServer(store, settings.host, settings.ha_port, gate=gate, batch=settings.batch,
                                heartbeat_s=settings.heartbeat_s, housekeeping_s=settings.housekeeping_s,
                                max_fallbehind=settings.max_fallbehind, on_ahead=self.claimed_ahead)  # fmt: skip
-        self._unseen: dict[tuple[str, int], tuple[int, Callable[[], None]]] = {}
+        self._unseen: dict[tuple[str, int], int] = {}
+        self.wake: Callable[[str, int], None] = lambda _topic, _queue_id: None
+        """Wakes the pulls held on a queue (the broker's long polling) once what it was told of became visible."""
         if term is not None and term.is_master:  # a SYNC send waits for every replica in sync, from the first one
             self.server.require(frozenset(str(m) for m in term.members - {term.broker_id}))
             # consumers see only what every replica in sync holds (RocketMQ's readUnCommitted = false): a message
@@ -219,23 +221,24 @@ class Replication:
         ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
         return ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
 
-    def when_visible(self, topic: str, queue_id: int, now: Callable[[], None], later: Callable[[], None]) -> None:
-        """A message was dispatched to a queue: ``now()`` (wake the pulls it satisfies) if consumers can see it at
-        once, else ``later()`` (wake every pull held on the queue) once the replicas in sync hold it."""
+    def visible(self, topic: str, queue_id: int) -> bool:
+        """A message was just dispatched to a queue: True when consumers see it at once; else (a master whose
+        replicas in sync do not hold it yet) False, and ``wake(topic, queue_id)`` runs once they do."""
+        if self.store.reader.read_limit is None:
+            return True
         end = self.store.max_phy_offset
-        if self.store.reader.read_limit is None or self.server.confirmed >= end:
-            now()
-        else:
-            self._unseen[(topic, queue_id)] = (end, later)
+        if self.server.confirmed >= end:
+            return True
+        self._unseen[(topic, queue_id)] = end
+        return False
 
     def _confirmed(self, floor: int) -> None:
         if not self._unseen:
             return
-        ready = [k for k, (end, _t) in self._unseen.items() if end <= floor]
-        for key in ready:
-            _end, tell = self._unseen.pop(key)
+        for key in [k for k, end in self._unseen.items() if end <= floor]:
+            del self._unseen[key]
             try:
-                tell()
+                self.wake(*key)
             except Exception:
                 log.exception("waking the pulls held on %s failed", key)
 

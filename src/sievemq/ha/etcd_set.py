@@ -16,12 +16,11 @@ import time
 from typing import Any
 
 import aetcd
-import orjson
 
 from sievemq.ha.fencing import LeaseClock
-from sievemq.ha.set_state import ReplicaInfo, SetState, SetView
+from sievemq.ha.set_state import ReplicaInfo, SetState, SetView, handover_target
 
-__all__ = ["EtcdSet", "EtcdUnavailable", "handover_target", "set_prefix"]
+__all__ = ["EtcdSet", "EtcdUnavailable", "set_prefix"]
 
 log = logging.getLogger(__name__)
 
@@ -33,18 +32,6 @@ class EtcdUnavailable(Exception):
 def set_prefix(root: str, cluster: str, broker_name: str) -> str:
     """The key prefix of one broker set (``<root>/<cluster>/<brokerName>/``)."""
     return f"{root.rstrip('/')}/{cluster}/{broker_name}/"
-
-
-def handover_target(raw: bytes) -> int:
-    """The broker id of a handover request (``{"brokerId": N, ...}``); ``ValueError`` when it is not one."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise ValueError(f"not JSON: {e}") from None
-    bid = doc.get("brokerId") if isinstance(doc, dict) else None
-    if not isinstance(bid, int) or isinstance(bid, bool) or bid < 1:
-        raise ValueError(f"brokerId must be an integer > 0, not {bid!r}")
-    return bid
 
 
 class EtcdSet:

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ReplicaInfo", "SetState", "SetView"]
+__all__ = ["ReplicaInfo", "SetState", "SetView", "handover_target"]
 
 _MAX_EPOCHS = 1024
 """Epoch history entries kept in ``state`` (the oldest go first; a replica that old copies afresh)."""
@@ -48,6 +48,11 @@ def _object(raw: bytes) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ValueError("not a JSON object")
     return d
+
+
+def handover_target(raw: bytes) -> int:
+    """The broker id of a ``handover`` request (``{"brokerId": N, ...}``); ``ValueError`` when it is not one."""
+    return _int(_object(raw), "brokerId", 1)
 
 
 @dataclass(frozen=True)

@@ -334,7 +334,10 @@ class ControllerEtcd:
                     result = await op(await self._connected(at))
                 self.last_error = None
                 return result
-            except (aetcd.ClientError, OSError, TimeoutError) as e:
+            except (aetcd.ClientError, OSError, TimeoutError, asyncio.CancelledError) as e:
+                task = asyncio.current_task()
+                if isinstance(e, asyncio.CancelledError) and task is not None and task.cancelling():
+                    raise  # this request is cancelled; else gRPC cancelled the call: another closed the channel
                 why = f"etcd {self.endpoints[at]}: {what} failed: {type(e).__name__}: {e}".rstrip(": ")
                 now = time.monotonic()
                 if self.last_error is None or now - self._logged >= LOG_EVERY_S:  # an outage is logged, not each try

@@ -64,11 +64,8 @@ class Reader:
         """Consumers see only records that end at or below this commit-log offset (a master under automatic failover:
         what every replica in sync holds, RocketMQ's confirmOffset); None: everything stored."""
 
-    def visible_max(self, cq: ConsumeQueue, max_o: int) -> int:
-        """``max_o`` lowered past the queue's tail entries whose records end beyond ``read_limit``."""
-        limit = self.read_limit() if self.read_limit is not None else None
-        if limit is None:
-            return max_o
+    def visible_max(self, cq: ConsumeQueue, max_o: int, limit: int) -> int:
+        """``max_o`` lowered past the queue's tail entries whose records end beyond ``limit``."""
         min_o = cq.min_offset
         while max_o > min_o:
             e = cq.entry(max_o - 1)
@@ -89,13 +86,15 @@ class Reader:
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_o = cq.min_offset
-        max_o = self.visible_max(cq, cq.max_offset)
+        max_o = cq.max_offset
+        if self.read_limit is not None:  # (a master under automatic failover only: the pull path stays as it was)
+            max_o = self.visible_max(cq, max_o, self.read_limit())
         early = position_status(offset, min_o, max_o)
         if early is not None:
             return early
         cfg = self.config
         block = cq.read_block(offset, max(cfg.max_cq_scan_entries, max_msgs))
-        if self.read_limit is not None:  # not past what replicas in sync hold
+        if max_o < cq.max_offset:  # not past what the replicas in sync hold
             block = block[: (max_o - offset) * CQ_ENTRY.size]
         if not block:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.file_end_offset(offset), min_o, max_o)
