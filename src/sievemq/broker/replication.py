@@ -96,6 +96,13 @@ def build_replication(
     return replication
 
 
+def fenced_after_store(why: str) -> RemotingError:
+    """The answer to a send stored by a master that fenced itself before answering: neither refused (14) nor
+    acknowledged (the client retries)."""
+    return RemotingError(ResponseCode.SYSTEM_ERROR, f"stored, but this master acknowledges nothing now: {why}; it "
+                         "may or may not survive a failover", Reason.HA_MASTER_FENCED)  # fmt: skip
+
+
 class Replication:
     """Role, HA port, the slave's following and copying, and the write rules of each role."""
 
@@ -210,9 +217,7 @@ class Replication:
                 code = ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
             fenced = self.term.fence()  # the last moment before the answer leaves
             if fenced is not None:  # stored, perhaps copied: neither refused (14) nor acknowledged; the client retries
-                raise RemotingError(ResponseCode.SYSTEM_ERROR, f"stored, but this master acknowledges nothing now: "
-                                    f"{fenced}; it may or may not survive a failover",
-                                    Reason.HA_MASTER_FENCED)  # fmt: skip
+                raise fenced_after_store(fenced)
             return code
         if self.settings.role != "SYNC_MASTER":
             return ResponseCode.SUCCESS
@@ -220,6 +225,16 @@ class Replication:
             return ResponseCode.SLAVE_NOT_AVAILABLE
         ok = await self.server.wait_acked(end, self.settings.sync_timeout_s)
         return ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_SLAVE_TIMEOUT
+
+    def replicated_now(self, end: int) -> int | None:
+        """``replicated``'s answer without waiting: known unless this master waits for replicas (SYNC_MASTER)."""
+        if self.settings.role == "SYNC_MASTER":
+            return None
+        if self.term is not None:
+            fenced = self.term.fence()
+            if fenced is not None:
+                raise fenced_after_store(fenced)
+        return ResponseCode.SUCCESS
 
     def visible(self, topic: str, queue_id: int) -> bool:
         """A message was just dispatched to a queue: True when consumers see it at once; else (a master whose

@@ -26,12 +26,20 @@ class WriteGate(Protocol):
         """Wait until a send whose records end at commit-log offset ``end`` may be answered; its response code."""
         ...
 
+    def replicated_now(self, end: int) -> int | None:
+        """``replicated``'s code when it is known without waiting (it may raise as ``replicated`` does); None when
+        the answer must wait for replicas."""
+        ...
+
 
 class _Open:
     def write_refusal(self) -> RemotingError | None:
         return None
 
     async def replicated(self, end: int) -> int:
+        return ResponseCode.SUCCESS
+
+    def replicated_now(self, end: int) -> int | None:
         return ResponseCode.SUCCESS
 
 

@@ -8,6 +8,7 @@ on generated input and compares results byte for byte. ``init`` wires the refere
 ``batch.py`` call it and swap these functions in unless ``SIEVEMQ_PURE_PYTHON=1`` (``sievemq/protocol/accel.py``).
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -480,3 +481,102 @@ def index_put(mm, Py_ssize_t slots, Py_ssize_t count, topic, keys, phys, tss, Py
         _put32(b + pos + 20, <uint32_t>prev)
         _put32(b + slot_pos, <uint32_t><int32_t>count)
     return count
+
+
+# ------------------------------------------------------------------------------------------ remoting frames
+cdef object _RemotingCommand = None
+cdef object _JSON_TYPE = None
+cdef object _ref_split_frames = None
+cdef object _ref_decode_header = None
+cdef object _ref_stringify = None
+cdef tuple _serialize_types = None
+cdef object _loads = None
+cdef object _obj_new = object.__new__
+
+
+def init_command(module):
+    """Wire in ``sievemq.remoting.command`` (its reference ``split_frames``, ``decode_header`` and the command
+    class)."""
+    global _RemotingCommand, _JSON_TYPE, _ref_split_frames, _ref_decode_header, _ref_stringify, _serialize_types
+    global _loads
+    import orjson
+    _loads = orjson.loads
+    _RemotingCommand = module.RemotingCommand
+    _JSON_TYPE = module.SerializeType.JSON
+    _serialize_types = (module.SerializeType.JSON, module.SerializeType.ROCKETMQ)
+    _ref_split_frames = module.REFERENCE["split_frames"]
+    _ref_decode_header = module.decode_header
+    _ref_stringify = module.stringify_fields
+
+
+cdef object _json_command(bytes header, bytes body):
+    """The command of a JSON header in its common form (int code/opaque/flag/version, string language and remark,
+    string extFields), or None: the reference decodes it."""
+    try:
+        obj = _loads(header)
+    except Exception:
+        return None
+    if type(obj) is not dict:
+        return None
+    cdef dict d = <dict>obj
+    code = d.get("code")
+    opaque = d.get("opaque", 0)
+    flag = d.get("flag", 0)
+    version = d.get("version", 0)
+    if type(code) is not int or type(opaque) is not int or type(flag) is not int or type(version) is not int:
+        return None
+    language = d.get("language", "JAVA")
+    remark = d.get("remark")
+    if type(language) is not str or (remark is not None and type(remark) is not str):
+        return None
+    ext = d.get("extFields")
+    if not ext:
+        ext = {}
+    elif type(ext) is not dict:
+        return None
+    else:
+        for v in (<dict>ext).values():
+            if type(v) is not str:
+                ext = _ref_stringify(ext)
+                break
+    cmd = _obj_new(_RemotingCommand)
+    cmd.code = code
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.language = language
+    cmd.version = version
+    cmd.remark = remark
+    cmd.ext_fields = ext
+    cmd.body = body
+    cmd.serialize_type = _JSON_TYPE
+    return cmd
+
+
+def split_frames(bytearray buf, Py_ssize_t pos, Py_ssize_t max_length, list out):
+    """Twin of ``command.split_frames``."""
+    cdef Py_ssize_t n = len(buf)
+    cdef const uint8_t* p = <const uint8_t*>PyByteArray_AS_STRING(buf)
+    cdef int32_t length
+    cdef uint32_t word, stype, header_len
+    cdef Py_ssize_t hstart, bstart, end
+    while n - pos >= 8:
+        length = _get32(p + pos)
+        word = <uint32_t>_get32(p + pos + 4)
+        stype = word >> 24
+        header_len = word & 0xFFFFFF
+        if length < 4 or length > max_length or stype > 1 or header_len > <uint32_t>(length - 4):
+            return _ref_split_frames(buf, pos, max_length, out)  # its error
+        if n - pos - 4 < length:
+            break
+        hstart = pos + 8
+        bstart = hstart + header_len
+        end = pos + 4 + length
+        body = PyBytes_FromStringAndSize(<const char*>(p + bstart), end - bstart)
+        header = PyBytes_FromStringAndSize(<const char*>(p + hstart), header_len)
+        cmd = _json_command(header, body) if stype == 0 else None
+        if cmd is None:
+            cmd = _ref_decode_header(header, _serialize_types[stype], body)
+            p = <const uint8_t*>PyByteArray_AS_STRING(buf)  # (it cannot change buf; re-read all the same)
+        out.append(cmd)
+        pos = end
+    return pos

@@ -11,6 +11,7 @@ Responses mirror the serialization of the request they answer.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from sievemq.errors import FrameError
+from sievemq.protocol import accel as _accel
 
 MAX_FRAME_LENGTH = 16 * 1024 * 1024
 FLAG_RESPONSE = 1
@@ -305,31 +307,45 @@ class FrameDecoder:
         buf = self._buf
         buf += data
         out: list[RemotingCommand] = []
-        pos = 0
-        n = len(buf)
-        while n - pos >= 8:
-            length, word = _FRAME_PREFIX.unpack_from(buf, pos)
-            if length < 4 or length > self._max:
-                raise FrameError(f"frame length {length} outside 4..{self._max}")
-            if n - pos - 4 < length:
-                break
-            stype = (word >> 24) & 0xFF
-            header_len = word & 0xFFFFFF
-            if stype not in (0, 1):
-                raise FrameError(f"unknown serialize type {stype}")
-            if header_len > length - 4:
-                raise FrameError(f"header length {header_len} exceeds frame length {length}")
-            hstart = pos + 8
-            bstart = hstart + header_len
-            end = pos + 4 + length
-            with memoryview(buf) as view:  # one copy of the body (a bytearray slice would be a second)
-                body = bytes(view[bstart:end])
-                header = view[hstart:bstart]
-                try:
-                    out.append(decode_header(header, SerializeType(stype), body))
-                finally:
-                    header.release()
-            pos = end
+        pos = split_frames(buf, 0, self._max, out)
         if pos:
             del buf[:pos]
         return out
+
+
+_SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
+
+
+def split_frames(buf: bytearray, pos: int, max_length: int, out: list[RemotingCommand]) -> int:
+    """Decode every whole frame of ``buf`` from ``pos`` on into ``out``; returns where the first unfinished frame
+    begins. FrameError on a malformed one (the frames before it are in ``out``)."""
+    n = len(buf)
+    while n - pos >= 8:
+        length, word = _FRAME_PREFIX.unpack_from(buf, pos)
+        if length < 4 or length > max_length:
+            raise FrameError(f"frame length {length} outside 4..{max_length}")
+        if n - pos - 4 < length:
+            break
+        stype = (word >> 24) & 0xFF
+        header_len = word & 0xFFFFFF
+        if stype not in (0, 1):
+            raise FrameError(f"unknown serialize type {stype}")
+        if header_len > length - 4:
+            raise FrameError(f"header length {header_len} exceeds frame length {length}")
+        hstart = pos + 8
+        bstart = hstart + header_len
+        end = pos + 4 + length
+        with memoryview(buf) as view:  # one copy of the body (a bytearray slice would be a second)
+            body = bytes(view[bstart:end])
+            header = view[hstart:bstart]
+            try:
+                out.append(decode_header(header, _SERIALIZE_TYPES[stype], body))
+            finally:
+                header.release()
+        pos = end
+    return pos
+
+
+REFERENCE: dict[str, object] = {"split_frames": split_frames}
+"""The pure-Python ``split_frames``, kept whatever runs (the accelerator's tests compare against it)."""
+_accel.install(sys.modules[__name__], REFERENCE, "init_command")

@@ -17,7 +17,8 @@ import asyncio
 import itertools
 import logging
 import ssl
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sievemq.errors import ConnectionClosedError, FrameError, RemotingError, RequestTimeoutError
@@ -43,6 +44,9 @@ RpcHook = Callable[[RemotingCommand], None]
 """Runs on every request a connection sends, just before it is written (a client's signer, ``sievemq.acl``)."""
 
 
+CORK_BYTES = 64 * 1024
+"""Frames gathered by ``send`` in one turn of the loop go to the transport at once past this many bytes."""
+
 _HTTP_STATUS = b"HTTP/"
 """How an HTTP server's answer begins (its status line): what a client reads when it was pointed at an HTTP port."""
 
@@ -65,6 +69,11 @@ class RequestHandler(Protocol):
     """Something that answers requests arriving on a connection."""
 
     async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None: ...
+
+
+AnswerNow = Callable[["Connection", RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand | None] | None"]
+"""A handler's ``answer`` (``ProcessorTable.answer``): the response at once when it can, else what to await for it;
+never raises. A connection whose handler has one serves a request with a task only when it must wait."""
 
 
 class Connection(asyncio.Protocol):
@@ -113,6 +122,13 @@ class Connection(asyncio.Protocol):
         """Applied to each request sent by ``request`` and ``send_oneway`` (set by ``ConnectionPool``)."""
         self._lost_because: ConnectionClosedError | None = None
         """Why it was closed, when that is more than "closed" (its requests fail with it)."""
+        self._answer: AnswerNow | None = getattr(handler, "answer", None)
+        self._released: deque[RemotingCommand] = deque()
+        """Requests the gate let through while ``_started`` was starting others (it starts them too)."""
+        self._releasing = False
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        """Frames written in this turn of the loop, handed to the transport together at its end (``send``)."""
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -249,35 +265,73 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ serving
     def _start(self, cmd: RemotingCommand) -> None:
-        task = asyncio.ensure_future(self._serve(cmd))
+        answer = self._answer
+        gate = self._gate
+        if answer is None or (gate is not None and gate.write_paused):
+            self._spawn(self._serve(cmd, None))
+            return
+        try:
+            response = answer(self, cmd)
+        except Exception:  # an answer never raises; a bug must not end the read loop
+            log.exception("handler failed for request code %d", cmd.code)
+            response = None
+        if response is None or isinstance(response, RemotingCommand):
+            self._done(cmd, response)
+        else:
+            self._spawn(self._serve(cmd, response))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, cmd: RemotingCommand) -> None:
+    async def _serve(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None] | None) -> None:
+        """Serve ``cmd`` in a task of its own: await ``pending`` (what the handler's ``answer`` left to wait for),
+        or the handler itself."""
         assert self._handler is not None
+        response = None
         try:
             if self._gate is not None and self._gate.write_paused:
                 await self._writable.wait()  # started before the output filled up: its answer would wait anyway
-            response = await self._handler.handle(self, cmd)
-            if response is not None and not cmd.is_oneway:
-                self.send(response)
+            response = await (self._handler.handle(self, cmd) if pending is None else pending)
         except asyncio.CancelledError:
+            if isinstance(pending, Coroutine):
+                pending.close()  # cancelled before it began: no "never awaited" warning
+            self._done(cmd, None)
             return
         except Exception:
             log.exception("handler failed for request code %d", cmd.code)
-        finally:
-            gate = self._gate
-            if gate is not None:
-                started = gate.finished()  # the answer is the transport's now
-                if started is not None:
-                    self._started(gate, started)
+        self._done(cmd, response)
+
+    def _done(self, cmd: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Send the answer to ``cmd`` (if any) and let the gate start what waited for it."""
+        try:
+            if response is not None and not cmd.is_oneway:
+                self.send(response)
+        except Exception:
+            log.exception("answer to request code %d could not be encoded", cmd.code)
+        gate = self._gate
+        if gate is not None:
+            started = gate.finished()  # the answer is the transport's now
+            if started is not None:
+                self._started(gate, started)
 
     def _started(self, gate: FlowGate[RemotingCommand], started: list[RemotingCommand]) -> None:
-        """Start what the gate let through, and read again if it says so."""
+        """Start what the gate let through, and read again if it says so. Requests answered at once let more
+        through while this runs: they are started by this loop, not by nested calls."""
         if self._transport is None:
             return
-        for cmd in started:
-            self._start(cmd)
+        self._released.extend(started)
+        if self._releasing:
+            return
+        self._releasing = True
+        try:
+            released = self._released
+            while released and self._transport is not None:
+                self._start(released.popleft())
+        finally:
+            self._releasing = False
+            self._released.clear()
         self._set_reading(gate.reading_change())
 
     def _set_reading(self, change: bool | None) -> None:
@@ -300,10 +354,33 @@ class Connection(asyncio.Protocol):
         return self._transport is None or self._closed.done()
 
     def send(self, cmd: RemotingCommand) -> None:
-        """Write a command (response or one-way request); silently dropped on a closed connection."""
-        if self._transport is None or self._transport.is_closing():
+        """Write a command (response or one-way request); silently dropped on a closed connection.
+
+        Frames sent in one turn of the event loop go to the transport together, right after the callbacks of that
+        turn (one ``writev`` for the answers to a burst of pipelined requests, instead of one system call each).
+        """
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
-        self._transport.writelines(encode_frame(cmd))
+        out = self._out
+        if not out:
+            self._loop.call_soon(self._flush)
+        frame = encode_frame(cmd)
+        out += frame
+        self._out_bytes += len(frame[-1]) + (len(frame[0]) if len(frame) > 1 else 0)
+        if self._out_bytes >= CORK_BYTES:  # the transport decides about back-pressure (pause_writing) now
+            self._flush()
+
+    def _flush(self) -> None:
+        """Hand what ``send`` gathered to the transport."""
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.writelines(out)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send a one-way request (flag bit 1)."""
@@ -346,8 +423,9 @@ class Connection(asyncio.Protocol):
             )
 
     def close(self) -> None:
-        """Close the connection (pending requests fail with ConnectionClosedError)."""
+        """Close the connection once what was sent is written (pending requests fail with ConnectionClosedError)."""
         if self._transport is not None:
+            self._flush()
             self._transport.close()
 
     def shed(self) -> None:

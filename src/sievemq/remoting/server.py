@@ -1,6 +1,8 @@
 """The remoting server: accepts connections and dispatches requests through a table of processors.
 
-A processor is ``async def (conn, cmd) -> RemotingCommand | None``. Unknown request codes are answered with
+A processor is ``async def (conn, cmd) -> RemotingCommand | None``, or a plain function that answers at once when it
+can and returns what to await when it cannot (a send stored under ASYNC_FLUSH is answered in the turn of the loop
+that read it, with no task of its own). Unknown request codes are answered with
 REQUEST_CODE_NOT_SUPPORTED; a RemotingError becomes a response with its code, remark and ``reason`` field; any
 other exception becomes SYSTEM_ERROR with a remark, and the server keeps serving.
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeAlias
 
 from sievemq.errors import RemotingError
 from sievemq.protocol.reasons import REASON_FIELD
@@ -28,7 +31,9 @@ log = logging.getLogger(__name__)
 
 FAILURE_LOG_INTERVAL = 10.0
 """At most one traceback per request code per this many seconds (the rest are counted in the next one)."""
-Processor = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+Answer: TypeAlias = RemotingCommand | Awaitable[RemotingCommand | None] | None
+"""What a processor returns: the response (None: none, a one-way request), or what to await for it."""
+Processor = Callable[[Connection, RemotingCommand], Answer]
 EdgeCheck = Callable[[int, Mapping[str, str]], None]
 """``(request code, extFields)``: raises RemotingError for a request no processor may see."""
 Authorizer = Callable[[Connection, RemotingCommand], None]
@@ -36,6 +41,13 @@ Authorizer = Callable[[Connection, RemotingCommand], None]
 ResourceCheck = Callable[[Connection, RemotingCommand, dict[str, int]], None]
 """``(connection, admitted request, {resource: permission})``: raises RemotingError when the request's sender lacks
 a permission a processor found it needs once it read what the request names (the ACL's ``check_more``)."""
+
+
+async def settled(answer: Answer) -> RemotingCommand | None:
+    """The response an ``Answer`` gives: itself, or what it awaits for (to call a processor directly)."""
+    if answer is None or isinstance(answer, RemotingCommand):
+        return answer
+    return await answer
 
 
 def allow_all(conn: Connection, cmd: RemotingCommand, resources: dict[str, int]) -> None:
@@ -71,6 +83,11 @@ class ProcessorTable:
 
     async def handle(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         """Run the processor for ``cmd.code`` and turn failures into responses."""
+        return await settled(self.answer(conn, cmd))
+
+    def answer(self, conn: Connection, cmd: RemotingCommand) -> Answer:
+        """The response to ``cmd`` when its processor gives it at once, else the awaitable that gives it; failures
+        become responses either way (this never raises)."""
         processor = self._table.get(cmd.code)
         if processor is None:
             return cmd.response(
@@ -82,16 +99,31 @@ class ProcessorTable:
                 self._check(cmd.code, cmd.ext_fields)
             if self._authorize is not None:
                 self._authorize(conn, cmd)
-            return await processor(conn, cmd)
+            answer = processor(conn, cmd)
+        except RemotingError as e:
+            return cmd.response(e.code, e.remark, {REASON_FIELD: e.reason} if e.reason else None)
+        except Exception as e:
+            return self._failed(cmd, e)
+        if answer is None or isinstance(answer, RemotingCommand):
+            return answer
+        return self._finish(cmd, answer)
+
+    async def _finish(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+        try:
+            return await pending
         except RemotingError as e:
             return cmd.response(e.code, e.remark, {REASON_FIELD: e.reason} if e.reason else None)
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            held_back = self._failures.allow(cmd.code)  # a request that fails on purpose must not flood the log
-            if held_back is not None:
-                log.exception("%s: %s failed%s", self.role, request_name(cmd.code), suppressed_note(held_back))
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            return self._failed(cmd, e)
+
+    def _failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        held_back = self._failures.allow(cmd.code)  # a request that fails on purpose must not flood the log
+        if held_back is not None:
+            log.error("%s: %s failed%s", self.role, request_name(cmd.code), suppressed_note(held_back),
+                      exc_info=e)  # fmt: skip
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
 
 
 class RemotingServer:

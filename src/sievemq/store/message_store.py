@@ -278,11 +278,31 @@ class MessageStore:
 
     async def put_messages(self, msgs: list[MessageExt]) -> PutResult:
         """Store a batch (same topic and queue; queue offsets contiguous); one flush wait for all."""
+        return await self.flushed(self.put_now(msgs))
+
+    @property
+    def waits_for_flush(self) -> bool:
+        """True under SYNC_FLUSH: a put is answered after ``flushed``."""
+        return self.flusher.sync_flush
+
+    async def flushed(self, result: PutResult) -> PutResult:
+        """``result`` once the records of a put are on disk under SYNC_FLUSH (FLUSH_DISK_TIMEOUT when the flush
+        did not come in time); at once otherwise."""
+        if result.status is not PutStatus.PUT_OK or not self.flusher.sync_flush:
+            return result
+        last = result.msgs[-1]
+        if await self.flusher.wait_flushed(last.commit_log_offset + last.store_size):
+            return result
+        return replace(result, status=PutStatus.FLUSH_DISK_TIMEOUT)
+
+    def put_now(self, msgs: list[MessageExt]) -> PutResult:
+        """Store a batch as ``put_messages`` does, without waiting for a flush: under SYNC_FLUSH a PUT_OK result
+        is acknowledged only after ``flushed``."""
         status = PutStatus.SERVICE_NOT_AVAILABLE if not self._available or self._stopping else self.writer.check(msgs)
         if status is not None:
             return PutResult(status, msgs)
         try:
-            end = self.writer.append(msgs)
+            self.writer.append(msgs)
         except DiskFullError as e:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, msgs, disk_full=e.info)
         except PropertiesSizeExceeded:
@@ -291,11 +311,7 @@ class MessageStore:
             log.debug("put rejected: %s", e)
             return PutResult(PutStatus.MESSAGE_ILLEGAL, msgs)
         host, port = self.store_host
-        ids = [make_offset_msg_id(host, port, m.commit_log_offset) for m in msgs]
-        status = PutStatus.PUT_OK
-        if self.flusher.sync_flush and not await self.flusher.wait_flushed(end):
-            status = PutStatus.FLUSH_DISK_TIMEOUT
-        return PutResult(status, msgs, ids)
+        return PutResult(PutStatus.PUT_OK, msgs, [make_offset_msg_id(host, port, m.commit_log_offset) for m in msgs])
 
     async def put_in_order(self, batches: list[list[MessageExt]]) -> list[PutResult]:
         """Store batches one right after the other, no other put between them (their records adjacent in the

@@ -16,6 +16,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.server import settled
 from tests.unit.broker.conftest import BROKER, CLUSTER, HOST, Parts
 
 
@@ -42,7 +43,7 @@ def stored(p: Parts, topic: str, queue_id: int = 0) -> list[object]:
 
 
 async def test_send_stores_with_cluster_property_and_born_host(parts: Parts) -> None:
-    resp = await sender(parts).send(parts.conn(), send_cmd("Orders", b"hi", queue_id=1, props={"TAGS": "A"}))
+    resp = await settled(sender(parts).send(parts.conn(), send_cmd("Orders", b"hi", queue_id=1, props={"TAGS": "A"})))
     assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["queueId"] == "1"
     (m,) = stored(parts, "Orders", 1)
     assert m.body == b"hi" and m.tags == "A" and m.properties["CLUSTER"] == CLUSTER  # type: ignore[attr-defined]
@@ -53,13 +54,13 @@ async def test_send_stores_with_cluster_property_and_born_host(parts: Parts) -> 
 async def test_refusals(parts: Parts) -> None:
     s = sender(parts)
     with pytest.raises(RemotingError) as e:
-        await s.send(parts.conn(), send_cmd("Big", b"x" * 1025))
+        await settled(s.send(parts.conn(), send_cmd("Big", b"x" * 1025)))
     assert e.value.code == ResponseCode.MESSAGE_ILLEGAL and "maxMessageSize" in e.value.remark
     with pytest.raises(RemotingError) as e:
-        await s.send(parts.conn(), send_cmd("Orders", b"x", queue_id=99))
+        await settled(s.send(parts.conn(), send_cmd("Orders", b"x", queue_id=99)))
     assert (e.value.code, e.value.reason) == (ResponseCode.INVALID_PARAMETER, Reason.INVALID_HEADER)
     with pytest.raises(RemotingError) as e:
-        await s.send(parts.conn(), send_cmd("Orders", b"", queue_id=0))
+        await settled(s.send(parts.conn(), send_cmd("Orders", b"", queue_id=0)))
     assert e.value.code == ResponseCode.MESSAGE_ILLEGAL and "empty" in e.value.remark
     parts.topics.delete("TBW102")  # no template: nothing is created on first send
     s = sender(parts, auto_create=False)
@@ -71,24 +72,26 @@ async def test_refusals(parts: Parts) -> None:
     ]
     for cmd, code in cases:
         with pytest.raises(RemotingError) as e:
-            await s.send(parts.conn(), cmd)
+            await settled(s.send(parts.conn(), cmd))
         assert e.value.code == code, (cmd.ext_fields, e.value)
 
 
 async def test_delay_parks_in_the_schedule_topic(parts: Parts) -> None:
-    await sender(parts).send(parts.conn(), send_cmd("Later", b"x", queue_id=0, props={"DELAY": "40"}))
+    await settled(sender(parts).send(parts.conn(), send_cmd("Later", b"x", queue_id=0, props={"DELAY": "40"})))
     (m,) = stored(parts, SCHEDULE_TOPIC, 17)  # levels above the highest become the highest (18 -> queue 17)
     assert m.properties["REAL_TOPIC"] == "Later" and m.properties["DELAY"] == "18"  # type: ignore[attr-defined]
 
 
 async def test_batch(parts: Parts) -> None:
     body = encode_batch([BatchEntry(0, b"a", {"TAGS": "x"}), BatchEntry(0, b"b", {})])
-    resp = await sender(parts).send(parts.conn(), send_cmd("B", body, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=0))
+    resp = await settled(
+        sender(parts).send(parts.conn(), send_cmd("B", body, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=0))
+    )
     assert resp.code == ResponseCode.SUCCESS and len(resp.ext_fields["msgId"].split(",")) == 2
     assert [m.body for m in stored(parts, "B")] == [b"a", b"b"]  # type: ignore[attr-defined]
     with pytest.raises(RemotingError, match="DELAY") as e:  # the remark names the property
         bad = encode_batch([BatchEntry(0, b"a", {"DELAY": "1"})])
-        await sender(parts).send(parts.conn(), send_cmd("B", bad, code=RequestCode.SEND_BATCH_MESSAGE))
+        await settled(sender(parts).send(parts.conn(), send_cmd("B", bad, code=RequestCode.SEND_BATCH_MESSAGE)))
     assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
 
 
@@ -98,11 +101,11 @@ async def test_a_clients_exhausted_retry_send_is_dead_lettered(parts: Parts) -> 
     cmd = send_cmd(
         rt, b"x", queue_id=0, reconsume_times=3, max_reconsume_times=3, version=VERSION_SEND_BACK_MAX_RECONSUME
     )
-    await s.send(parts.conn(), cmd)
+    await settled(s.send(parts.conn(), cmd))
     assert [m.body for m in stored(parts, dlq_topic("g"))] == [b"x"]  # type: ignore[attr-defined]
     # An old client's limit is ignored: the group's (16) applies, and the message waits for its retry.
     cmd = send_cmd(rt, b"y", queue_id=0, reconsume_times=3, max_reconsume_times=3, props={"DELAY": "4"}, version=63)
-    await s.send(parts.conn(), cmd)
+    await settled(s.send(parts.conn(), cmd))
     assert [m.body for m in stored(parts, SCHEDULE_TOPIC, 3)] == [b"y"]  # type: ignore[attr-defined]
 
 

@@ -18,6 +18,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.server import settled
 from sievemq.store.jsonfile import read_json
 from tests.unit.broker.conftest import BROKER, CLUSTER, HOST, Parts
 
@@ -54,7 +55,7 @@ def now_ms() -> int:
 
 
 async def send_timed(p: Parts, s: SendProcessor, body: bytes, **props: str) -> None:
-    resp = await s.send(p.conn(), send_cmd("Orders", body, queue_id=1, props=props))
+    resp = await settled(s.send(p.conn(), send_cmd("Orders", body, queue_id=1, props=props)))
     assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
 
 
@@ -165,11 +166,11 @@ async def test_refusals_and_the_delay_level_winning(parts: Parts) -> None:
         await send_timed(parts, sender(parts, None), b"x", TIMER_DELAY_SEC="5")
     assert (e.value.code, e.value.reason) == (ResponseCode.MESSAGE_ILLEGAL, Reason.TIMER_INVALID), e.value
     with pytest.raises(RemotingError) as e:
-        await s.send(parts.conn(), send_cmd(TIMER_TOPIC, b"forged", queue_id=1, props={"TIMER_DONE": "0"}))
+        await settled(s.send(parts.conn(), send_cmd(TIMER_TOPIC, b"forged", queue_id=1, props={"TIMER_DONE": "0"})))
     assert e.value.code == ResponseCode.NO_PERMISSION, e.value
     body = encode_batch([BatchEntry(body=b"a"), BatchEntry(body=b"b", properties={"TIMER_DELAY_SEC": "5"})])
     with pytest.raises(RemotingError) as e:
-        await s.send(parts.conn(), send_cmd("Orders", body, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=0))
+        await settled(s.send(parts.conn(), send_cmd("Orders", body, code=RequestCode.SEND_BATCH_MESSAGE, queue_id=0)))
     assert (e.value.code, e.value.reason) == (ResponseCode.MESSAGE_ILLEGAL, Reason.TIMER_INVALID), e.value
     assert stored(parts, "Orders", 0) == [] and stored(parts, TIMER_TOPIC, PARKED_QUEUE) == []
 

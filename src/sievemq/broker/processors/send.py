@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -210,16 +211,28 @@ class SendProcessor:
             why = f"compressed batch body cannot be inflated: {e}"
             raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, why) from None
 
-    async def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """10 / 310 / 320: store one message or a batch; every answer, a refusal too, is timed in
-        ``stats.send_latency``."""
+    def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """10 / 310 / 320: store one message or a batch; answered at once unless the answer waits (a flush under
+        SYNC_FLUSH, replicas, a half message, a topic made for it being saved). Every answer, a refusal too, is
+        timed in ``stats.send_latency``."""
         started = time.perf_counter()
         try:
-            return await self._send(conn, cmd)
+            answer = self._send(conn, cmd)
+        except BaseException:
+            self.stats.send_latency.observe(time.perf_counter() - started)
+            raise
+        if isinstance(answer, RemotingCommand):
+            self.stats.send_latency.observe(time.perf_counter() - started)
+            return answer
+        return self._timed(answer, started)
+
+    async def _timed(self, answer: Awaitable[RemotingCommand], started: float) -> RemotingCommand:
+        try:
+            return await answer
         finally:
             self.stats.send_latency.observe(time.perf_counter() - started)
 
-    async def _send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    def _send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = SendMessageHeader.parse(cmd.ext_fields, v2=cmd.code != RequestCode.SEND_MESSAGE)
         refusal = self.gate.write_refusal()
         if refusal is not None:
@@ -230,21 +243,6 @@ class SendProcessor:
         base_props = string_to_properties(h.properties) if h.properties else {}
         sys_flag = h.sys_flag | (MULTI_TAGS_FLAG if tc.topic_filter_type == "MULTI_TAG" else 0)
         peer = born_host(conn)
-
-        def make(body: bytes, flag: int, props: dict[str, str]) -> MessageExt:
-            return MessageExt(
-                topic=h.topic,
-                body=body,
-                flag=flag,
-                properties=props,
-                queue_id=queue_id,
-                sys_flag=sys_flag,
-                born_timestamp=h.born_timestamp,
-                born_host=peer,
-                store_host=self.settings.store_host,
-                reconsume_times=h.reconsume_times,
-            )
-
         if cmd.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             if is_retry_topic(h.topic):
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
@@ -258,22 +256,57 @@ class SendProcessor:
             if any(PropertyKey.TRAN_MSG in m.properties for m in msgs):
                 raise RemotingError(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
             refuse_timer_in_batch(msgs)
-            result = await self.store.put_messages(msgs)
-        else:
-            self._check_sizes(cmd.body, h.properties)
-            msg = make(cmd.body, h.flag, self._stored_properties(base_props))
-            if base_props.get(PropertyKey.TRAN_MSG) == "true":
-                result = await self._prepare(msg)
-            else:
-                self._route_special(msg, h, cmd.version)
-                result = await self.store.put_message(msg)
+            return self._stored(cmd, self.store.put_now(msgs), queue_id, h.topic, revision)
+        self._check_sizes(cmd.body, h.properties)
+        msg = MessageExt(
+            topic=h.topic,
+            body=cmd.body,
+            flag=h.flag,
+            properties=self._stored_properties(base_props),
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=h.born_timestamp,
+            born_host=peer,
+            store_host=self.settings.store_host,
+            reconsume_times=h.reconsume_times,
+        )
+        if base_props.get(PropertyKey.TRAN_MSG) == "true":
+            return self._prepared(cmd, msg, queue_id, h.topic, revision)
+        self._route_special(msg, h, cmd.version)
+        return self._stored(cmd, self.store.put_now([msg]), queue_id, h.topic, revision)
+
+    def _stored(
+        self, cmd: RemotingCommand, result: PutResult, queue_id: int, topic: str, revision: int
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """The answer to a put, at once when nothing is left to wait for (a flush, replicas, a topic's save)."""
+        if (result.ok and self.store.waits_for_flush) or self.topics.revision != revision:
+            return self._answer_later(cmd, self.store.flushed(result), queue_id, topic, revision)
+        code = stored_code(result)
+        if code == ResponseCode.SUCCESS:
+            last = result.msgs[-1]
+            now = self.gate.replicated_now(last.commit_log_offset + last.store_size)
+            if now is None:
+                return self._answer_later(cmd, self.store.flushed(result), queue_id, topic, revision)
+            code = ResponseCode(now)
+        return self._respond(cmd, result, queue_id, code, topic)
+
+    async def _prepared(
+        self, cmd: RemotingCommand, msg: MessageExt, queue_id: int, topic: str, revision: int
+    ) -> RemotingCommand:
+        return await self._answer_later(cmd, self._prepare(msg), queue_id, topic, revision)
+
+    async def _answer_later(
+        self, cmd: RemotingCommand, put: Awaitable[PutResult], queue_id: int, topic: str, revision: int
+    ) -> RemotingCommand:
+        """The answer once the put is flushed (SYNC_FLUSH), its replicas have it, and a topic made for it is saved."""
+        result = await put
         code = stored_code(result)
         if code == ResponseCode.SUCCESS:
             last = result.msgs[-1]
             code = ResponseCode(await self.gate.replicated(last.commit_log_offset + last.store_size))
         if self.topics.revision != revision:  # a topic made for this send is on disk before the answer
             await self.topics.saved_since(revision)
-        return self._respond(cmd, result, queue_id, code, h.topic)
+        return self._respond(cmd, result, queue_id, code, topic)
 
     def _stored_properties(self, props: dict[str, str]) -> dict[str, str]:
         """A single message's properties as RocketMQ 5's broker stores them: ``WAIT`` kept as sent, the broker's
