@@ -23,6 +23,7 @@ from sievemq.http.settings import DEV_PORT, derived_problem, http_port
 from sievemq.namesrv.config import NamesrvConfig
 from sievemq.proxy.config import ProxyConfig
 from sievemq.settings import describe, load_config
+from sievemq.util import heap
 from sievemq.version import __version__
 
 REFERENCE_SECTIONS: tuple[tuple[str, type[Any]], ...] = (
@@ -180,6 +181,7 @@ def dev(
             click.echo(line)
         click.echo("Press Ctrl-C to stop.", err=False)
         sys.stdout.flush()
+        heap.settle()  # started: later garbage collections pause the loop briefly
         await stop.wait()
         click.echo("stopping...")
         if http is not None:
@@ -288,6 +290,7 @@ def namesrv(config_path: str | None, **kwargs: Any) -> None:
         http = await _role_http(namesrv_metrics(ns), cfg, ns.stop)
         click.echo(f"sievemq name server listening on {ns.addr}")
         sys.stdout.flush()
+        heap.settle()  # started: later garbage collections pause the loop briefly
         await stop.wait()
         if http is not None:
             await http.stop()
@@ -330,6 +333,7 @@ def broker(config_path: str | None, recover_from_slave: str, **kwargs: Any) -> N
             f"name servers {cfg.namesrv_addr or '(none)'}, data {cfg.store_path_root_dir}"
         )
         sys.stdout.flush()
+        heap.settle()  # started: later garbage collections pause the loop briefly
         await stop.wait()
         if http is not None:
             await http.stop()
@@ -370,6 +374,7 @@ async def _failover_broker(cfg: BrokerConfig, stop: asyncio.Event) -> None:
     click.echo(f"sievemq broker {cfg.broker_name} (brokerId {cfg.broker_id}, automatic failover on etcd "
                f"{cfg.etcd_endpoints}) starting on {cfg.advertised_addr}, data {cfg.store_path_root_dir}")  # fmt: skip
     sys.stdout.flush()
+    heap.settle()  # started: later garbage collections pause the loop briefly
     await stop.wait()
     await b.stop()
 
@@ -395,6 +400,7 @@ def proxy(config_path: str | None, **kwargs: Any) -> None:
         click.echo(f"sievemq proxy (gRPC, apache.rocketmq.v2) listening on {server.addr}, name servers "
                    f"{cfg.namesrv_addr}")  # fmt: skip
         sys.stdout.flush()
+        heap.settle()  # started: later garbage collections pause the loop briefly
         await stop.wait()
         if http is not None:
             await http.stop()

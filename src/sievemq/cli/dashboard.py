@@ -13,6 +13,7 @@ import click
 from sievemq.cli.runner import config_options, run_until_signalled
 from sievemq.dashboard.config import DashboardConfig
 from sievemq.errors import SieveError
+from sievemq.util import heap
 
 __all__ = ["dashboard"]
 
@@ -54,6 +55,7 @@ def dashboard(ctx: click.Context, /, config_path: str | None, **kwargs: Any) -> 
         click.echo(f"sievemq dashboard on {http.url}/ for name servers {cfg.namesrv_addr} "
                    f"(metrics: {http.url}/metrics{login})")  # fmt: skip
         sys.stdout.flush()
+        heap.settle()  # started: later garbage collections pause the loop briefly
         await stop.wait()
         await http.stop()
         await board.close()
