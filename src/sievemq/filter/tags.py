@@ -59,6 +59,9 @@ def _java_split_separator(s: str) -> list[str]:
     return pieces
 
 
+_PARSED_MAX = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class TagExpression:
     """A parsed TAG subscription expression (``SubscriptionData`` tag fields).
@@ -81,6 +84,15 @@ class TagExpression:
         """
         if expr is None or expr == "" or expr == SUB_ALL:
             return cls(True, frozenset(), frozenset(), SUB_ALL)
+        parsed = _PARSED.get(expr)
+        if parsed is None:  # a broker parses a group's expression on each of its pulls: once is enough
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            parsed = _PARSED[expr] = cls._parse(expr)
+        return parsed
+
+    @classmethod
+    def _parse(cls, expr: str) -> TagExpression:
         pieces = _java_split_separator(expr)
         if not pieces:
             raise ValueError("subString split error")
@@ -107,3 +119,7 @@ class TagExpression:
         if self.sub_all or not self.tags:
             return True
         return tag is not None and tag in self.tags
+
+
+_PARSED: dict[str, TagExpression] = {}
+"""Expressions parsed so far (immutable results; at most ``_PARSED_MAX``, then forgotten at once)."""

@@ -35,7 +35,7 @@ from sievemq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 from sievemq.protocol.send_header import SendMessageHeader
 from sievemq.protocol.sysflag import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, MULTI_TAGS_FLAG
 from sievemq.remoting.codes import RequestCode, ResponseCode
-from sievemq.remoting.command import MAX_FRAME_LENGTH, RemotingCommand
+from sievemq.remoting.command import FLAG_RESPONSE, MAX_FRAME_LENGTH, RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import MessageStore, PutResult, PutStatus
@@ -287,7 +287,8 @@ class SendProcessor:
             now = self.gate.replicated_now(last.commit_log_offset + last.store_size)
             if now is None:
                 return self._answer_later(cmd, self.store.flushed(result), queue_id, topic, revision)
-            code = ResponseCode(now)
+            if now != code:
+                code = ResponseCode(now)
         return self._respond(cmd, result, queue_id, code, topic)
 
     async def _prepared(
@@ -352,21 +353,17 @@ class SendProcessor:
     ) -> RemotingCommand:
         """The answer to a stored send; the messages count for ``topic``, the one the producer named (a delayed,
         timer or half message is stored elsewhere first)."""
-        first = result.msgs[0]
-        self.stats.put(topic, len(result.msgs), sum(m.store_size for m in result.msgs))
-        return cmd.response(
-            code,
-            _REMARKS.get(code),
-            {
-                "msgId": ",".join(result.message_ids),
-                "queueId": queue_id,
-                "queueOffset": first.queue_offset,
-                "MSG_REGION": REGION,
-                "TRACE_ON": "true",
-                **(
-                    {"transactionId": uniq}
-                    if len(result.msgs) == 1 and (uniq := first.properties.get(PropertyKey.UNIQ_KEY))
-                    else {}
-                ),
-            },
-        )
+        msgs = result.msgs
+        first = msgs[0]
+        self.stats.put(topic, len(msgs), first.store_size if len(msgs) == 1 else sum(m.store_size for m in msgs))
+        fields = {
+            "msgId": result.message_ids[0] if len(msgs) == 1 else ",".join(result.message_ids),
+            "queueId": str(queue_id),
+            "queueOffset": str(first.queue_offset),
+            "MSG_REGION": REGION,
+            "TRACE_ON": "true",
+        }
+        if len(msgs) == 1 and (uniq := first.properties.get(PropertyKey.UNIQ_KEY)):
+            fields["transactionId"] = uniq
+        return RemotingCommand(int(code), cmd.opaque, FLAG_RESPONSE, remark=_REMARKS.get(code), ext_fields=fields,
+                               serialize_type=cmd.serialize_type)  # fmt: skip
