@@ -10,7 +10,7 @@ on generated input and compares results byte for byte. ``init`` wires the refere
 
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 
@@ -31,6 +31,9 @@ cdef object _ref_decode_batch = None
 cdef object _ref_batch_messages = None
 cdef object _ref_encode_batch = None
 cdef object _ref_index_put = None
+cdef object _ref_encode_run = None
+cdef object _ref_offset_msg_ids = None
+cdef object _ref_ip_to_bytes = None
 cdef dict _topic_parts = None   # the reference's caches: shared, so both see the same names
 cdef dict _topic_cache = None
 cdef dict _host_raw = None
@@ -46,11 +49,14 @@ def init_message(module):
     """Wire in ``sievemq.protocol.message``: its reference functions (``REFERENCE``, ``decode_record``), the
     message class and the name caches."""
     global _MessageExt, _ref_encode_record, _ref_decode_record, _ref_properties_to_string
-    global _topic_parts, _topic_cache, _host_raw
+    global _topic_parts, _topic_cache, _host_raw, _ref_encode_run, _ref_offset_msg_ids, _ref_ip_to_bytes
     _MessageExt = module.MessageExt
     _ref_encode_record = module.REFERENCE["encode_record"]
     _ref_decode_record = module.decode_record
     _ref_properties_to_string = module.REFERENCE["properties_to_string"]
+    _ref_encode_run = module.REFERENCE["encode_run"]
+    _ref_offset_msg_ids = module.REFERENCE["offset_msg_ids"]
+    _ref_ip_to_bytes = module.ip_to_bytes
     _topic_parts = module._topic_parts
     _topic_cache = module._topic_cache
     _host_raw = module._host_raw
@@ -254,6 +260,70 @@ def encode_record(msg):
     _props_write(<dict>props, p + 2)
     msg.body_crc = crc
     msg.store_size = total
+    return out
+
+
+def encode_run(list msgs, queue_offset, store_timestamp, store_host, phy, Py_ssize_t limit):
+    """Twin of ``message.encode_run``."""
+    if not (_fits64(queue_offset) and _fits64(store_timestamp) and _fits64(phy)) or phy < 0 or queue_offset < 0:
+        return _ref_encode_run(msgs, queue_offset, store_timestamp, store_host, phy, limit)
+    cdef int64_t qoff = queue_offset
+    cdef int64_t p = phy
+    cdef int64_t t
+    cdef Py_ssize_t size
+    cdef list records = []
+    for m in msgs:
+        sys_flag = m.sys_flag if type(m) is _MessageExt else None
+        if type(sys_flag) is not int or p > 0x3FFFFFFFFFFFFFFF or qoff > 0x3FFFFFFFFFFFFFFF:
+            return _ref_encode_run(msgs, queue_offset, store_timestamp, store_host, phy, limit)
+        t = (<int64_t>(sys_flag & 0xC))
+        if t != 0x4 and t != 0xC:
+            m.queue_offset = qoff
+            qoff += 1
+        else:
+            m.queue_offset = 0
+        m.store_timestamp = store_timestamp
+        m.store_host = store_host
+        m.commit_log_offset = p
+        rec = encode_record(m)
+        size = len(rec)
+        if size > limit:
+            raise ValueError(f"record of {size} bytes does not fit a commit-log segment")
+        records.append(rec)
+        p += size
+    return records, qoff, p
+
+
+cdef char* _HEX = b"0123456789ABCDEF"
+
+
+def offset_msg_ids(host, port, list msgs):
+    """Twin of ``message.offset_msg_ids``."""
+    if type(host) is not str or type(port) is not int or not (-2147483648 <= port <= 2147483647):
+        return _ref_offset_msg_ids(host, port, msgs)
+    try:
+        ip = _ref_ip_to_bytes(host)
+    except ValueError:
+        return _ref_offset_msg_ids(host, port, msgs)
+    if len(ip) != 4:
+        return _ref_offset_msg_ids(host, port, msgs)
+    cdef char raw[16]
+    cdef char text[32]
+    cdef int i
+    cdef uint8_t b
+    memcpy(raw, PyBytes_AS_STRING(ip), 4)
+    _put32(raw + 4, <uint32_t><int32_t>port)
+    cdef list out = []
+    for m in msgs:
+        phy = m.commit_log_offset
+        if type(phy) is not int or not _fits64(phy):
+            return _ref_offset_msg_ids(host, port, msgs)
+        _put64(raw + 8, <uint64_t><int64_t>phy)
+        for i in range(16):
+            b = <uint8_t>raw[i]
+            text[2 * i] = _HEX[b >> 4]
+            text[2 * i + 1] = _HEX[b & 15]
+        out.append(PyUnicode_DecodeASCII(text, 32, NULL))
     return out
 
 

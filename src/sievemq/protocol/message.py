@@ -28,7 +28,13 @@ from typing import NamedTuple
 from sievemq.protocol import accel as _accel
 from sievemq.protocol.msgid import ip_to_bytes, make_offset_msg_id
 from sievemq.protocol.property_keys import PropertyKey
-from sievemq.protocol.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from sievemq.protocol.sysflag import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_MASK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 
 __all__ = [
     "BLANK_MAGIC",
@@ -535,6 +541,37 @@ def read_properties(buf: ReadableBuffer, pos: int = 0) -> dict[str, str]:
     return string_to_properties(raw.decode("utf-8", "replace"))
 
 
+def encode_run(
+    msgs: list[MessageExt], queue_offset: int, store_timestamp: int, store_host: tuple[str, int], phy: int, limit: int
+) -> tuple[list[bytes], int, int]:
+    """The records of one put, in a row from commit-log offset ``phy``: each message gets the next queue offset (a
+    prepared or rolled-back transaction record gets none: 0), the store time and host, and the offset its record
+    starts at. Returns ``(records, the next queue offset, where the last record ends)``; ``ValueError`` for a
+    record longer than ``limit`` (the messages after it untouched), or whatever ``encode_record`` raises."""
+    records: list[bytes] = []
+    for m in msgs:
+        t = m.sys_flag & TRANSACTION_MASK
+        if t != TRANSACTION_PREPARED_TYPE and t != TRANSACTION_ROLLBACK_TYPE:
+            m.queue_offset = queue_offset
+            queue_offset += 1
+        else:
+            m.queue_offset = 0
+        m.store_timestamp = store_timestamp
+        m.store_host = store_host
+        m.commit_log_offset = phy
+        rec = encode_record(m)
+        if len(rec) > limit:
+            raise ValueError(f"record of {len(rec)} bytes does not fit a commit-log segment")
+        records.append(rec)
+        phy += len(rec)
+    return records, queue_offset, phy
+
+
+def offset_msg_ids(host: str, port: int, msgs: list[MessageExt]) -> list[str]:
+    """The offsetMsgIds of stored messages (``make_offset_msg_id`` of each one's ``commit_log_offset``)."""
+    return [make_offset_msg_id(host, port, m.commit_log_offset) for m in msgs]
+
+
 # --------------------------------------------------------------------------------------------- compiled twins
 
 REFERENCE: dict[str, object] = {
@@ -542,6 +579,8 @@ REFERENCE: dict[str, object] = {
     "properties_to_string": properties_to_string,
     "encode_record": encode_record,
     "decode_records": decode_records,
+    "encode_run": encode_run,
+    "offset_msg_ids": offset_msg_ids,
 }
 """The pure-Python functions above, kept whatever runs (the accelerator's tests compare against them)."""
 

@@ -40,8 +40,7 @@ import struct
 from dataclasses import replace
 
 from sievemq.protocol.delay_levels import parse_levels
-from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded
-from sievemq.protocol.msgid import make_offset_msg_id
+from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded, offset_msg_ids
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.config import StoreConfig
 from sievemq.store.consume_queue import BLANK_SIZE
@@ -311,7 +310,7 @@ class MessageStore:
             log.debug("put rejected: %s", e)
             return PutResult(PutStatus.MESSAGE_ILLEGAL, msgs)
         host, port = self.store_host
-        return PutResult(PutStatus.PUT_OK, msgs, [make_offset_msg_id(host, port, m.commit_log_offset) for m in msgs])
+        return PutResult(PutStatus.PUT_OK, msgs, offset_msg_ids(host, port, msgs))
 
     async def put_in_order(self, batches: list[list[MessageExt]]) -> list[PutResult]:
         """Store batches one right after the other, no other put between them (their records adjacent in the
@@ -335,8 +334,7 @@ class MessageStore:
                 results.append(PutResult(PutStatus.MESSAGE_ILLEGAL, msgs))
                 break
             host, port = self.store_host
-            results.append(PutResult(PutStatus.PUT_OK, msgs, [make_offset_msg_id(host, port, m.commit_log_offset)
-                                                                for m in msgs]))  # fmt: skip
+            results.append(PutResult(PutStatus.PUT_OK, msgs, offset_msg_ids(host, port, msgs)))
         if end >= 0 and self.flusher.sync_flush and not await self.flusher.wait_flushed(end):
             results = [replace(r, status=PutStatus.FLUSH_DISK_TIMEOUT) if r.status == PutStatus.PUT_OK else r
                        for r in results]  # fmt: skip

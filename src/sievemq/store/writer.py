@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import time
 
-from sievemq.protocol.message import MessageExt, RecordSummary, encode_record
+from sievemq.protocol.message import MessageExt, RecordSummary, encode_run
 from sievemq.store.commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from sievemq.store.config import StoreConfig
 from sievemq.store.dispatch import Dispatcher
 from sievemq.store.prefault import Prefaulter
 from sievemq.store.put_space import PutSpace
 from sievemq.store.queues import QueueTable, is_safe_folder_name
-from sievemq.store.recovery import dispatchable
 from sievemq.store.results import PutStatus, StoreError
 
 __all__ = ["Writer"]
@@ -85,27 +84,12 @@ class Writer:
         cl = self.commitlog
         first = msgs[0]
         cq = self.queues.find(first.topic, first.queue_id)
-        qoff = qoff0 = cq.max_offset if cq is not None else 0
+        qoff0 = cq.max_offset if cq is not None else 0
         now = _now_ms()
         if now < self.last_store_ts:
             now = self.last_store_ts
         self.last_store_ts = now
-        guess = cl.max_offset
-        records: list[bytes] = []
-        for m in msgs:
-            if dispatchable(m.sys_flag):
-                m.queue_offset = qoff
-                qoff += 1
-            else:
-                m.queue_offset = 0
-            m.store_timestamp = now
-            m.store_host = self.store_host
-            m.commit_log_offset = guess
-            rec = encode_record(m)
-            if len(rec) > self._seg_limit:
-                raise ValueError(f"record of {len(rec)} bytes does not fit a commit-log segment")
-            records.append(rec)
-            guess += len(rec)
+        records, qoff, guess = encode_run(msgs, qoff0, now, self.store_host, cl.max_offset, self._seg_limit)
         if cq is None and qoff > qoff0:
             cq = self.queues.get_or_create(first.topic, first.queue_id)
         self.space.prepare(records, guess - cl.max_offset, msgs, cq, qoff0, qoff - qoff0)

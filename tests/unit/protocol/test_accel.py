@@ -111,6 +111,26 @@ def test_properties_to_string_other_mappings_go_to_the_reference() -> None:
     assert compiled.properties_to_string({Name("k"): "v"}) == "k\x01v"
 
 
+# ------------------------------------------------------------------------------------------ a put's records
+@SETTINGS
+@given(st.lists(messages(), max_size=4), ints64, ints64, hosts, ints64, st.integers(0, 400))
+def test_encode_run_twins(
+    msgs: list[MessageExt], qoff: int, ts: int, host: tuple[str, int], phy: int, limit: int
+) -> None:
+    a, b = copy.deepcopy(msgs), copy.deepcopy(msgs)
+    got = outcome(compiled.encode_run, a, qoff, ts, host, phy, limit)
+    want = outcome(REF_M["encode_run"], b, qoff, ts, host, phy, limit)
+    assert got == want, (got, want)
+    assert as_fields(a) == as_fields(b), "side effects differ"
+
+
+@SETTINGS
+@given(st.lists(messages(), max_size=4), hosts)
+def test_offset_msg_ids_twins(msgs: list[MessageExt], host: tuple[str, int]) -> None:
+    got = outcome(compiled.offset_msg_ids, host[0], host[1], msgs)
+    assert got == outcome(REF_M["offset_msg_ids"], host[0], host[1], msgs)
+
+
 # ------------------------------------------------------------------------------------------ records
 @SETTINGS
 @given(st.one_of(messages(), messages().map(lambda m: dataclasses.replace(m, properties={"k": "\ud800"}))))
@@ -280,6 +300,8 @@ def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert accel.implementation() == "compiled"
     assert message.encode_record is compiled.encode_record
     assert message.decode_records is compiled.decode_records
+    assert message.encode_run is compiled.encode_run
+    assert message.offset_msg_ids is compiled.offset_msg_ids
     assert batch.decode_batch is compiled.decode_batch
     assert batch.batch_messages is compiled.batch_messages
     assert batch.encode_batch is compiled.encode_batch
@@ -307,6 +329,11 @@ def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyP
             REF_M["encode_record"](copy.deepcopy(m)) for m in msgs
         ]
         assert as_fields(compiled.decode_records(buf)) == as_fields(want_records)
+        a, b = copy.deepcopy(msgs), copy.deepcopy(msgs)
+        run = compiled.encode_run(a, 5, 1_700_000_000_999, ("127.0.0.1", 10911), 4096, 1 << 20)
+        assert run == REF_M["encode_run"](b, 5, 1_700_000_000_999, ("127.0.0.1", 10911), 4096, 1 << 20)
+        assert as_fields(a) == as_fields(b)
+        assert compiled.offset_msg_ids("127.0.0.1", 10911, a) == REF_M["offset_msg_ids"]("127.0.0.1", 10911, a)
         assert entry_fields(compiled.decode_batch(body)) == entry_fields(want_batch)
         args = (body, "T", 1, 0, 5, ("10.0.0.9", 5001), ("127.0.0.1", 10911), 0, {"CLUSTER": "c"}, 1 << 20)
         assert as_fields(compiled.batch_messages(*args)) == as_fields(REF_B["batch_messages"](*args))
