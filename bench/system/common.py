@@ -96,3 +96,7 @@ class Peer(Protocol):
 
     async def latency(self, rate: int, seconds: float, r: Result) -> None:
         """Paced awaited sends to a consumer in another process; ``r.latencies_ms``."""
+
+    async def latency_concurrent(self, rate: int, seconds: float, r: Result) -> None:
+        """Paced sends, each started on schedule without waiting for the earlier ones (concurrent senders), to a
+        consumer in another process; ``r.latencies_ms`` and the sends in flight."""

@@ -1,4 +1,5 @@
-"""The latency phase's parent side: paced sends and the consumer child process (``latency_consumer``)."""
+"""The latency phases' parent side: paced sends (awaited one after the other, or each started as its own task)
+and the consumer child process (``latency_consumer``)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.system.common import child_env
 from bench.system.measure import Result
 
 READY_TIMEOUT = 60.0
 """Seconds the child may take to print ``ready`` (a Kafka group join takes a few)."""
+TICK = 0.001
+"""Concurrent senders: the pacer wakes at most every this many seconds and starts the sends due (about 2 per
+wake-up at 2,000 msg/s)."""
 
 
 async def paced(rate: int, seconds: float, send: Callable[[int], Awaitable[None]]) -> tuple[int, float]:
@@ -32,8 +38,67 @@ async def paced(rate: int, seconds: float, send: Callable[[int], Awaitable[None]
     return n, time.perf_counter() - t0
 
 
-def paced_sync(rate: int, seconds: float, send: Callable[[int], None]) -> tuple[int, float]:
-    """``paced`` for a blocking ``send`` (run it in a thread)."""
+@dataclass
+class InFlight:
+    """Sends started and not finished, counted each time one starts (itself included)."""
+
+    total: int = 0
+    starts: int = 0
+    peak: int = 0
+
+    def started(self, now_in_flight: int) -> None:
+        """One send started; ``now_in_flight`` of them are unfinished."""
+        self.total += now_in_flight
+        self.starts += 1
+        self.peak = max(self.peak, now_in_flight)
+
+    def into(self, r: Result) -> None:
+        """Put the mean and peak into ``r``."""
+        r.inflight_mean = self.total / self.starts if self.starts else 0.0
+        r.inflight_max = self.peak
+
+
+async def paced_tasks(rate: int, seconds: float, send: Callable[[int], Coroutine[Any, Any, None]], r: Result) -> None:
+    """Concurrent senders: ``send(i)`` ``rate * seconds`` times at ``rate`` per second, each started as a task of its
+    own when due (the pacer wakes every ``TICK`` at most and does not wait for earlier sends); waits for them all.
+    Sets ``r.messages``, ``r.seconds`` (to the last send's end) and the sends in flight; raises the first error."""
+    n = int(rate * seconds)
+    pending: set[asyncio.Task[None]] = set()
+    errors: list[BaseException] = []
+    flight = InFlight()
+
+    def finished(t: asyncio.Task[None]) -> None:
+        pending.discard(t)
+        exc = None if t.cancelled() else t.exception()
+        if exc is not None:
+            errors.append(exc)
+
+    t0 = time.perf_counter()
+    sent = 0
+    try:
+        while sent < n and not errors:
+            due = min(n, int((time.perf_counter() - t0) * rate) + 1)
+            while sent < due:
+                task = asyncio.create_task(send(sent))
+                pending.add(task)
+                task.add_done_callback(finished)
+                flight.started(len(pending))
+                sent += 1
+            await asyncio.sleep(max(TICK, t0 + sent / rate - time.perf_counter()))
+        while pending:
+            await asyncio.wait(set(pending))
+    finally:
+        for task in pending:
+            task.cancel()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {sent} concurrent sends failed: {errors[0]!r}") from errors[0]
+    r.messages, r.seconds = n, time.perf_counter() - t0
+    flight.into(r)
+
+
+def paced_sync(rate: int, seconds: float, send: Callable[[int], None], tick: float = 0.0) -> tuple[int, float]:
+    """``paced`` for a blocking ``send`` (run it in a thread); ``tick``: sleep at least this long between wake-ups
+    (``TICK`` for a ``send`` that only starts the send, as the concurrent senders' pacer does)."""
     n = int(rate * seconds)
     t0 = time.perf_counter()
     sent = 0
@@ -42,7 +107,7 @@ def paced_sync(rate: int, seconds: float, send: Callable[[int], None]) -> tuple[
         while sent < due:
             send(sent)
             sent += 1
-        wait = t0 + sent / rate - time.perf_counter()
+        wait = max(tick, t0 + sent / rate - time.perf_counter())
         if wait > 0:
             time.sleep(wait)
     return n, time.perf_counter() - t0

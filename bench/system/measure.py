@@ -8,6 +8,10 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.system.looplag import PhaseLag
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SLOW_MS = 10.0
@@ -54,6 +58,11 @@ class Result:
     """CPU seconds of this process during the phase, plus a latency consumer child's own."""
     received: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    inflight_mean: float = 0.0
+    """Concurrent senders: sends unfinished when one started (itself included), on average."""
+    inflight_max: int = 0
+    loop_lag: PhaseLag | None = None
+    """A sievemq broker's event-loop lag samples taken during the phase (``bench.system.looplag``)."""
     note: str = ""
     startup: float = 0.0
     """Seconds from the start of the consume phase's timing to its first message (included in ``seconds``)."""

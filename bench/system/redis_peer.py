@@ -16,12 +16,18 @@ from typing import Any
 from tests.support.procs import free_port, wait_port
 
 from bench.system.common import PULL_BATCH, QUEUES, key_of, props_of, tag_of
-from bench.system.latency import LatencyChild, paced, stamp
+from bench.system.latency import LatencyChild, paced, paced_tasks, stamp
 from bench.system.measure import Result
 
 SETTINGS = ("--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
 """No RDB snapshots; every write appended to the AOF, which is fsynced once a second (like sievemq's
 ASYNC_FLUSH: answered from memory, flushed every 500 ms)."""
+
+
+WARM_CONNECTIONS = 4
+"""Concurrent senders: XADDs sent at once before the phase so the pool holds that many connections."""
+MAX_CONNECTIONS = 256
+"""Connections of a client's pool (one per command in flight)."""
 
 
 def unavailable() -> str | None:
@@ -104,7 +110,8 @@ class RedisPeer:
         self.batch_inflight = batch_inflight
         self.keys = keys
         cls, self.parser = parser_class(parser)
-        self.pool = aredis.ConnectionPool(host="127.0.0.1", port=port, max_connections=256, parser_class=cls)
+        self.pool = aredis.ConnectionPool(host="127.0.0.1", port=port, max_connections=MAX_CONNECTIONS,
+                                           parser_class=cls)  # fmt: skip
         self.r = aredis.Redis(connection_pool=self.pool)
         self._groups = itertools.count()
 
@@ -218,3 +225,32 @@ class RedisPeer:
             await child.finish(r)
         finally:
             child.kill()
+
+    async def latency_concurrent(self, rate: int, seconds: float, r: Result) -> None:
+        """Concurrent senders: each XADD (stamped with ``ts``) a task of its own, started on schedule without waiting
+        for the earlier ones; the same child consumer. redis-py sends one command per connection at a time: a pool
+        of its own opens one per XADD in flight, up to ``MAX_CONNECTIONS``, beyond which a send waits for one (in
+        its latency) rather than fail as the shared pool's would."""
+        import redis.asyncio as aredis
+
+        stream = "latency-concurrent"
+        n = int(rate * seconds)
+        child = LatencyChild(self.tmp, "redis", f"127.0.0.1:{self.port}", stream, "bench-latency-conc", n,
+                             "--redis-parser", self.parser)  # fmt: skip
+        pool = aredis.BlockingConnectionPool(host="127.0.0.1", port=self.port, max_connections=MAX_CONNECTIONS,
+                                             timeout=None, parser_class=parser_class(self.parser)[0])  # fmt: skip
+        client = aredis.Redis(connection_pool=pool)
+        try:
+            await child.start()
+            # connections warm (no ts: not samples): a few in the pool before the first timed XADD
+            await asyncio.gather(*(client.xadd(stream, self.fields(-1)) for _ in range(WARM_CONNECTIONS)))
+
+            async def send(i: int) -> None:
+                await client.xadd(stream, self.fields(i, {"ts": stamp()}))
+
+            await paced_tasks(rate, seconds, send, r)
+            await child.finish(r)
+        finally:
+            child.kill()
+            await client.aclose()
+            await pool.disconnect()

@@ -18,7 +18,7 @@ RATIO_W = 9
 
 @dataclass
 class Row:
-    """One phase: a Result per system. ``kind`` is ``rate`` (throughput) or ``lat`` (the latency phase)."""
+    """One phase: a Result per system. ``kind`` is ``rate`` (throughput) or ``lat`` (a latency phase)."""
 
     label: str
     kind: str
@@ -131,7 +131,7 @@ def print_cpu(rows: list[Row], names: list[str]) -> None:
     print("-" * len(head))
     for row in rows:
         res = row.results
-        label = row.label if row.kind == "rate" else f"{row.label} (whole phase)"
+        label = row.label
         cells = []
         for i, (_title, what) in enumerate(cols):
             server = i < len(servers)

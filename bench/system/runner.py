@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.support.procs import Proc
 
 import sievemq
-from bench.system import redis_peer, sieve_api, tansu_peer, verdicts
+from bench.system import looplag, redis_peer, sieve_api, tansu_peer, verdicts
 from bench.system.common import REPO, Peer, log, make_body, n_tag_a
 from bench.system.measure import Result, install_byte_counters, measured
 from bench.system.redis_peer import RedisPeer
@@ -107,12 +107,14 @@ def print_header(args: argparse.Namespace, s: Systems) -> None:
     assert s.new is not None
     print(f"$ {' '.join([os.path.relpath(sys.executable), *sys.argv])}")
     print(f"sievemq {sievemq.__version__} at {git_rev(REPO)}: `sievemq dev` (name server + broker in one process, "
-          f"ASYNC_FLUSH: flushed every 500 ms; pid {s.new.pid}); client: sievemq's asyncio client on uvloop, "
+          f"ASYNC_FLUSH: flushed every 500 ms; pid {s.new.pid}; HTTP port {s.new.metrics_url}, its /metrics read "
+          f"before and after each phase); client: sievemq's asyncio client on uvloop, "
           f"Python {platform.python_version()}")  # fmt: skip
     if s.base:
         print(f"baseline: {args.baseline} at {git_rev(Path(args.baseline))}: `sievemq dev` with PYTHONPATH="
-              f"{Path(args.baseline).resolve() / 'src'} (imports {s.base_import}; pid {s.base.pid}), the same "
-              "settings; client: this tree's")  # fmt: skip
+              f"{Path(args.baseline).resolve() / 'src'} (imports {s.base_import}; pid {s.base.pid}; HTTP port "
+              f"{s.base.metrics_url or 'none: its dev has no --http-port'}), the same settings; client: this "
+              "tree's")  # fmt: skip
     if s.redis:
         print(f"redis: {redis_peer.versions()} Streams (pid {s.redis.pid}; {s.redis.settings}); client: redis-py "
               f"asyncio on the same loop, {s.redis.parser} reply parser")  # fmt: skip
@@ -128,7 +130,8 @@ def print_header(args: argparse.Namespace, s: Systems) -> None:
 async def phase(s: Systems, label: str, kind: str, fn: Phase, settle: float, swap: bool) -> Row:
     """Run one phase against every system, one after the other, ``settle`` seconds apart (the previous system's
     background work -- writeback, a client library's threads -- out of the way). With ``swap`` the baseline runs
-    before this tree's sievemq: phases alternate, so neither always follows the same peer."""
+    before this tree's sievemq: phases alternate, so neither always follows the same peer. A sievemq broker's
+    event-loop lag histogram is read right before and after its run (``Result.loop_lag``)."""
     row = Row(label, kind)
     order = list(s.peers)
     if swap and s.base is not None and s.new is not None:
@@ -138,7 +141,12 @@ async def phase(s: Systems, label: str, kind: str, fn: Phase, settle: float, swa
         if k:
             await asyncio.sleep(settle)
         log(f"{label}: {p.name}")
-        row.results[p.name] = await measured(p.pid, p.wire, functools.partial(fn, p))
+        url = p.metrics_url if isinstance(p, Sieve) else None
+        before = await looplag.snapshot(url) if url else None
+        res = await measured(p.pid, p.wire, functools.partial(fn, p))
+        if url and before is not None:
+            res.loop_lag = looplag.diff(before, await looplag.snapshot(url))
+        row.results[p.name] = res
     return row
 
 
@@ -187,14 +195,19 @@ async def run(args: argparse.Namespace) -> int:
                                    lambda p, r: p.consume(n + 1, None, r), st, False),
             "tag": await phase(s, "consume, tag filter 10%: delivered msg/s", "rate",
                                lambda p, r: p.consume(n_tag_a(n), "TagA", r), st, True),
-            "latency": await phase(s, f"latency @ {args.rate:,} msg/s, {args.seconds:g} s", "lat",
+            "latency": await phase(s, f"latency, awaited sends @ {args.rate:,}/s, {args.seconds:g} s", "lat",
                                    lambda p, r: p.latency(args.rate, args.seconds, r), st, False),
+            "latency_conc": await phase(s, f"latency, concurrent senders @ {args.rate:,}/s, {args.seconds:g} s",
+                                        "lat", lambda p, r: p.latency_concurrent(args.rate, args.seconds, r), st,
+                                        True),
         }  # fmt: skip
         extra = await api_rows(args, s, rows) if args.low_level else []
         print()
         print_figures([*rows.values(), *extra], s.names)
         print()
         print_cpu([*rows.values(), *extra], s.names)
+        print()
+        looplag.print_table([(row.label, row.results) for row in rows.values()], s.names)
         print()
         verdicts.print_details(args, s.names, rows, s.peers)
         print()

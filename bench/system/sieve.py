@@ -14,23 +14,32 @@ from pathlib import Path
 from tests.support.procs import Proc, dev_proc
 
 from bench.system.common import PHASE_TIMEOUT, PULL_BATCH, QUEUES, key_of, props_of, tag_of
-from bench.system.latency import LatencyChild, paced, stamp
+from bench.system.latency import LatencyChild, paced, paced_tasks, stamp
 from bench.system.measure import Result
 from sievemq import ConsumeFrom, Message, Producer, PushConsumer, Selector
 from sievemq.admin.api import AdminClient
 from sievemq.protocol.message import MessageExt
 
-TOPICS = ("BenchSingle", "BenchBatch", "BenchLatency", "BenchApiSingle", "BenchApiBatch")
+TOPICS = ("BenchSingle", "BenchBatch", "BenchLatency", "BenchLatencyConc", "BenchApiSingle", "BenchApiBatch")
 
 
 def start_dev(tmp: Path, name: str, src: Path | None = None) -> Proc:
     """``sievemq dev`` (name server + broker, ASYNC_FLUSH) with its store and log under ``tmp/name``; ``src``:
-    run another checkout's ``src`` (``PYTHONPATH``) with this venv's interpreter. No HTTP port (a baseline from
-    before it has none, and is given no flag for it)."""
-    dev = dev_proc(tmp / name, http=None if src is not None else False)
+    run another checkout's ``src`` (``PYTHONPATH``) with this venv's interpreter. With an HTTP port on a free port
+    (``/metrics``: the event-loop lag histogram, read only before and after each phase); a baseline whose ``dev``
+    has no ``--http-port`` is given no flag (and has none)."""
+    http = True if src is None or supports_http_port(src) else None
+    dev = dev_proc(tmp / name, http=http)
     if src is not None:
         dev.env["PYTHONPATH"] = str(src)
     return dev.start()
+
+
+def supports_http_port(src: Path) -> bool:
+    """Whether ``sievemq dev`` of the checkout whose ``src`` this is takes ``--http-port``."""
+    out = subprocess.run([sys.executable, "-m", "sievemq.cli", "dev", "--help"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(src)}, timeout=60)  # fmt: skip
+    return "--http-port" in out.stdout
 
 
 def imported_from(src: Path | None) -> str:
@@ -82,6 +91,9 @@ class Sieve:
         self.batch_inflight = batch_inflight
         self.keys = keys
         self.pid = proc.popen.pid if proc.popen else 0
+        http = proc.extra.get("http")
+        self.metrics_url = str(http) if http else None
+        """``http://host:port`` of its HTTP port (``/metrics``), None without one."""
         self._groups = itertools.count()
 
     async def setup(self) -> None:
@@ -187,6 +199,25 @@ class Sieve:
                     await p.send(self.message(topic, i, {"ts": stamp()}))
 
                 r.messages, r.seconds = await paced(rate, seconds, send)
+            await child.finish(r)
+        finally:
+            child.kill()
+
+    async def latency_concurrent(self, rate: int, seconds: float, r: Result) -> None:
+        """Concurrent senders: each ``Producer.send`` (stamped with ``ts``) a task of its own, started on schedule
+        without waiting for the earlier ones (all on the producer's one connection); the same child consumer."""
+        topic = "BenchLatencyConc"
+        n = int(rate * seconds)
+        child = LatencyChild(self.tmp, "sievemq", self.namesrv, topic, f"bench-latency-conc-{self.name}", n)
+        try:
+            await child.start()
+            async with Producer(self.namesrv, group="bench-producer-latency-conc") as p:
+                await p.send(self.message(topic, -1))  # route and connection warm (no ts: not a sample)
+
+                async def send(i: int) -> None:
+                    await p.send(self.message(topic, i, {"ts": stamp()}))
+
+                await paced_tasks(rate, seconds, send, r)
             await child.finish(r)
         finally:
             child.kill()

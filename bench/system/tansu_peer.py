@@ -18,12 +18,12 @@ from typing import Any
 from tests.support.procs import free_port, wait_port
 
 from bench.system.common import PHASE_TIMEOUT, QUEUES, key_of, props_of, tag_of
-from bench.system.latency import LatencyChild, paced_sync, stamp
+from bench.system.latency import TICK, InFlight, LatencyChild, paced_sync, stamp
 from bench.system.measure import Result
 from bench.system.redis_peer import stop_process
 
 STORAGE = "memory://tansu/"
-TOPICS = ("bench-single", "bench-batch", "bench-latency")
+TOPICS = ("bench-single", "bench-batch", "bench-latency", "bench-latency-concurrent")
 CONSUME_CALL = 500
 """Messages per ``Consumer.consume()`` call (librdkafka fetches in the background; this is only the hand-over)."""
 SESSION_TIMEOUT_MS = 6000
@@ -273,3 +273,50 @@ class TansuPeer:
 
         send(-1)  # metadata and connection warm (no ts: not a sample)
         return paced_sync(rate, seconds, lambda i: send(i, {"ts": stamp()}))
+
+    async def latency_concurrent(self, rate: int, seconds: float, r: Result) -> None:
+        """Concurrent senders: librdkafka's producer is asynchronous, so each ``produce()`` (stamped with a ``ts``
+        header) returns at once and the next ones are started on schedule (the pacer wakes every ``TICK`` at
+        most, as the asyncio senders' does) without waiting for earlier delivery reports; the same child consumer."""
+        n = int(rate * seconds)
+        child = LatencyChild(self.tmp, "tansu", self.addr, "bench-latency-concurrent", "bench-latency-conc", n,
+                             "--fetch-wait-ms", str(self.fetch_wait_ms))  # fmt: skip
+        try:
+            await child.start()
+            await asyncio.to_thread(self._latency_concurrent, rate, seconds, r)
+            await child.finish(r)
+        finally:
+            child.kill()
+
+    def _latency_concurrent(self, rate: int, seconds: float, r: Result) -> None:
+        from confluent_kafka import KafkaError, Message, Producer
+
+        topic = "bench-latency-concurrent"
+        p = Producer({"bootstrap.servers": self.addr, "acks": "all", "linger.ms": 0, "batch.num.messages": 1})
+        produced = delivered = errors = 0
+        flight = InFlight()
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            nonlocal delivered, errors
+            delivered += 1
+            if err is not None:
+                errors += 1
+
+        p.produce(topic, self.body, key=self._key(-1), headers=self._headers(-1))
+        p.flush(30)  # metadata and connection warm (no ts: not a sample)
+
+        def send(i: int) -> None:
+            nonlocal produced
+            p.poll(0)  # serve the delivery reports that came in (in flight: produced, not yet reported)
+            p.produce(topic, self.body, key=self._key(i), headers=self._headers(i, {"ts": stamp()}),
+                      on_delivery=on_delivery)  # fmt: skip
+            produced += 1
+            flight.started(produced - delivered)
+
+        t0 = time.perf_counter()
+        r.messages, _ = paced_sync(rate, seconds, send, TICK)
+        left = p.flush(PHASE_TIMEOUT)
+        r.seconds = time.perf_counter() - t0
+        flight.into(r)
+        if errors or left:
+            r.note = f"{errors} delivery errors, {left} undelivered"
