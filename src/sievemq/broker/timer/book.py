@@ -61,9 +61,12 @@ _TIME_BITS = 48
 _TIME_MASK = (1 << _TIME_BITS) - 1
 
 
+_TIMER_KEY_SET = frozenset(TIMER_KEYS)
+
+
 def has_timer(props: Mapping[str, str]) -> bool:
     """True when any timer property is set."""
-    return any(k in props for k in TIMER_KEYS)
+    return not _TIMER_KEY_SET.isdisjoint(props)
 
 
 def strip_timer(props: dict[str, str]) -> None:
@@ -121,8 +124,9 @@ def refuse_timer_in_batch(msgs: Iterable[MessageExt]) -> None:
     """MESSAGE_ILLEGAL (reason ``TIMER_INVALID``) when a message of a batch carries a timer property;
     NO_PERMISSION for a batch to the timer topic."""
     for m in msgs:
-        refuse_timer_topic(m.topic)
-        if has_timer(m.properties):
+        if m.topic == TIMER_TOPIC:
+            refuse_timer_topic(m.topic)
+        if not _TIMER_KEY_SET.isdisjoint(m.properties):
             raise _illegal("batch messages cannot carry a timer (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)")
 
 
