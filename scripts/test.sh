@@ -37,7 +37,8 @@ wait "$reference" || { echo "resolving Apache RocketMQ (tests/compat/setup_refer
 # Without the accelerator: the unit tests and the end-to-end send/pull paths on the pure-Python codecs.
 SIEVEMQ_PURE_PYTHON=1 .venv/bin/pytest -p no:cacheprovider -q tests/unit tests/integration/test_batch.py \
   tests/integration/test_pull.py tests/integration/test_protocol.py tests/integration/test_sql92.py \
-  --ignore tests/unit/protocol/test_accel.py
+  --ignore tests/unit/protocol/test_accel.py --ignore tests/unit/remoting/test_frames_accel.py \
+  --ignore tests/unit/store/test_scan_accel.py
 # The rest mostly waits on real processes (servers, real clients, a browser): three pytest workers run most of it
 # side by side, a file's tests together in one worker (tests/support/procs.py gives each worker its own ports,
 # netns.py its own subnets). The tests that measure limits against the clock or kill processes under load

@@ -45,7 +45,12 @@ RpcHook = Callable[[RemotingCommand], None]
 
 
 CORK_BYTES = 64 * 1024
-"""Frames gathered by ``send`` in one turn of the loop go to the transport at once past this many bytes."""
+"""What ``send`` gathers in one turn of the loop goes to the transport at once past this many bytes (the
+transport's high-water mark decides about back-pressure, as without gathering)..."""
+CORK_FRAMES = 8
+"""... or past this many pieces (a frame is one or two: its head, and its body when it has one). Handing the
+first answers of a burst over early lets the peer start on them while this side answers the rest (on 2 CPUs,
+gathering a whole burst of 32 made both sides take turns: less CPU per message, fewer messages per second)."""
 
 _HTTP_STATUS = b"HTTP/"
 """How an HTTP server's answer begins (its status line): what a client reads when it was pointed at an HTTP port."""
@@ -368,7 +373,7 @@ class Connection(asyncio.Protocol):
         frame = encode_frame(cmd)
         out += frame
         self._out_bytes += len(frame[-1]) + (len(frame[0]) if len(frame) > 1 else 0)
-        if self._out_bytes >= CORK_BYTES:  # the transport decides about back-pressure (pause_writing) now
+        if self._out_bytes >= CORK_BYTES or len(out) >= CORK_FRAMES:
             self._flush()
 
     def _flush(self) -> None:
