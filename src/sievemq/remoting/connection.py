@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import logging
 import ssl
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -44,6 +45,9 @@ RpcHook = Callable[[RemotingCommand], None]
 """Runs on every request a connection sends, just before it is written (a client's signer, ``sievemq.acl``)."""
 
 
+TURN_BUDGET = 0.002
+"""Seconds of one turn of the loop a connection spends starting the requests it read; the rest wait for the next
+turn (other connections and timers run in between)."""
 CORK_BYTES = 64 * 1024
 """What ``send`` gathers in one turn of the loop goes to the transport at once past this many bytes (the
 transport's high-water mark decides about back-pressure, as without gathering)..."""
@@ -128,9 +132,10 @@ class Connection(asyncio.Protocol):
         self._lost_because: ConnectionClosedError | None = None
         """Why it was closed, when that is more than "closed" (its requests fail with it)."""
         self._answer: AnswerNow | None = getattr(handler, "answer", None)
-        self._released: deque[RemotingCommand] = deque()
-        """Requests the gate let through while ``_started`` was starting others (it starts them too)."""
-        self._releasing = False
+        self._to_start: deque[RemotingCommand] = deque()
+        """Requests let in (counted in flight) and not started yet, in order (``_start_queued``)."""
+        self._starting = False
+        self._resume_scheduled = False
         self._out: list[bytes] = []
         self._out_bytes = 0
         """Frames written in this turn of the loop, handed to the transport together at its end (``send``)."""
@@ -178,13 +183,16 @@ class Connection(asyncio.Protocol):
                 if not guard.hold(self, decoder.buffered, bool(commands), now):
                     return
         gate = self._gate
+        accepted: list[RemotingCommand] = []
         for cmd in commands:
             if cmd.is_response:
                 fut = self._pending.pop(cmd.opaque, None)
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
             elif self._handler is not None and (gate is None or gate.offer(cmd)):
-                self._start(cmd)
+                accepted.append(cmd)
+        if accepted:
+            self._enqueue(accepted)
         if gate is not None and commands:
             change = gate.reading_change()
             if change is not None:
@@ -322,22 +330,38 @@ class Connection(asyncio.Protocol):
                 self._started(gate, started)
 
     def _started(self, gate: FlowGate[RemotingCommand], started: list[RemotingCommand]) -> None:
-        """Start what the gate let through, and read again if it says so. Requests answered at once let more
-        through while this runs: they are started by this loop, not by nested calls."""
+        """Start what the gate let through, and read again if it says so."""
         if self._transport is None:
             return
-        self._released.extend(started)
-        if self._releasing:
-            return
-        self._releasing = True
-        try:
-            released = self._released
-            while released and self._transport is not None:
-                self._start(released.popleft())
-        finally:
-            self._releasing = False
-            self._released.clear()
+        self._enqueue(started)
         self._set_reading(gate.reading_change())
+
+    def _enqueue(self, requests: list[RemotingCommand]) -> None:
+        """Start requests (the gate counts them in flight), in the order they came, behind any not started yet."""
+        self._to_start.extend(requests)
+        if not self._starting and not self._resume_scheduled:
+            self._start_queued()
+
+    def _start_queued(self) -> None:
+        """Start the queued requests until ``TURN_BUDGET`` of this turn of the loop is spent, the rest in the next
+        turn: a burst of large batches does not hold every other client and timer up for the whole burst. Requests
+        answered at once let more through while this runs: they are queued and started here, not by nested calls."""
+        self._resume_scheduled = False
+        queue = self._to_start
+        if self._transport is None:
+            queue.clear()
+            return
+        self._starting = True
+        deadline = time.monotonic() + TURN_BUDGET
+        try:
+            while queue and self._transport is not None:
+                self._start(queue.popleft())
+                if queue and time.monotonic() > deadline:
+                    self._resume_scheduled = True
+                    self._loop.call_soon(self._start_queued)
+                    break
+        finally:
+            self._starting = False
 
     def _set_reading(self, change: bool | None) -> None:
         """Do what the gate decided: pause or resume reading (the frame timer stops while paused)."""
