@@ -1,4 +1,4 @@
-"""Build script: the optional compiled codec (docs/performance.md); everything else is in pyproject.toml.
+"""Build script: the optional compiled codec and pull scan (docs/performance.md); everything else is in pyproject.toml.
 
 Without a C compiler (or Cython), or with ``SIEVEMQ_BUILD_ACCEL=0``, the install still succeeds and sievemq runs
 its pure-Python codecs.
@@ -34,8 +34,11 @@ def _extensions() -> list[Extension]:
         from Cython.Build import cythonize
     except ImportError:  # a build without Cython: pure Python
         return []
-    ext = Extension("sievemq.protocol._codec", ["src/sievemq/protocol/_codec.pyx"])
-    return list(cythonize([ext], compiler_directives={"language_level": "3"}, quiet=True))
+    exts = [
+        Extension("sievemq.protocol._codec", ["src/sievemq/protocol/_codec.pyx"]),
+        Extension("sievemq.store._scan", ["src/sievemq/store/_scan.pyx"]),  # the pull scan's loop (store/scan.py)
+    ]
+    return list(cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True))
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -28,7 +28,8 @@ reference=$!
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 # The compiled codec (setup.py builds it when a C compiler is there) must be in place here: the suite runs with it,
 # and tests/unit/protocol/test_accel.py compares it with the pure-Python reference.
-.venv/bin/python -c 'import sievemq.protocol._codec' || { echo "the compiled codec did not build (see pip's output)"; exit 1; }
+.venv/bin/python -c 'import sievemq.protocol._codec, sievemq.store._scan' \
+  || { echo "the compiled twins did not build (see pip's output)"; exit 1; }
 bash tests/interop/setup_clients.sh
 wait "$reference" || { echo "resolving Apache RocketMQ (tests/compat/setup_reference.sh) failed"; exit 1; }
 .venv/bin/ruff check src tests bench

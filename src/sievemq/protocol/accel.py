@@ -4,22 +4,27 @@
 there; it holds compiled twins of the hot codec functions. ``message.py`` and ``batch.py`` swap them in at import
 unless the environment sets ``SIEVEMQ_PURE_PYTHON=1`` (or the module is missing): then the pure-Python
 reference runs. Both give the same results byte for byte (``tests/unit/protocol/test_accel.py``).
+
+``sievemq.store._scan`` (from ``store/_scan.pyx``, built the same way) twins the pull scan's loop over consume-queue
+entries (``store/scan.py``); ``scan()`` selects it under the same rules (``tests/unit/store/test_scan_accel.py``).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
-__all__ = ["PURE_ENV", "codec", "implementation", "install"]
+__all__ = ["PURE_ENV", "codec", "implementation", "install", "scan"]
 
 PURE_ENV = "SIEVEMQ_PURE_PYTHON"
 """Set to 1 to run the pure-Python codecs although the compiled module is installed."""
 
 _codec: ModuleType | None = None
 _loaded = False
+_scan: ModuleType | None = None
+_scan_loaded = False
 
 
 def codec() -> ModuleType | None:
@@ -35,15 +40,31 @@ def codec() -> ModuleType | None:
     return _codec
 
 
+def scan() -> ModuleType | None:
+    """The compiled pull scan (``sievemq.store._scan``), or None (not built, or ``SIEVEMQ_PURE_PYTHON=1``)."""
+    global _scan, _scan_loaded
+    if not _scan_loaded:
+        _scan_loaded = True
+        if os.environ.get(PURE_ENV, "") not in ("1", "true", "yes"):
+            try:
+                _scan = importlib.import_module("sievemq.store._scan")
+            except ImportError:
+                _scan = None
+    return _scan
+
+
 def implementation() -> str:
     """``"compiled"`` or ``"pure-python"``: which codecs this process runs (shown by ``sievemq version``)."""
     return "compiled" if codec() is not None else "pure-python"
 
 
-def install(module: ModuleType, reference: Mapping[str, object], init: str) -> None:
-    """Put the compiled twins of ``reference``'s functions in ``module`` (after the codec's ``init`` function has
-    taken the references); nothing when the compiled codec is not in use."""
-    compiled = codec()
+def install(
+    module: ModuleType, reference: Mapping[str, object], init: str, source: Callable[[], ModuleType | None] = codec
+) -> None:
+    """Put the compiled twins of ``reference``'s functions in ``module`` (after the compiled module's ``init``
+    function has taken the references); nothing when it is not in use. ``source``: the compiled module (the codec's
+    by default, ``scan`` for the pull scan's)."""
+    compiled = source()
     if compiled is None:
         return
     getattr(compiled, init)(module)

@@ -123,18 +123,18 @@ class ConsumeQueue:
             return None
         return self.ext.get(e[2])
 
-    def read_block(self, offset: int, n: int) -> bytes:
-        """Raw bytes of up to ``n`` consecutive entries from ``offset``, within one file."""
+    def read_block(self, offset: int, n: int) -> memoryview:
+        """Up to ``n`` consecutive raw entries from ``offset``, within one file: a view of the mapping, not a copy
+        (read it and drop it: while it lives, closing the file leaves the unmapping to the garbage collector)."""
         byte_off = offset * CQ_UNIT
         mf = self.mfq.find(byte_off)
         if mf is None:
-            return b""
+            return memoryview(b"")
         pos = byte_off - mf.file_from_offset
-        avail = (mf.wrote_position - pos) // CQ_UNIT
-        k = min(n, avail)
+        k = min(n, (mf.wrote_position - pos) // CQ_UNIT)
         if k <= 0:
-            return b""
-        return mf.mm[pos : pos + k * CQ_UNIT]
+            return memoryview(b"")
+        return memoryview(mf.mm)[pos : pos + k * CQ_UNIT]
 
     def file_end_offset(self, offset: int) -> int:
         """Queue offset where the file holding ``offset`` ends (next file start)."""

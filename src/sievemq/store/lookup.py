@@ -75,12 +75,13 @@ class Reader:
         return max_o
 
     def get_message(
-        self, topic: str, queue_id: int, offset: int, max_msgs: int, flt: MessageFilter | None
+        self, topic: str, queue_id: int, offset: int, max_msgs: int, flt: MessageFilter | None, *, joined: bool = False
     ) -> GetResult:
         """Up to ``max_msgs`` matching records from ``offset`` (status table: docs/protocol/requests.md §6).
 
         Scans at most ``max(max_cq_scan_entries, max_msgs)`` entries of one consume-queue file
-        (``scan.scan_window``).
+        (``scan.scan_window``), read in place from its mapping. ``joined``: ``records`` holds one ``bytes``, the
+        records back to back (a pull answer's body; ``message_count`` says how many).
         """
         cq = self.queues.find(topic, queue_id)
         if cq is None:
@@ -93,15 +94,13 @@ class Reader:
         if early is not None:
             return early
         cfg = self.config
-        block = cq.read_block(offset, max(cfg.max_cq_scan_entries, max_msgs))
-        if max_o < cq.max_offset:  # not past what the replicas in sync hold
-            block = block[: (max_o - offset) * CQ_ENTRY.size]
+        block = cq.read_block(offset, min(max(cfg.max_cq_scan_entries, max_msgs), max_o - offset))
         if not block:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.file_end_offset(offset), min_o, max_o)
         limits = ScanLimits(min(max_msgs, cfg.max_transfer_msgs_per_pull), cfg.max_transfer_bytes_per_pull)
         ext = cq.ext if cq.ext is not None and cq.ext.has_files else None
         cl = self.commitlog
-        w = scan_window(block, find=cl.mfq.find, log_min=cl.min_offset, ext=ext, flt=flt, limits=limits)
+        w = scan_window(block, find=cl.mfq.find, log_min=cl.min_offset, ext=ext, flt=flt, limits=limits, joined=joined)
         result = window_result(w, offset, min_o, max_o)
         if w.scanned > 0:  # how far behind the log's end this pull reads (a slave-read suggestion rests on it)
             result.last_phy = CQ_ENTRY.unpack_from(block, (w.scanned - 1) * CQ_ENTRY.size)[0]

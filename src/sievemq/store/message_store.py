@@ -373,10 +373,10 @@ class MessageStore:
 
     # ------------------------------------------------------------------------------------------ reads (lookup.py)
     def get_message(
-        self, topic: str, queue_id: int, offset: int, max_msgs: int, flt: MessageFilter | None
+        self, topic: str, queue_id: int, offset: int, max_msgs: int, flt: MessageFilter | None, *, joined: bool = False
     ) -> GetResult:
-        """Up to ``max_msgs`` matching records from ``offset`` (``Reader.get_message``)."""
-        return self.reader.get_message(topic, queue_id, offset, max_msgs, flt)
+        """Up to ``max_msgs`` matching records from ``offset`` (``Reader.get_message``; ``joined``: as one body)."""
+        return self.reader.get_message(topic, queue_id, offset, max_msgs, flt, joined=joined)
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         """Next queue offset to be written (0 for an unknown queue)."""

@@ -15,23 +15,42 @@ Two pure steps, no state of their own:
   stops at the next entry.
 
 Records are read through ``find(phy)`` (the commit log's ``MappedFileQueue.find``): a file exposing
-``mm``, ``file_from_offset`` and ``wrote_position``.
+``mm`` (a buffer: the mapping), ``file_from_offset`` and ``wrote_position``. A *joined* scan (what a pull answers
+with) returns the records back to back in one ``bytes``.
+
+The per-entry loop is ``walk_entries``; ``store/_scan.pyx`` holds its compiled twin (swapped in as
+``protocol/_codec.pyx``'s twins are, docs/performance.md), which copies each run of contiguous records straight
+from the mapping into the joined body: one copy, no object per record. ``REFERENCE`` keeps the pure-Python one.
 """
 
 from __future__ import annotations
 
+import itertools
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
+from sievemq.protocol import accel as _accel
 from sievemq.store.consume_queue import BLANK_SIZE, CQ_DTYPE, CQ_ENTRY
 from sievemq.store.consume_queue_ext import EXT_ADDRESS_MAX, BitmapProbe, CqExtUnit
 from sievemq.store.filtering import MessageFilter
 from sievemq.store.results import GetResult, GetStatus
 
-__all__ = ["ExtUnits", "RecordFile", "ScanLimits", "Window", "position_status", "scan_window", "window_result"]
+__all__ = [
+    "REFERENCE",
+    "ExtUnits",
+    "RecordFile",
+    "ScanLimits",
+    "Window",
+    "position_status",
+    "scan_window",
+    "walk_entries",
+    "window_result",
+]
 
 
 class RecordFile(Protocol):
@@ -78,11 +97,19 @@ class Window:
     """What a scan of one window found."""
 
     records: list[bytes]
+    """The records found; a joined scan: one ``bytes`` holding them back to back (empty list: none found)."""
     total: int
     scanned: int
     """Entries consumed from the window start (the next pull starts after them)."""
     removing: bool
     """Some entries pointed below the commit log's oldest offset (their records were deleted)."""
+    count: int = -1
+    """How many records were found (-1: ``len(records)``)."""
+
+    @property
+    def found(self) -> int:
+        """How many records were found."""
+        return self.count if self.count >= 0 else len(self.records)
 
 
 def position_status(offset: int, min_o: int, max_o: int) -> GetResult | None:
@@ -104,53 +131,88 @@ def window_result(w: Window, offset: int, min_o: int, max_o: int) -> GetResult:
         status = GetStatus.FOUND
     else:
         status = GetStatus.MESSAGE_WAS_REMOVING if w.removing else GetStatus.NO_MATCHED_MESSAGE
-    return GetResult(status, offset + w.scanned, min_o, max_o, w.records, len(w.records), w.total)
+    return GetResult(status, offset + w.scanned, min_o, max_o, w.records, w.found, w.total)
 
 
 def scan_window(
-    block: bytes,
+    block: bytes | memoryview,
     *,
     find: Callable[[int], RecordFile | None],
     log_min: int,
     ext: ExtUnits | None,
     flt: MessageFilter | None,
     limits: ScanLimits,
+    joined: bool = False,
 ) -> Window:
     """Scan the raw entries ``block`` (see the module docstring); ``log_min`` is the commit log's oldest offset.
 
-    ``ext`` is the queue's extension (None when it has no unit files).
+    ``ext`` is the queue's extension (None when it has no unit files). ``joined``: the window's ``records`` is one
+    ``bytes``, the records back to back (what a pull answer's body is).
     """
-    limit_msgs = max(1, limits.max_msgs)
-    limit_bytes = limits.max_bytes
-    records: list[bytes] = []
-    total = 0
     n = len(block) // CQ_ENTRY.size
-    scanned = n
-    removing = False
     # a filter that decides on the record alone (``ignores_cq``) spares the extension-unit reads
     match_cq = flt.match_cq if flt is not None and not flt.ignores_cq else None
     match_record = flt.match_record if flt is not None else None
-    mm: Any = None
-    lo = hi = 0
     ext_get = ext.get if ext is not None else None
-    entries: Iterable[tuple[int, tuple[int, int, int]]] = enumerate(CQ_ENTRY.iter_unpack(block))
     arr = None
     rejected = None
+    keep = None
     probe = flt.bitmap_probe() if flt is not None and ext is not None else None
     if probe is not None:
-        assert ext is not None and flt is not None
+        assert ext is not None
         arr = np.frombuffer(block, dtype=CQ_DTYPE)
-        slots = arr["tags"]
-        at = np.flatnonzero(slots <= EXT_ADDRESS_MAX)
-        if len(at):
-            rejected = at[ext.probe_reject(slots[at], probe)]
-            if len(rejected):
-                keep = np.ones(n, dtype=np.bool_)
-                keep[rejected] = False
-                idx = np.flatnonzero(keep)
-                rows = arr[idx]
-                entries = zip(idx.tolist(), zip(rows["phy"].tolist(), rows["size"].tolist(),
-                                                slots[idx].tolist(), strict=True), strict=True)  # fmt: skip
+        rejected = _probe_rejected(arr, ext, probe)
+        if rejected is not None:
+            mask = np.ones(n, dtype=np.bool_)
+            mask[rejected] = False
+            keep = mask.tobytes()
+    w = walk_entries(block, keep, find, log_min, ext_get, match_cq, match_record, max(1, limits.max_msgs),
+                     limits.max_bytes, joined)  # fmt: skip
+    if rejected is not None:
+        assert flt is not None
+        # only those before where this scan stopped: the next pull scans the rest again (and counts them then)
+        flt.on_probe_rejected(len(rejected) if w.scanned == n else int((rejected < w.scanned).sum()))
+    if not w.records and not w.removing and arr is not None:  # entries the probe skipped may point below the log
+        head = arr[: w.scanned]
+        w.removing = bool(((head["phy"] < log_min) & (head["size"] != BLANK_SIZE)).any())
+    return w
+
+
+def _probe_rejected(arr: npt.NDArray[Any], ext: ExtUnits, probe: BitmapProbe) -> npt.NDArray[np.intp] | None:
+    """Indexes of the window's entries whose extension unit the probe rejects (None: none)."""
+    slots = arr["tags"]
+    at = np.flatnonzero(slots <= EXT_ADDRESS_MAX)
+    if not len(at):
+        return None
+    rejected: npt.NDArray[np.intp] = at[ext.probe_reject(slots[at], probe)]
+    return rejected if len(rejected) else None
+
+
+def walk_entries(
+    block: bytes | memoryview,
+    keep: bytes | None,
+    find: Callable[[int], RecordFile | None],
+    log_min: int,
+    ext_get: Callable[[int], CqExtUnit | None] | None,
+    match_cq: Callable[[int, CqExtUnit | None], bool] | None,
+    match_record: Callable[[memoryview], bool] | None,
+    limit_msgs: int,
+    limit_bytes: int,
+    joined: bool,
+) -> Window:
+    """The per-entry loop of ``scan_window`` (module docstring): entries whose byte in ``keep`` is 0 are skipped (the
+    probe rejected them); ``match_cq``/``match_record`` are the filter's stages (None: pass). Reading stops before
+    the entry that would take the records past ``limit_msgs`` or ``limit_bytes`` (the first always goes).
+    """
+    records: list[bytes] = []
+    total = 0
+    scanned = len(block) // CQ_ENTRY.size
+    removing = False
+    mm: Any = None
+    lo = hi = 0
+    entries: Iterable[tuple[int, tuple[int, int, int]]] = enumerate(CQ_ENTRY.iter_unpack(block))
+    if keep is not None:
+        entries = itertools.compress(entries, keep)
     for i, (phy, size, tags) in entries:
         if size == BLANK_SIZE:
             continue
@@ -186,11 +248,11 @@ def scan_window(
                 continue
         records.append(mm[pos : pos + size])
         total += size
-    if rejected is not None and len(rejected):
-        assert flt is not None
-        # only those before where this scan stopped: the next pull scans the rest again (and counts them then)
-        flt.on_probe_rejected(len(rejected) if scanned == n else int((rejected < scanned).sum()))
-    if not records and not removing and arr is not None:  # entries the probe skipped may point below the log
-        head = arr[:scanned]
-        removing = bool(((head["phy"] < log_min) & (head["size"] != BLANK_SIZE)).any())
-    return Window(records, total, scanned, removing)
+    if joined:
+        return Window([b"".join(records)] if records else [], total, scanned, removing, len(records))
+    return Window(records, total, scanned, removing, len(records))
+
+
+REFERENCE: dict[str, object] = {"walk_entries": walk_entries}
+"""The pure-Python ``walk_entries``, kept whatever runs (the accelerator's tests compare against it)."""
+_accel.install(sys.modules[__name__], REFERENCE, "init_scan", _accel.scan)

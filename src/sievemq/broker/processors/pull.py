@@ -2,7 +2,9 @@
 
 Store status -> response code follows ``docs/protocol/requests.md`` (pull). A pull that finds nothing new and may
 be suspended is parked (``PullHoldService``) until a matching message is dispatched to its queue or its suspend
-time runs out, then runs once more without suspension.
+time runs out, then runs once more without suspension. A pull that needs no hold is answered in the turn of the loop
+that read it (``ProcessorTable.answer``: no task of its own), its records copied from the commit log straight into
+the answer's body (``Reader.get_message(joined=True)``).
 
 A pull of a queue whose offset an operator reset is told to move there (PULL_OFFSET_MOVED, before and after a
 hold) unless it already asks for the new offset (docs/admin.md §4). A pull of ``TOOLS_CONSUMER`` (``sievemq topic
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from sievemq.broker.clients import ConsumerGroupInfo, ConsumerManager
@@ -31,7 +34,7 @@ from sievemq.protocol.pull_header import PullMessageHeader
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_READ
 from sievemq.remoting.codes import RequestCode, ResponseCode
-from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.command import FLAG_RESPONSE, RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable
 from sievemq.store import GetResult, GetStatus, MessageStore
@@ -101,8 +104,8 @@ class PullProcessor:
     def register(self, table: ProcessorTable) -> None:
         """Put PULL_MESSAGE into ``table``, and LITE_PULL_MESSAGE (361: what rocketmq-client 5.x's
         DefaultLitePullConsumer sends), which RocketMQ's broker serves the same way."""
-        table.register(RequestCode.PULL_MESSAGE, self.pull)
-        table.register(RequestCode.LITE_PULL_MESSAGE, self.pull)
+        table.register(RequestCode.PULL_MESSAGE, self.answer)
+        table.register(RequestCode.LITE_PULL_MESSAGE, self.answer)
 
     # ------------------------------------------------------------------------------------------ checks
     def _check_queue(self, h: PullMessageHeader) -> None:
@@ -177,10 +180,11 @@ class PullProcessor:
         return build_filter(sub, h.consumer_group, self.filters, self.settings.property_filter)
 
     # ------------------------------------------------------------------------------------------ pull
-    async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """11 PULL_MESSAGE; every answer is timed in ``stats.pull_latency``, less the time the pull was held."""
+    def answer(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """11 PULL_MESSAGE, answered at once unless the pull is held (then what to await: ``ProcessorTable.answer``);
+        every answer, a refusal too, is timed in ``stats.pull_latency``, less the time the pull was held."""
         started = time.perf_counter()
-        held = 0.0
+        held = False
         try:
             h = PullMessageHeader.parse(cmd.ext_fields)
             self._check_queue(h)
@@ -190,21 +194,41 @@ class PullProcessor:
                 return self._moved(cmd, h, moved)
             if h.commits_offset and h.commit_offset >= 0 and h.consumer_group != TOOLS_CONSUMER_GROUP:
                 self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-
-            result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt)
+            result = self._read(h, flt)
             code = response_code(result, h.queue_offset)
             if code == ResponseCode.PULL_NOT_FOUND and h.suspend and h.suspend_timeout_millis > 0:
-                hold_started = time.perf_counter()
-                await self._hold(h, flt)
-                held = time.perf_counter() - hold_started
-                moved = self.offsets.take_reset(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
-                if moved is not None:  # reset while held
-                    return self._moved(cmd, h, moved)
-                result = self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt)
-                code = response_code(result, h.queue_offset)
+                held = True
+                return self._held(cmd, h, flt, started)
             return self._answer(cmd, h, result, code)
         finally:
+            if not held:
+                self.stats.pull_latency.observe(time.perf_counter() - started)
+
+    async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """``answer``, awaited."""
+        answer = self.answer(conn, cmd)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    async def _held(
+        self, cmd: RemotingCommand, h: PullMessageHeader, flt: MessageFilter | None, started: float
+    ) -> RemotingCommand:
+        """A pull that found nothing new: held until a matching message arrives or its time is up, then read again."""
+        held = 0.0
+        try:
+            hold_started = time.perf_counter()
+            await self._hold(h, flt)
+            held = time.perf_counter() - hold_started
+            moved = self.offsets.take_reset(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
+            if moved is not None:  # reset while held
+                return self._moved(cmd, h, moved)
+            result = self._read(h, flt)
+            return self._answer(cmd, h, result, response_code(result, h.queue_offset))
+        finally:
             self.stats.pull_latency.observe(time.perf_counter() - started - held)
+
+    def _read(self, h: PullMessageHeader, flt: MessageFilter | None) -> GetResult:
+        """The store's answer to the pull, its records joined into the body (one copy from the commit log)."""
+        return self.store.get_message(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, flt, joined=True)
 
     def _answer(
         self, cmd: RemotingCommand, h: PullMessageHeader, result: GetResult, code: ResponseCode
@@ -215,17 +239,16 @@ class PullProcessor:
             self.offsets.note_pulled(h.consumer_group, h.topic, h.queue_id, result.next_begin_offset)
         if code == ResponseCode.SUCCESS:
             self.stats.get(h.topic, result.message_count, result.buffer_total_size, h.consumer_group)
-        return cmd.response(
-            code,
-            None if code == ResponseCode.SUCCESS else result.status.name,
-            {
-                "suggestWhichBrokerId": self._suggest(h.consumer_group, result),
-                "nextBeginOffset": result.next_begin_offset,
-                "minOffset": result.min_offset,
-                "maxOffset": result.max_offset,
-            },
-            b"".join(result.records) if code == ResponseCode.SUCCESS else b"",
-        )
+        found = code == ResponseCode.SUCCESS
+        fields = {
+            "suggestWhichBrokerId": str(self._suggest(h.consumer_group, result)),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        body = b"".join(result.records) if found else b""  # (joined: the one body itself, no copy)
+        return RemotingCommand(int(code), cmd.opaque, FLAG_RESPONSE, remark=None if found else result.status.name,
+                               ext_fields=fields, body=body, serialize_type=cmd.serialize_type)  # fmt: skip
 
     def _moved(self, cmd: RemotingCommand, h: PullMessageHeader, offset: int) -> RemotingCommand:
         """PULL_OFFSET_MOVED to where an operator reset the group's offset of the queue."""
