@@ -21,36 +21,30 @@ __all__ = ["PURE_ENV", "codec", "implementation", "install", "scan"]
 PURE_ENV = "SIEVEMQ_PURE_PYTHON"
 """Set to 1 to run the pure-Python codecs although the compiled module is installed."""
 
-_codec: ModuleType | None = None
-_loaded = False
-_scan: ModuleType | None = None
-_scan_loaded = False
+_modules: dict[str, ModuleType | None] = {}
+"""The compiled modules looked for so far, by name (None: not built, or switched off)."""
+
+
+def _compiled(name: str) -> ModuleType | None:
+    if name not in _modules:
+        module = None
+        if os.environ.get(PURE_ENV, "") not in ("1", "true", "yes"):
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
+        _modules[name] = module
+    return _modules[name]
 
 
 def codec() -> ModuleType | None:
     """The compiled codec module, or None (not built, or switched off by ``SIEVEMQ_PURE_PYTHON=1``)."""
-    global _codec, _loaded
-    if not _loaded:
-        _loaded = True
-        if os.environ.get(PURE_ENV, "") not in ("1", "true", "yes"):
-            try:
-                _codec = importlib.import_module("sievemq.protocol._codec")
-            except ImportError:
-                _codec = None
-    return _codec
+    return _compiled("sievemq.protocol._codec")
 
 
 def scan() -> ModuleType | None:
     """The compiled pull scan (``sievemq.store._scan``), or None (not built, or ``SIEVEMQ_PURE_PYTHON=1``)."""
-    global _scan, _scan_loaded
-    if not _scan_loaded:
-        _scan_loaded = True
-        if os.environ.get(PURE_ENV, "") not in ("1", "true", "yes"):
-            try:
-                _scan = importlib.import_module("sievemq.store._scan")
-            except ImportError:
-                _scan = None
-    return _scan
+    return _compiled("sievemq.store._scan")
 
 
 def implementation() -> str:
