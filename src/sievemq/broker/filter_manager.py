@@ -39,6 +39,7 @@ class FilterCounts:
     filtered_by_evaluation: int = 0
     evaluation_errors: int = 0
     bitmap_false_positives: int = 0
+    """Of ``filtered_by_evaluation``: messages whose trusted bitmap had the group's bits (a Bloom false positive)."""
 
     @property
     def matched(self) -> int:

@@ -63,7 +63,7 @@ class TagFilter:
 class SqlFilter:
     """SQL92 subscription: Bloom bits first (when the group's bits exist), then evaluation of the properties."""
 
-    __slots__ = ("counts", "ignores_cq", "mask", "positions", "selector", "trust_after", "verdict")
+    __slots__ = ("bitmap_passed", "counts", "ignores_cq", "mask", "positions", "selector", "trust_after", "verdict")
 
     def __init__(
         self,
@@ -80,6 +80,9 @@ class SqlFilter:
         self.mask = mask
         self.trust_after = trust_after  # bitmaps are trusted only for messages stored after registration
         self.ignores_cq = not positions  # without the group's Bloom bits there is nothing to test up front
+        self.bitmap_passed = False
+        """The entry ``match_cq`` saw last passed the group's bits of a trusted bitmap (its record is evaluated
+        next: if the evaluation says no, the bitmap was a false positive)."""
 
     def bitmap_probe(self) -> BitmapProbe | None:
         """The group's Bloom bits, for the store to test a whole scan window at once."""
@@ -97,6 +100,7 @@ class SqlFilter:
         A bitmap is trusted only when stored after the filter was registered and exactly as long as the broker's
         Bloom filter makes them (one written under other Bloom settings would be read at the wrong bits).
         """
+        self.bitmap_passed = False
         positions = self.positions
         if positions is None or ext is None:
             return True
@@ -107,6 +111,7 @@ class SqlFilter:
             if not bitmap[p >> 3] & (1 << (p & 7)):
                 self.counts.filtered_by_bitmap += 1
                 return False
+        self.bitmap_passed = True
         return True
 
     def match_code(self, tags_code: int, props: Any = None) -> bool:
@@ -115,6 +120,7 @@ class SqlFilter:
 
     def match_record(self, record: memoryview) -> bool:
         """Evaluate the selector on the stored message's properties."""
+        bitmap_passed, self.bitmap_passed = self.bitmap_passed, False
         try:
             props = read_properties(record)
         except ValueError:
@@ -128,6 +134,8 @@ class SqlFilter:
             self.counts.evaluation_errors += 1
         else:
             self.counts.filtered_by_evaluation += 1
+            if bitmap_passed:  # the group's Bloom bits said "maybe", the evaluation "no"
+                self.counts.bitmap_false_positives += 1
         return False
 
 

@@ -206,8 +206,8 @@ def group_filters(
                     click.echo(f"    DOES NOT COMPILE: {flt['error']}")
                 click.echo(
                     f"    matched {c['matched']}, filtered out by tag hash {c['filtered_by_tag']}, "
-                    f"by bitmap {c['filtered_by_bitmap']}, by evaluation {c['filtered_by_evaluation']}, "
-                    f"evaluation errors {c['evaluation_errors']}"
+                    f"by bitmap {c['filtered_by_bitmap']}, by evaluation {c['filtered_by_evaluation']} (Bloom false "
+                    f"positives {c.get('bitmap_false_positives', 0)}), evaluation errors {c['evaluation_errors']}"
                 )
                 if (fc := flt.get("functionCounts")) is not None:
                     click.echo(f"    filter function (as its filter servers reported): matched {fc['matched']}, "

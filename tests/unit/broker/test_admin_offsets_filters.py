@@ -12,6 +12,7 @@ from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
 from sievemq.broker.processors.offsets import OffsetProcessor
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import Subscription
+from sievemq.protocol.message import MessageExt, encode_record
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -123,3 +124,19 @@ async def test_sql_filters_use_the_vectorised_bitmap_probe_and_trust_only_bitmap
     before = flt.counts.filtered_by_bitmap
     result = parts.store.get_message("T", 0, 0, 32, flt)
     assert result.message_count == 2 and flt.counts.filtered_by_bitmap == before + 2
+
+
+def test_a_bitmap_that_says_maybe_and_an_evaluation_that_says_no_count_as_a_false_positive(parts: Parts) -> None:
+    entry = parts.filters.register("g", "T", "a > 5")
+    assert entry is not None
+    flt = build_filter(Subscription("T", "a > 5", "SQL92"), "g", parts.filters)
+    assert isinstance(flt, SqlFilter)
+    later = entry.born_time + 1
+    record = memoryview(encode_record(MessageExt("T", b"x", properties={"a": "1"}, born_host=("10.0.0.1", 1),
+                                                 store_host=("10.0.0.2", 2))))  # fmt: skip
+    assert flt.match_cq(0, CqExtUnit(0, later, entry.mask)) and not flt.match_record(record)
+    assert (flt.counts.filtered_by_evaluation, flt.counts.bitmap_false_positives) == (1, 1)
+    # no bitmap to trust (a message stored before the filter): evaluated, filtered out, no false positive
+    assert flt.match_cq(0, CqExtUnit(0, entry.born_time, entry.mask)) and not flt.match_record(record)
+    assert (flt.counts.filtered_by_evaluation, flt.counts.bitmap_false_positives) == (2, 1)
+    assert parts.filters.counts_for("g", "T").as_dict()["bitmap_false_positives"] == 1
