@@ -650,3 +650,65 @@ def split_frames(bytearray buf, Py_ssize_t pos, Py_ssize_t max_length, list out)
         out.append(cmd)
         pos = end
     return pos
+
+
+# ------------------------------------------------------------------------------------------ header checks
+cdef object _ref_check_fields = None
+cdef tuple _plans_named = None
+cdef tuple _plans_v2 = None
+cdef object _v2_to_v1 = None
+
+
+def init_header_rules(module):
+    """Wire in ``sievemq.protocol.header_rules`` (its reference ``check_fields`` and its plans)."""
+    global _ref_check_fields, _plans_named, _plans_v2, _v2_to_v1
+    _ref_check_fields = module.REFERENCE["check_fields"]
+    _plans_named = module._PLANS[False]
+    _plans_v2 = module._PLANS[True]
+    _v2_to_v1 = module.V2_TO_V1
+
+
+def check_fields(fields, rename=None):
+    """Twin of ``header_rules.check_fields``: passes the common case itself, hands anything else (a name not seen
+    yet, a number that is not short plain digits in bounds) to the reference, which decides."""
+    cdef tuple plans
+    if type(fields) is not dict:
+        return _ref_check_fields(fields, rename)
+    if not rename:
+        plans = _plans_named
+    elif rename is _v2_to_v1:
+        plans = _plans_v2
+    else:
+        return _ref_check_fields(fields, rename)
+    cdef dict names = <dict>plans[0]
+    cdef dict ints = <dict>plans[1]
+    cdef Py_ssize_t n, i
+    cdef int64_t v
+    cdef int digit
+    cdef str text
+    for key, value in (<dict>fields).items():
+        if type(value) is not str:
+            return _ref_check_fields(fields, rename)
+        n = len(<str>value)
+        if n == 0:
+            continue
+        rule = names.get(key)
+        if rule is not None:
+            if value in (<tuple>rule)[1]:
+                continue
+            return _ref_check_fields(fields, rename)
+        bounds = ints.get(key)
+        if bounds is None or value == "null":
+            continue
+        if n > 18:
+            return _ref_check_fields(fields, rename)
+        text = <str>value
+        v = 0
+        for i in range(n):
+            digit = <int>text[i] - 48
+            if digit < 0 or digit > 9:
+                return _ref_check_fields(fields, rename)
+            v = v * 10 + digit
+        if not ((<tuple>bounds)[1] <= v <= (<tuple>bounds)[2]):
+            return _ref_check_fields(fields, rename)
+    return None

@@ -15,9 +15,11 @@ keys (docs/protocol/requests.md §2); they are read through the V2 table.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 
 from sievemq.errors import HeaderError, RemotingError
+from sievemq.protocol import accel as _accel
 from sievemq.protocol.names import group_problem, topic_problem
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import PERM_MAX
@@ -200,3 +202,9 @@ def check_request(code: int, fields: Mapping[str, str]) -> None:
         raise  # a number out of its Java type: RocketMQ cannot decode the header either (SYSTEM_ERROR)
     except RemotingError as e:  # an illegal name: RocketMQ 5's send check answers INVALID_PARAMETER
         raise RemotingError(ResponseCode.INVALID_PARAMETER, e.remark, e.reason) from None
+
+
+REFERENCE: dict[str, object] = {"check_fields": check_fields}
+"""The pure-Python ``check_fields``, kept whatever runs (the accelerator's tests compare against it; its twin takes
+the common case, names already passed and short numbers in bounds, and hands anything else to it)."""
+_accel.install(sys.modules[__name__], REFERENCE, "init_header_rules")
