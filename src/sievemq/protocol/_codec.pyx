@@ -712,3 +712,108 @@ def check_fields(fields, rename=None):
         if not ((<tuple>bounds)[1] <= v <= (<tuple>bounds)[2]):
             return _ref_check_fields(fields, rename)
     return None
+
+
+# ------------------------------------------------------------------------------------------ send headers
+cdef object _SendMessageHeader = None
+cdef object _ref_parse_send_header = None
+cdef dict _send_v2_to_v1 = None
+cdef object _auto_topic = None
+
+
+def init_send_header(module):
+    """Wire in ``sievemq.protocol.send_header`` (its reference ``parse_send_header`` and the header class)."""
+    global _SendMessageHeader, _ref_parse_send_header, _send_v2_to_v1, _auto_topic
+    _SendMessageHeader = module.SendMessageHeader
+    _ref_parse_send_header = module.REFERENCE["parse_send_header"]
+    _send_v2_to_v1 = module.V2_TO_V1
+    _auto_topic = module.AUTO_CREATE_TOPIC_KEY
+
+
+cdef int _plain_int(object v, int64_t* out):
+    """1: ``v`` is an optional minus and at most 18 ASCII digits (its value in ``out``); 0: the absent forms (None,
+    "", "null"); -1: anything else (the reference reads it)."""
+    if v is None:
+        return 0
+    if type(v) is not str:
+        return -1
+    cdef str text = <str>v
+    cdef Py_ssize_t n = len(text), i = 0
+    cdef int digit
+    cdef bint negative = False
+    if n == 0 or text == "null":
+        return 0
+    if text[0] == "-":
+        negative = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return -1
+    cdef int64_t value = 0
+    while i < n:
+        digit = <int>text[i] - 48
+        if digit < 0 or digit > 9:
+            return -1
+        value = value * 10 + digit
+        i += 1
+    out[0] = -value if negative else value
+    return 1
+
+
+cdef int _plain_bool(object v):
+    """1 / 0 for the usual spellings (absent: 0); -1: anything else (the reference reads it)."""
+    if v is None or v == "":
+        return 0
+    if v == "true" or v == "1":
+        return 1
+    if v == "false" or v == "0":
+        return 0
+    return -1
+
+
+def parse_send_header(fields, v2):
+    """Twin of ``send_header.parse_send_header``."""
+    if type(fields) is not dict:
+        return _ref_parse_send_header(fields, v2)
+    cdef dict f
+    if v2:
+        f = {}
+        for k, v in (<dict>fields).items():
+            f[_send_v2_to_v1.get(k, k)] = v
+    else:
+        f = <dict>fields
+    cdef int64_t qid = 0, nums = 0, sys_flag = 0, born = 0, flag = 0, reconsume = 0, max_reconsume = 0
+    cdef int has_qid = _plain_int(f.get("queueId"), &qid)
+    cdef int has_nums = _plain_int(f.get("defaultTopicQueueNums"), &nums)
+    cdef int has_sys = _plain_int(f.get("sysFlag"), &sys_flag)
+    cdef int has_born = _plain_int(f.get("bornTimestamp"), &born)
+    cdef int has_flag = _plain_int(f.get("flag"), &flag)
+    cdef int has_reconsume = _plain_int(f.get("reconsumeTimes"), &reconsume)
+    cdef int has_max = _plain_int(f.get("maxReconsumeTimes"), &max_reconsume)
+    cdef int unit_mode = _plain_bool(f.get("unitMode"))
+    cdef int batch = _plain_bool(f.get("batch"))
+    group = f.get("producerGroup")
+    topic = f.get("topic")
+    default_topic = f.get("defaultTopic")
+    properties = f.get("properties")
+    if (
+        has_qid < 0 or has_nums < 0 or has_sys < 0 or has_born < 0 or has_flag < 0 or has_reconsume < 0
+        or has_max < 0 or unit_mode < 0 or batch < 0 or type(topic) is not str or not topic
+        or (group is not None and type(group) is not str) or (default_topic is not None and type(default_topic) is not str)
+        or (properties is not None and type(properties) is not str)
+    ):
+        return _ref_parse_send_header(fields, v2)
+    h = _obj_new(_SendMessageHeader)
+    h.producer_group = group if group else ""
+    h.topic = topic
+    h.default_topic = default_topic if default_topic else _auto_topic
+    h.default_topic_queue_nums = nums if has_nums else 4
+    h.queue_id = qid if has_qid else -1
+    h.sys_flag = sys_flag if has_sys else 0
+    h.born_timestamp = born if has_born else 0
+    h.flag = flag if has_flag else 0
+    h.properties = properties if properties else ""
+    h.reconsume_times = reconsume if has_reconsume else 0
+    h.unit_mode = unit_mode == 1
+    h.max_reconsume_times = max_reconsume if has_max else None
+    h.batch = batch == 1
+    return h
