@@ -36,6 +36,7 @@ def _extensions() -> list[Extension]:
         return []
     exts = [
         Extension("sievemq.protocol._codec", ["src/sievemq/protocol/_codec.pyx"]),
+        Extension("sievemq.protocol._headers", ["src/sievemq/protocol/_headers.pyx"]),  # frames, header checks
         Extension("sievemq.store._scan", ["src/sievemq/store/_scan.pyx"]),  # the pull scan's loop (store/scan.py)
     ]
     return list(cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True))

@@ -28,7 +28,7 @@ reference=$!
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 # The compiled codec (setup.py builds it when a C compiler is there) must be in place here: the suite runs with it,
 # and tests/unit/protocol/test_accel.py compares it with the pure-Python reference.
-.venv/bin/python -c 'import sievemq.protocol._codec, sievemq.store._scan' \
+.venv/bin/python -c 'import sievemq.protocol._codec, sievemq.protocol._headers, sievemq.store._scan' \
   || { echo "the compiled twins did not build (see pip's output)"; exit 1; }
 bash tests/interop/setup_clients.sh
 wait "$reference" || { echo "resolving Apache RocketMQ (tests/compat/setup_reference.sh) failed"; exit 1; }
@@ -39,7 +39,7 @@ wait "$reference" || { echo "resolving Apache RocketMQ (tests/compat/setup_refer
 SIEVEMQ_PURE_PYTHON=1 .venv/bin/pytest -p no:cacheprovider -q tests/unit tests/integration/test_batch.py \
   tests/integration/test_pull.py tests/integration/test_protocol.py tests/integration/test_sql92.py \
   --ignore tests/unit/protocol/test_accel.py --ignore tests/unit/remoting/test_frames_accel.py \
-  --ignore tests/unit/store/test_scan_accel.py
+  --ignore tests/unit/store/test_scan_accel.py --ignore tests/unit/protocol/test_headers_accel.py
 # The rest mostly waits on real processes (servers, real clients, a browser): three pytest workers run most of it
 # side by side, a file's tests together in one worker (tests/support/procs.py gives each worker its own ports,
 # netns.py its own subnets). The tests that measure limits against the clock or kill processes under load

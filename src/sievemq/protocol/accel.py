@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Mapping
 from types import ModuleType
 
-__all__ = ["PURE_ENV", "codec", "implementation", "install", "scan"]
+__all__ = ["PURE_ENV", "codec", "headers", "implementation", "install", "scan"]
 
 PURE_ENV = "SIEVEMQ_PURE_PYTHON"
 """Set to 1 to run the pure-Python codecs although the compiled module is installed."""
@@ -40,6 +40,11 @@ def _compiled(name: str) -> ModuleType | None:
 def codec() -> ModuleType | None:
     """The compiled codec module, or None (not built, or switched off by ``SIEVEMQ_PURE_PYTHON=1``)."""
     return _compiled("sievemq.protocol._codec")
+
+
+def headers() -> ModuleType | None:
+    """The compiled header twins (``sievemq.protocol._headers``: frames, the edge check, the send header), or None."""
+    return _compiled("sievemq.protocol._headers")
 
 
 def scan() -> ModuleType | None:

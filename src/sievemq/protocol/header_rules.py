@@ -207,4 +207,4 @@ def check_request(code: int, fields: Mapping[str, str]) -> None:
 REFERENCE: dict[str, object] = {"check_fields": check_fields}
 """The pure-Python ``check_fields``, kept whatever runs (the accelerator's tests compare against it; its twin takes
 the common case, names already passed and short numbers in bounds, and hands anything else to it)."""
-_accel.install(sys.modules[__name__], REFERENCE, "init_header_rules")
+_accel.install(sys.modules[__name__], REFERENCE, "init_header_rules", _accel.headers)

@@ -98,4 +98,4 @@ def parse_send_header(fields: Mapping[str, str], v2: bool) -> SendMessageHeader:
 
 REFERENCE: dict[str, object] = {"parse_send_header": parse_send_header}
 """The pure-Python ``parse_send_header``, kept whatever runs (its twin takes headers of plain digits and strings)."""
-_accel.install(sys.modules[__name__], REFERENCE, "init_send_header")
+_accel.install(sys.modules[__name__], REFERENCE, "init_send_header", _accel.headers)

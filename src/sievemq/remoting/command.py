@@ -348,4 +348,4 @@ def split_frames(buf: bytearray, pos: int, max_length: int, out: list[RemotingCo
 
 REFERENCE: dict[str, object] = {"split_frames": split_frames}
 """The pure-Python ``split_frames``, kept whatever runs (the accelerator's tests compare against it)."""
-_accel.install(sys.modules[__name__], REFERENCE, "init_command")
+_accel.install(sys.modules[__name__], REFERENCE, "init_command", _accel.headers)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sievemq.protocol import accel, batch, header_rules, message, send_header
+from sievemq.protocol import accel, batch, message
 from sievemq.protocol.batch import BatchEntry, encode_batch
 from sievemq.protocol.message import MessageExt
 from sievemq.store import index_file
@@ -29,8 +29,6 @@ pytestmark = pytest.mark.skipif(
 REF_M: dict[str, Any] = message.REFERENCE
 REF_B: dict[str, Any] = batch.REFERENCE
 REF_I: dict[str, Any] = index_file.REFERENCE
-REF_H: dict[str, Any] = header_rules.REFERENCE
-REF_S: dict[str, Any] = send_header.REFERENCE
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -131,74 +129,6 @@ def test_encode_run_twins(
 def test_offset_msg_ids_twins(msgs: list[MessageExt], host: tuple[str, int]) -> None:
     got = outcome(compiled.offset_msg_ids, host[0], host[1], msgs)
     assert got == outcome(REF_M["offset_msg_ids"], host[0], host[1], msgs)
-
-
-# ------------------------------------------------------------------------------------------ header checks
-header_keys = st.sampled_from(
-    ["topic", "consumerGroup", "producerGroup", "brokerName", "queueId", "sysFlag", "queueOffset", "perm",
-     "suspendTimeoutMillis", "maxMsgNums", "a", "b", "e", "f", "g", "other", "properties"]
-)  # fmt: skip
-header_values = st.one_of(
-    st.sampled_from(["", "null", "0", "-1", "7", "3.0", "1e3", "2147483647", "2147483648", "9223372036854775807",
-                     "9223372036854775808", "99999999999999999999", "\u0661\u0662", " 5", "5 ", "+5", "TopicA",
-                     "Topic A", "%RETRY%g", "x" * 300, "g-1"]),
-    st.text(alphabet=st.sampled_from(["1", "9", "a", "-", "%", " ", "é"]), max_size=24),
-)  # fmt: skip
-
-
-@SETTINGS
-@given(st.dictionaries(header_keys, header_values, max_size=8), st.sampled_from(["none", "v2", "custom"]))
-def test_check_fields_twins(fields: dict[str, str], rename_kind: str) -> None:
-    rename = {"none": None, "v2": header_rules.V2_TO_V1, "custom": {"x": "topic", "e": "queueId"}}[rename_kind]
-    got = outcome(compiled.check_fields, fields, rename)
-    assert got == outcome(REF_H["check_fields"], fields, rename), (fields, rename)
-
-
-def test_check_fields_takes_the_common_case_alone() -> None:
-    fields = {"a": "pg", "b": "TopicA", "e": "3", "g": "1700000000000", "i": "TAGS\x01x", "m": "false"}
-    REF_H["check_fields"](fields, header_rules.V2_TO_V1)  # the names pass once: remembered
-    compiled.init_header_rules(type("H", (), {"REFERENCE": {"check_fields": None}, "_PLANS": header_rules._PLANS,
-                                              "V2_TO_V1": header_rules.V2_TO_V1}))  # fmt: skip
-    try:
-        assert compiled.check_fields(fields, header_rules.V2_TO_V1) is None  # a fallback would call None
-    finally:
-        compiled.init_header_rules(header_rules)
-
-
-# ------------------------------------------------------------------------------------------ send headers
-send_keys = st.sampled_from(
-    ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "topic", "queueId", "batch", "x"]
-)
-send_values = st.one_of(
-    st.sampled_from(["", "null", "0", "-1", "-", "7", "3.0", "TRUE", "true", "false", "1", "yes", " 5", "+5",
-                     "9223372036854775807", "99999999999999999999", "\u0661", "T", "TAGS\x01a"]),
-    st.text(alphabet=st.sampled_from(["1", "0", "-", "a", "e"]), max_size=20),
-)  # fmt: skip
-
-
-def header_fields(h: Any) -> Any:
-    return dataclasses.asdict(h) if dataclasses.is_dataclass(h) else h
-
-
-@SETTINGS
-@given(st.dictionaries(send_keys, send_values, max_size=10), st.booleans())
-def test_parse_send_header_twins(fields: dict[str, str], v2: bool) -> None:
-    got = outcome(compiled.parse_send_header, fields, v2)
-    want = outcome(REF_S["parse_send_header"], fields, v2)
-    assert (got[0], header_fields(got[1])) == (want[0], header_fields(want[1])), fields
-
-
-def test_parse_send_header_takes_the_common_case_alone() -> None:
-    fields = {"a": "pg", "b": "TopicA", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",
-              "i": "TAGS\x01x", "j": "0", "k": "false", "l": "16", "m": "false"}  # fmt: skip
-    want = REF_S["parse_send_header"](fields, True)
-    compiled.init_send_header(type("S", (), {"SendMessageHeader": send_header.SendMessageHeader,
-                                             "REFERENCE": {"parse_send_header": None}, "V2_TO_V1": send_header.V2_TO_V1,
-                                             "AUTO_CREATE_TOPIC_KEY": send_header.AUTO_CREATE_TOPIC_KEY}))  # fmt: skip
-    try:
-        assert compiled.parse_send_header(fields, True) == want  # a fallback would call None
-    finally:
-        compiled.init_send_header(send_header)
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -376,8 +306,6 @@ def test_the_modules_run_the_compiled_twins_unless_told_not_to() -> None:
     assert batch.batch_messages is compiled.batch_messages
     assert batch.encode_batch is compiled.encode_batch
     assert index_file.index_put is compiled.index_put
-    assert header_rules.check_fields is compiled.check_fields
-    assert send_header.parse_send_header is compiled.parse_send_header
 
 
 def test_the_common_case_never_reaches_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from sievemq.protocol import accel
 from sievemq.remoting import command
 from sievemq.remoting.command import RemotingCommand, SerializeType, encode
 
-compiled = accel.codec()
+compiled = accel.headers()
 pytestmark = pytest.mark.skipif(
     compiled is None, reason="the compiled codec is not built here (no C compiler, or SIEVEMQ_PURE_PYTHON=1)"
 )
