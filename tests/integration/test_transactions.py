@@ -151,7 +151,9 @@ async def test_kill9_between_half_message_and_commit_is_resolved_by_the_check_af
     cluster: Cluster, open_conn: OpenConn
 ) -> None:
     ns = cluster.namesrv()
-    patient = ("--transaction-timeout", "300", "--transaction-check-interval", "400", "--transaction-check-max", "30")
+    # checks every 0.4 s, and enough of them (300: two minutes) that a producer slow to come back on a loaded machine
+    # still answers one before the broker gives the transaction up
+    patient = ("--transaction-timeout", "300", "--transaction-check-interval", "400", "--transaction-check-max", "300")
     broker = cluster.broker(ns.addr, "broker-tx", *patient, flush="SYNC_FLUSH")
     await create_topic(await open_conn(broker), TOPIC, queues=1)
 
@@ -168,7 +170,7 @@ async def test_kill9_between_half_message_and_commit_is_resolved_by_the_check_af
     broker = cluster.restart(broker)
     assert await _bodies(open_conn, broker) == [b"settled-before"], "nothing half-done is delivered"
     async with TransactionProducer(ns.addr, "tx-crash", check_listener=late_commit, topics=[TOPIC]):
-        await eventually(lambda: _has(open_conn, broker, [b"settled-before", b"open-at-kill"]), timeout=20.0,
+        await eventually(lambda: _has(open_conn, broker, [b"settled-before", b"open-at-kill"]), timeout=90.0,
                          what="the open transaction committed by the check after the restart")  # fmt: skip
         await quiet_period(1.5, "a second copy of either message (a transaction settled twice)")
     got = await pull_all(await open_conn(broker), TOPIC, 0)
