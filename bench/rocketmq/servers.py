@@ -21,10 +21,10 @@ from tests.support.rocketmq import (
     java,
     reference_port,
 )
+from tests.support.wire import wait_routed
 
 import sievemq
 from sievemq.admin.api import AdminClient
-from sievemq.errors import RemotingError
 
 VERSION = LATEST
 """The Apache RocketMQ release compared (its broker, name server and Java client)."""
@@ -142,15 +142,7 @@ async def _create_topic(server: Server, topic: str, queues: int) -> None:
     registers it right after, in a request of its own)."""
     async with AdminClient(server.namesrv) as admin:
         await admin.create_topic(topic, queues=queues, broker=server.broker)
-        for _ in range(600):
-            try:
-                route = await admin.route(topic)
-            except RemotingError:
-                route = None
-            if route is not None and route.queue_datas:
-                return
-            await asyncio.sleep(0.05)  # polling for a state: the name server's route of the topic
-    raise RuntimeError(f"{server.title}: no route for {topic} after 30 s")
+    await wait_routed(server.namesrv, [topic], who=server.title)
 
 
 def create_topics(servers: list[Server], topics: list[str], queues: int) -> None:

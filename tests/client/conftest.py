@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from sievemq import ConsumeResult, MessageExt, PushConsumer, RemotingError
-from sievemq.admin.api import AdminClient
+from sievemq import ConsumeResult, MessageExt, PushConsumer
 from tests.support.procs import Proc, attach_process_logs, dev_proc
+from tests.support.wire import wait_routed
 
 T = TypeVar("T")
 LOG_TAIL_CHARS = 15_000
@@ -132,15 +132,7 @@ async def ready(consumer: PushConsumer, topic: str, queues: int | None = None, t
 
 async def routed(namesrv: str, topic: str, timeout: float = 10.0) -> None:
     """Wait until the name server publishes a route for ``topic``."""
-    async with AdminClient(namesrv) as admin:
-
-        async def probe() -> bool:
-            try:
-                return bool((await admin.route(topic)).queue_datas)
-            except RemotingError:
-                return False
-
-        await eventually(probe, timeout, what=f"route of {topic}")
+    await wait_routed(namesrv, [topic], timeout)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

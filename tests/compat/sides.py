@@ -27,6 +27,7 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection, connect
 from tests.support.procs import Proc, broker_proc, namesrv_proc
 from tests.support.rocketmq import rocketmq
+from tests.support.wire import wait_routed
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,7 @@ async def create_topic(side: Side, topic: str, queues: int = 1) -> None:
     """UPDATE_AND_CREATE_TOPIC on the side's broker, then wait until the name server routes it."""
     async with AdminClient(side.namesrv) as admin:
         await admin.create_topic(topic, queues=queues, broker=side.broker)
-        for _ in range(600):
-            try:
-                route = await admin.route(topic)
-            except RemotingError:
-                route = None
-            if route is not None and route.queue_datas:
-                return
-            await asyncio.sleep(0.05)  # polling for a state: RocketMQ registers the topic on its next beat
-        raise AssertionError(f"{side.name}: no route for {topic}")
+    await wait_routed(side.namesrv, [topic], who=side.name)
 
 
 async def send_all(side: Side, topic: str, messages: list[Message]) -> None:

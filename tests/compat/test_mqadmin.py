@@ -24,14 +24,13 @@ from typing import Literal
 
 import pytest
 
-from sievemq.admin.api import AdminClient
 from sievemq.client.api import pull_message
-from sievemq.errors import RemotingError
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from tests.compat.conftest import BROKER, CLUSTER
 from tests.compat.mqadmin import STOPPED, MqAdmin, Run, kv_lines, lines, normalise
 from tests.compat.sides import Side, broker_connection
+from tests.support.wire import wait_routed
 
 Status = Literal["same", "differs", "unsupported"]
 
@@ -262,21 +261,6 @@ def _committed(s: SideState) -> bool:
     return asyncio.run(offset()) == MESSAGES
 
 
-async def routed(side: Side, topics: tuple[str, ...]) -> None:
-    """Wait until ``side``'s name server routes every one of ``topics``."""
-    async with AdminClient(side.namesrv) as admin:
-        for topic in topics:
-            for _ in range(600):
-                try:
-                    if (await admin.route(topic)).queue_datas:
-                        break
-                except RemotingError:
-                    pass
-                await asyncio.sleep(0.05)  # polling for a state: the route appears when the broker registers
-            else:
-                raise AssertionError(f"{side.name}: no route for {topic}")
-
-
 @pytest.fixture(scope="module")
 def world(sides: tuple[Side, Side], tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """Both sides hold the same topics, groups and messages, made by mqadmin itself; a Java push consumer of
@@ -300,7 +284,7 @@ def world(sides: tuple[Side, Side], tmp_path_factory: pytest.TempPathFactory) ->
         for name, args in steps.items():
             w.setup[name] = w.both(*args)
         for side in sides:  # RocketMQ's broker tells its name server about new topics on its next beat
-            asyncio.run(routed(side, (TOPIC, TOPIC_RT, TOPIC_STATS, TOPIC_L1, TOPIC_L2)))
+            asyncio.run(wait_routed(side.namesrv, (TOPIC, TOPIC_RT, TOPIC_STATS, TOPIC_L1, TOPIC_L2), who=side.name))
         # early, so that RocketMQ's 10-second sampling has counted them by the time test_stats_all... runs
         for i in range(STATS_MESSAGES):
             w.both("sendMessage", "-n", "{ns}", "-t", TOPIC_STATS, "-p", f"s{i}", "-b", BROKER, "-i", "0")

@@ -6,10 +6,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Iterable
 
 import orjson
 
+from sievemq.admin.api import AdminClient
 from sievemq.client import api
 from sievemq.errors import RemotingError
 from sievemq.protocol.batch import BatchEntry, encode_batch
@@ -93,3 +96,20 @@ async def heartbeat(conn: Connection, data: HeartbeatData, timeout: float = ANSW
     """HEART_BEAT; the raw answer, for tests of its extFields (``api.heartbeat`` returns the typed result)."""
     cmd = RemotingCommand.request(RequestCode.HEART_BEAT, body=orjson.dumps(data.to_json()))
     return _checked(await conn.request(cmd, timeout))
+
+
+async def wait_routed(namesrv: str, topics: Iterable[str], timeout: float = 30.0, who: str = "") -> None:
+    """Wait until the name server at ``namesrv`` routes every one of ``topics`` (a state: RocketMQ's broker registers
+    a new topic on its next beat, sievemq's before it answers); AssertionError naming ``who`` after ``timeout``."""
+    async with AdminClient(namesrv) as admin:
+        for topic in topics:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    if (await admin.route(topic)).queue_datas:
+                        break
+                except RemotingError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{who or namesrv}: no route for {topic} within {timeout:.0f} s")
+                await asyncio.sleep(0.05)  # polling for a state
