@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar, cast
 
 from sievemq.errors import RemotingError
 from sievemq.protocol.reasons import REASON_FIELD
@@ -43,10 +43,13 @@ ResourceCheck = Callable[[Connection, RemotingCommand, dict[str, int]], None]
 a permission a processor found it needs once it read what the request names (the ACL's ``check_more``)."""
 
 
-async def settled(answer: Answer) -> RemotingCommand | None:
+_R = TypeVar("_R", bound="RemotingCommand | None")
+
+
+async def settled(answer: _R | Awaitable[_R]) -> _R:
     """The response an ``Answer`` gives: itself, or what it awaits for (to call a processor directly)."""
     if answer is None or isinstance(answer, RemotingCommand):
-        return answer
+        return cast(_R, answer)
     return await answer
 
 

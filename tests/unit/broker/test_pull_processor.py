@@ -17,6 +17,7 @@ from sievemq.protocol.pull_header import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, 
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
+from sievemq.remoting.server import settled
 from tests.integration.helpers import eventually
 from tests.support.quiet import quiet_period
 from tests.unit.broker.conftest import Parts
@@ -48,11 +49,11 @@ async def test_tag_filter_and_statistics(parts: Parts) -> None:
     for tag in "ABAB":
         await parts.put("T", tag.encode(), TAGS=tag)
     cmd = pull_cmd("T", flag=FLAG_SUBSCRIPTION, subscription="B", expression_type="TAG")
-    resp = await puller(parts).pull(parts.conn(), cmd)
+    resp = await settled(puller(parts).answer(parts.conn(), cmd))
     assert resp.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_records(resp.body)] == [b"B", b"B"]
     assert resp.ext_fields["nextBeginOffset"] == "4" and parts.stats.get_by_topic["T"] == 2
-    resp = await puller(parts).pull(parts.conn(), pull_cmd("T", 4, flag=FLAG_SUBSCRIPTION, subscription="*"))
+    resp = await settled(puller(parts).answer(parts.conn(), pull_cmd("T", 4, flag=FLAG_SUBSCRIPTION, subscription="*")))
     assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.remark == "OFFSET_OVERFLOW_ONE"
 
 
@@ -61,9 +62,9 @@ async def test_an_inconsistent_client_is_refused_with_the_reason(parts: Parts) -
     join(parts, "c1", "TagA", 1)
     join(parts, "c2", "TagB", 2)
     with pytest.raises(RemotingError) as e:
-        await puller(parts).pull(parts.conn("c2"), pull_cmd("T"))
+        await settled(puller(parts).answer(parts.conn("c2"), pull_cmd("T")))
     assert e.value.code == ResponseCode.SUBSCRIPTION_NOT_EXIST and e.value.reason == Reason.SUBSCRIPTION_INCONSISTENT
-    resp = await puller(parts).pull(parts.conn("c1"), pull_cmd("T"))
+    resp = await settled(puller(parts).answer(parts.conn("c1"), pull_cmd("T")))
     assert resp.code == ResponseCode.PULL_NOT_FOUND
 
 
@@ -74,36 +75,40 @@ async def test_a_later_consistent_client_pulls_with_its_own_newer_version(parts:
     parts.topics.create_system_topic("T", 1)
     join(parts, "c1", "TagA", 1000)
     join(parts, "c2", "TagA", 2000)
-    resp = await puller(parts).pull(parts.conn("c2"), pull_cmd("T", sub_version=2000))
+    resp = await settled(puller(parts).answer(parts.conn("c2"), pull_cmd("T", sub_version=2000)))
     assert resp.code == ResponseCode.PULL_NOT_FOUND
     # A pull newer than what the client itself registered is refused: its heartbeat has not arrived yet.
     with pytest.raises(RemotingError) as e:
-        await puller(parts).pull(parts.conn("c2"), pull_cmd("T", sub_version=3000))
+        await settled(puller(parts).answer(parts.conn("c2"), pull_cmd("T", sub_version=3000)))
     assert e.value.code == ResponseCode.SUBSCRIPTION_NOT_LATEST
 
 
 async def test_refusals_before_reading(parts: Parts) -> None:
     p = puller(parts)
     with pytest.raises(RemotingError) as e:
-        await p.pull(parts.conn(), pull_cmd("Nope"))
+        await settled(p.answer(parts.conn(), pull_cmd("Nope")))
     assert e.value.code == ResponseCode.TOPIC_NOT_EXIST
     parts.topics.create_system_topic("T", 1)
     with pytest.raises(RemotingError) as e:
-        await p.pull(parts.conn(), pull_cmd("T"))
+        await settled(p.answer(parts.conn(), pull_cmd("T")))
     assert e.value.code == ResponseCode.SUBSCRIPTION_NOT_EXIST, "no heartbeat, no subscription in the header"
     with pytest.raises(RemotingError) as e:
-        await p.pull(parts.conn(), pull_cmd("T", queue_id=1, flag=FLAG_SUBSCRIPTION, subscription="*"))
+        await settled(p.answer(parts.conn(), pull_cmd("T", queue_id=1, flag=FLAG_SUBSCRIPTION, subscription="*")))
     assert (e.value.code, e.value.reason) == (ResponseCode.SYSTEM_ERROR, Reason.INVALID_HEADER), "T has 1 queue"
     with pytest.raises(RemotingError) as e:
-        await p.pull(parts.conn(), pull_cmd("T", flag=FLAG_SUBSCRIPTION, subscription="a > 1", expression_type="SQL9"))
+        await settled(
+            p.answer(parts.conn(), pull_cmd("T", flag=FLAG_SUBSCRIPTION, subscription="a > 1", expression_type="SQL9"))
+        )
     assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     off = PullProcessor(
         parts.store, parts.topics, parts.groups, parts.consumers, parts.filters, parts.offsets, parts.hold,
         parts.stats, PullSettings(property_filter=False),
     )  # fmt: skip
     with pytest.raises(RemotingError) as e:
-        await off.pull(
-            parts.conn(), pull_cmd("T", flag=FLAG_SUBSCRIPTION, subscription="a > 1", expression_type="SQL92")
+        await settled(
+            off.answer(
+                parts.conn(), pull_cmd("T", flag=FLAG_SUBSCRIPTION, subscription="a > 1", expression_type="SQL92")
+            )
         )
     assert e.value.reason == Reason.SQL92_DISABLED
 
@@ -111,14 +116,14 @@ async def test_refusals_before_reading(parts: Parts) -> None:
 async def test_piggybacked_commit(parts: Parts) -> None:
     parts.topics.create_system_topic("T", 1)
     cmd = pull_cmd("T", flag=FLAG_SUBSCRIPTION | FLAG_COMMIT_OFFSET, subscription="*", commit_offset=7)
-    await puller(parts).pull(parts.conn(), cmd)
+    await settled(puller(parts).answer(parts.conn(), cmd))
     assert parts.offsets.query("g", "T", 0) == 7
 
 
 async def test_a_held_pull_wakes_on_a_matching_dispatch_only(parts: Parts) -> None:
     parts.topics.create_system_topic("T", 1)
     cmd = pull_cmd("T", flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, subscription="B", suspend_timeout_millis=10_000)
-    task = asyncio.create_task(puller(parts).pull(parts.conn(), cmd))
+    task = asyncio.create_task(settled(puller(parts).answer(parts.conn(), cmd)))
     await eventually(lambda: parts.hold.held() == 1, timeout=5.0, what="the pull held")
     await parts.put("T", b"a", TAGS="A")  # not for this subscription: it keeps waiting
     await quiet_period(0.05, "the pull answered by a dispatch it does not match", unchanged=task.done)
@@ -138,5 +143,5 @@ async def test_short_polling_holds_only_the_short_time(parts: Parts) -> None:
     )  # fmt: skip
     cmd = pull_cmd("T", flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, subscription="*", suspend_timeout_millis=10_000)
     t0 = time.monotonic()
-    resp = await p.pull(parts.conn(), cmd)
+    resp = await settled(p.answer(parts.conn(), cmd))
     assert resp.code == ResponseCode.PULL_NOT_FOUND and time.monotonic() - t0 < 1.0

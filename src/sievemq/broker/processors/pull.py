@@ -204,11 +204,6 @@ class PullProcessor:
             if not held:
                 self.stats.pull_latency.observe(time.perf_counter() - started)
 
-    async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """``answer``, awaited."""
-        answer = self.answer(conn, cmd)
-        return answer if isinstance(answer, RemotingCommand) else await answer
-
     async def _held(
         self, cmd: RemotingCommand, h: PullMessageHeader, flt: MessageFilter | None, started: float
     ) -> RemotingCommand:

@@ -271,7 +271,7 @@ class SendProcessor:
             reconsume_times=h.reconsume_times,
         )
         if base_props.get(PropertyKey.TRAN_MSG) == "true":
-            return self._prepared(cmd, msg, queue_id, h.topic, revision)
+            return self._answer_later(cmd, self._prepare(msg), queue_id, h.topic, revision)
         self._route_special(msg, h, cmd.version)
         return self._stored(cmd, self.store.put_now([msg]), queue_id, h.topic, revision)
 
@@ -290,11 +290,6 @@ class SendProcessor:
             if now != code:
                 code = ResponseCode(now)
         return self._respond(cmd, result, queue_id, code, topic)
-
-    async def _prepared(
-        self, cmd: RemotingCommand, msg: MessageExt, queue_id: int, topic: str, revision: int
-    ) -> RemotingCommand:
-        return await self._answer_later(cmd, self._prepare(msg), queue_id, topic, revision)
 
     async def _answer_later(
         self, cmd: RemotingCommand, put: Awaitable[PutResult], queue_id: int, topic: str, revision: int
@@ -355,9 +350,9 @@ class SendProcessor:
         timer or half message is stored elsewhere first)."""
         msgs = result.msgs
         first = msgs[0]
-        self.stats.put(topic, len(msgs), first.store_size if len(msgs) == 1 else sum(m.store_size for m in msgs))
+        self.stats.put(topic, len(msgs), sum(m.store_size for m in msgs))
         fields = {
-            "msgId": result.message_ids[0] if len(msgs) == 1 else ",".join(result.message_ids),
+            "msgId": ",".join(result.message_ids),
             "queueId": str(queue_id),
             "queueOffset": str(first.queue_offset),
             "MSG_REGION": REGION,
