@@ -506,7 +506,8 @@ class DriverProcess:
         return code if settled is None else settled
 
     def stop(self, grace: float = 10.0) -> int | None:
-        """SIGTERM (consumers then print 'done' and exit), SIGKILL after ``grace`` seconds."""
+        """SIGTERM (consumers then print 'done' and exit), SIGKILL after ``grace`` seconds; the exit code as
+        ``wait`` gives it."""
         if self.proc.poll() is None:
             _kill_group(self.proc, signal.SIGTERM)
             try:
@@ -515,7 +516,8 @@ class DriverProcess:
                 _kill_group(self.proc, signal.SIGKILL)
                 self.proc.wait(timeout=10)
         self._finish()
-        return self.proc.returncode
+        settled = settled_code(self.proc.returncode, self.stderr, self.events)
+        return self.proc.returncode if settled is None else settled
 
     def _finish(self) -> None:
         self._reader.join(timeout=5)
