@@ -58,7 +58,7 @@ OTHER_FIELDS = ["properties", "subscription", "expressionType", "key", "msgId", 
 BROKER_CODES = [10, 11, 12, 14, 15, 17, 21, 23, 28, 29, 30, 31, 32, 33, 34, 35, 36, 38, 41, 42, 46, 200, 201, 207, 215,
                 301, 310, 320, 30010, 30011, 30012]  # fmt: skip
 NAMESRV_CODES = [100, 101, 102, 103, 104, 105, 106, 206, 216, 219, 322]
-UNKNOWN_CODES = [0, -1, 9, 37, 39, 999, 32767, -32768, 30013, 1 << 20]
+UNKNOWN_CODES = [0, -1, 9, 37, 39, 999, 32767, -32768, 30099, 1 << 20]
 
 
 @dataclass(frozen=True)

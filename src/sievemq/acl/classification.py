@@ -122,6 +122,8 @@ BROKER_RULES: Mapping[int, Rule] = {
     C.GET_GROUP_FILTERS: _admin("a group's filters and their counts", "consumerGroup"),
     C.EXPLAIN_SELECTOR: _admin("evaluates an expression over a topic's stored messages", "topic", "expression",
                                "expressionType", "last"),
+    C.EXPLAIN_MESSAGE: _admin("every group's filter verdict on a stored message (its tags and properties)", "topic",
+                              "queueId", "queueOffset", "consumerGroup"),
     C.GET_ALL_TOPIC_CONFIG: _admin("every topic's config: " + _REPLICAS),
     C.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: _admin("every group's config: " + _REPLICAS),
     C.GET_ALL_CONSUMER_OFFSET: _admin("every group's offsets: " + _REPLICAS),
@@ -137,6 +139,7 @@ NAMESRV_RULES: Mapping[int, Rule] = {
     C.GET_ROUTEINFO_BY_TOPIC: _open("routes: clients find brokers unsigned"),
     C.GET_BROKER_CLUSTER_INFO: _open("the cluster's brokers"),
     C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: _open("topic names"),
+    C.GET_SYSTEM_TOPIC_LIST_FROM_NS: _open("cluster and broker names"),
     C.GET_KV_CONFIG: _open("a KV setting (ORDER_TOPIC_CONFIG)"),
     C.GET_KVLIST_BY_NAMESPACE: _open("KV settings of a namespace"),
     C.REGISTER_BROKER: _admin(

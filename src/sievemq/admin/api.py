@@ -294,6 +294,15 @@ class AdminClient:
             out.append(mq_json.loads(resp.body))
         return out
 
+    async def message_trace(
+        self, msg_id: str, topic: str | None = None, trace_topic: str = "RMQ_SYS_TRACE_TOPIC", group: str | None = None
+    ) -> dict[str, Any]:
+        """A message's trace timeline and every group's filter verdict on it, as ``sievemq message trace --json``
+        prints it (docs/traces.md §3; ``sievemq.admin.trace.message_trace`` gives the objects)."""
+        from sievemq.admin.trace import message_trace
+
+        return (await message_trace(self, msg_id, topic, trace_topic, group)).to_json()
+
     async def runtime_info(self, broker_addr: str) -> dict[str, str]:
         """A broker's counters."""
         resp = await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sievemq.acl.settings import ACL_STRICT, ACL_WINDOW, AclStrictMode
+from sievemq.auth.settings import HELP as AUTH
+from sievemq.auth.settings import check_auth_settings
 from sievemq.errors import ConfigError
 from sievemq.ha.settings import HA_ADVERTISED_IP, HA_LISTEN_HOST, BrokerRole, ReplicationSettings
 from sievemq.http import settings as http
@@ -81,6 +83,11 @@ class _BrokerIdentity:
         lo=1,
         hi=1_000_000,
     )
+    http_metrics_rocketmq_names: bool = setting(
+        "/metrics: also export RocketMQ 5's families (rocketmq_messages_in_total, rocketmq_consumer_lag_messages...) "
+        "with its names, labels and units, so dashboards made for RocketMQ work unchanged (docs/metrics-rocketmq.md)",
+        True,
+    )
     namesrv_addr: str = setting(
         "name servers, ';'-separated host:port list (empty: none)", "127.0.0.1:9876", fmt=HOST_PORT_LIST
     )
@@ -105,6 +112,13 @@ class _BrokerIdentity:
         hi=1_000_000,
     )
     default_topic_queue_nums: int = setting("queues of TBW102 and of admin-created topics", 8, lo=1, hi=1024)
+    trace_topic_enable: bool = setting(
+        "create the message trace topic (msgTraceTopicName, 1 queue) at start, as RocketMQ does (docs/traces.md)",
+        False,
+    )
+    msg_trace_topic_name: str = setting(
+        "the topic clients write message traces to (RocketMQ's RMQ_SYS_TRACE_TOPIC)", "RMQ_SYS_TRACE_TOPIC", fmt=NAME
+    )
 
 
 @dataclass(frozen=True)
@@ -361,7 +375,27 @@ class _BrokerAcl(_BrokerFiltering):
 
 
 @dataclass(frozen=True)
-class BrokerConfig(_BrokerAcl):
+class _BrokerAuth(_BrokerAcl):
+    """ACL 2.0: users and their policies (docs/acl2.md)."""
+
+    authentication_enabled: bool = setting(*AUTH["authentication_enabled"])
+    authorization_enabled: bool = setting(*AUTH["authorization_enabled"])
+    init_authentication_user: str = setting(*AUTH["init_authentication_user"], secret=True)
+    inner_client_authentication_credentials: str = setting(*AUTH["inner_client_authentication_credentials"],
+                                                           secret=True)  # fmt: skip
+    migrate_auth_from_v1_enabled: bool = setting(*AUTH["migrate_auth_from_v1_enabled"])
+    authentication_whitelist: str = setting(*AUTH["authentication_whitelist"])
+    authorization_whitelist: str = setting(*AUTH["authorization_whitelist"])
+
+    def _check_auth(self) -> None:
+        check_auth_settings(self.acl_enable, self.authentication_enabled, self.authorization_enabled,
+                            {"authenticationWhitelist": self.authentication_whitelist,
+                             "authorizationWhitelist": self.authorization_whitelist},
+                            self.filter_server_nums)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BrokerConfig(_BrokerAuth):
     """Broker settings (RocketMQ names in camelCase are accepted in the TOML file): the groups above, and
     replication."""
 
@@ -462,6 +496,7 @@ class BrokerConfig(_BrokerAcl):
     def __post_init__(self) -> None:
         check_fields(self)
         check_broker(self)  # loads the TLS files: a bad one is a ConfigError naming its key
+        self._check_auth()
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
             raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")

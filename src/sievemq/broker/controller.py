@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sievemq.acl.early import early_check
-from sievemq.broker.access import broker_acl, broker_signer, filtersrv_env
+from sievemq.broker.access import broker_acl, broker_auth, broker_signer, filtersrv_env
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.config import BrokerConfig
 from sievemq.broker.config_files import ConfigWriter
@@ -21,6 +21,7 @@ from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop.service import PopService, PopSettings
 from sievemq.broker.processors.admin import AdminProcessor, AdminSettings
+from sievemq.broker.processors.auth import AuthProcessor
 from sievemq.broker.processors.broker_admin import BrokerAdminProcessor
 from sievemq.broker.processors.client import ClientProcessor
 from sievemq.broker.processors.client_admin import ClientAdminProcessor
@@ -39,6 +40,7 @@ from sievemq.broker.processors.reply import ReplyProcessor
 from sievemq.broker.processors.send import SendProcessor, SendSettings
 from sievemq.broker.processors.send_back import SendBackProcessor
 from sievemq.broker.processors.transaction import TransactionProcessor
+from sievemq.broker.processors.verdicts import MessageVerdictProcessor
 from sievemq.broker.registration import NamesrvRegistrar
 from sievemq.broker.replication import build_replication
 from sievemq.broker.schedule import ScheduleService
@@ -54,9 +56,11 @@ from sievemq.protocol import accel
 from sievemq.protocol.delay_levels import parse_levels
 from sievemq.protocol.header_rules import check_request
 from sievemq.protocol.message import MessageExt
+from sievemq.protocol.route import TopicConfig
 from sievemq.remoting.codes import RequestCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
+from sievemq.remoting.guard import HeaderScreen
 from sievemq.remoting.server import ProcessorTable, RemotingServer, allow_all
 from sievemq.settings.tls import outgoing_tls, server_tls
 from sievemq.store import MessageStore, PutStatus
@@ -92,6 +96,9 @@ class BrokerController:
             self.writer.settled,
             config.max_topics,
         )
+        if config.trace_topic_enable:  # RocketMQ's trace topic, 1 queue (docs/traces.md §1); a stored config wins
+            trace_topic = config.msg_trace_topic_name
+            self.topics.table.setdefault(trace_topic, TopicConfig(trace_topic, 1, 1))
         self.offsets = ConsumerOffsetManager(config_dir, save)
         self.groups = SubscriptionGroupManager(
             config_dir, config.auto_create_subscription_group, config.max_reconsume_times, save,
@@ -123,7 +130,8 @@ class BrokerController:
                                   new_group_starts_at_end=config.new_group_starts_at_end,
                                   memory_limit=memory_share(config.access_message_in_memory_max_ratio)))  # fmt: skip
         self.acl = broker_acl(config)
-        table = ProcessorTable("broker", check_request, self.acl)
+        self.auth = broker_auth(config, self.writer.write)  # ACL 2.0 (docs/acl2.md); excludes aclEnable
+        table = ProcessorTable("broker", check_request, self.acl or self.auth)
         self.filter_servers = FilterServerManager(
             config.advertised_addr,
             config.broker_name,
@@ -136,11 +144,15 @@ class BrokerController:
         )
         for proc in self._processors(len(levels)):
             proc.register(table)
+        if self.auth is not None:
+            AuthProcessor(self.auth.store).register(table)
         self.filter_servers.register(table)
         self.table = table
         limits = config.server_limits()
         tls = server_tls(config)  # the VIP channel has the same TLS as the main port
-        screen = early_check(self.acl)  # with ACL on, a large frame's header must name an account
+        screen: HeaderScreen | None = early_check(self.acl)  # with ACL on, a large frame's header names an account
+        if self.auth is not None:  # ACL 2.0: an enabled user
+            screen = self.auth.screen
         self.server = RemotingServer(table, config.listen_host, config.listen_port, self._on_close, limits, tls, screen)
         self.vip_server: RemotingServer | None = None
         if config.listen_vip_channel:
@@ -176,6 +188,8 @@ class BrokerController:
         admin = AdminSettings(c.broker_name, c.broker_cluster_name, c.advertised_addr, c.default_topic_queue_nums)
         gate = self.replication
         check_more = self.acl.check_more if self.acl is not None else allow_all
+        if self.auth is not None:
+            check_more = self.auth.check_more
         self.transactions.gate = gate
         self.pop.gate = gate
         return [
@@ -252,6 +266,9 @@ class BrokerController:
                                 self.pop, self.hold, self.writer, c.broker_name, gate),
             FilterAdminProcessor(self.consumers, self.filters, self.topics, self.store, c.broker_name,
                                  self.filter_servers.function_counts.totals),
+            MessageVerdictProcessor(self.consumers, self.filters, self.offsets, self.topics, self.store,
+                                    c.broker_name, c.enable_property_filter,
+                                    self.filter_servers.function_counts.totals),  # docs/traces.md §4
             HaProcessor(self.store, self.offsets, self.schedule, self.filters, self.replication.claimed_ahead,
                         self.replication.link_fields),
             EpochProcessor(self.replication.term, self.store, c.broker_id),

@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from sievemq.broker.metrics.rocketmq_counts import RocketMQCounts
 from sievemq.broker.rates import DailyMarks, PerSecond, Windowed
 from sievemq.metrics.histogram import LatencyHistogram
 from sievemq.settings.properties import java_double
@@ -46,6 +47,8 @@ class BrokerStats:
         """Seconds from a send's arrival at its processor to its answer (SYNC_FLUSH and SYNC_MASTER waits included)."""
         self.pull_latency = LatencyHistogram()
         """Seconds from a pull's arrival at its processor to its answer, less the time it was held (long polling)."""
+        self.rocketmq = RocketMQCounts()
+        """The same traffic split as RocketMQ 5's metrics are (docs/metrics-rocketmq.md)."""
         self.windows = Windowed(clock)
         """Messages and bytes per topic (kind ``TOPIC_PUT``) and per ``topic@group`` (``GROUP_GET``) over the last
         minute, hour and day: VIEW_BROKER_STATS_DATA (``mqadmin statsAll``; ``stats_data``)."""
@@ -65,9 +68,10 @@ class BrokerStats:
         self._days.tick(values)
         self.windows.roll(now)
 
-    def put(self, topic: str, n: int, nbytes: int = 0) -> None:
-        """``n`` messages of ``nbytes`` record bytes stored to ``topic``."""
+    def put(self, topic: str, n: int, nbytes: int = 0, message_type: str = "normal") -> None:
+        """``n`` messages of ``nbytes`` record bytes stored to ``topic`` (``message_type``: RocketMQ's label)."""
         self._tick()
+        self.rocketmq.put(topic, message_type, n, nbytes)
         self.put_total += n
         self.put_by_topic[topic] += n
         self.put_bytes_by_topic[topic] += nbytes
@@ -79,6 +83,7 @@ class BrokerStats:
         self._tick()
         if group is not None and n > 0:
             self.windows.add("GROUP_GET", f"{topic}@{group}", n, nbytes)
+            self.rocketmq.get(topic, group, n, nbytes)
         self.get_total += n
         if n > 0:
             self.found_total += 1

@@ -17,6 +17,7 @@ from sievemq.admin.timespec import ResetPoint, format_ms, parse_reset_point, par
 from sievemq.cli.admin import _admin, group, topic
 from sievemq.cli.connect import namesrv_option
 from sievemq.cli.tls import tls_options
+from sievemq.cli.trace import message_trace_cmd
 from sievemq.errors import SieveError
 from sievemq.remoting.tls import ClientTls
 
@@ -236,6 +237,8 @@ def group_delete_cmd(
 def message() -> None:
     """Find stored messages and see who consumed them."""
 
+
+message.add_command(message_trace_cmd)  # ``message trace`` (docs/traces.md)
 
 def _message_rows(views: list[MessageView]) -> list[list[Any]]:
     rows = []

@@ -26,6 +26,7 @@ from sievemq.client.options import ConsumeOptions
 from sievemq.client.outgoing import Outgoing
 from sievemq.client.process_queue import ProcessQueue
 from sievemq.client.producer import Producer
+from sievemq.client.tracing import ConsumeTrace
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.names import is_retry_topic, retry_topic
 from sievemq.util.tasks import cancel_and_wait, spawn
@@ -82,6 +83,8 @@ class ConsumeService:
         """Batches being consumed (close() lets them finish, for a while)."""
         self.retry_tasks: set[asyncio.Task[None]] = set()
         """Batches waiting to be consumed again locally (``stop()`` cancels them)."""
+        self.tracer: ConsumeTrace | None = None
+        """Writes SubBefore/SubAfter trace records around each listener call (``ClientOptions.trace``)."""
 
     def start(self) -> None:
         """Start the background work of the service (none here; the orderly service renews its locks)."""
@@ -120,19 +123,30 @@ class ConsumeService:
         return result
 
     async def call_listener(self, msgs: list[MessageExt]) -> ConsumeResult:
-        """The listener's verdict on a batch (an exception or an unknown answer counts as RECONSUME_LATER)."""
+        """The listener's verdict on a batch (an exception or an unknown answer counts as RECONSUME_LATER); traced
+        when ``tracer`` is set."""
+        tracer = self.tracer
+        if tracer is None:
+            return (await self._listener_verdict(msgs))[0]
+        context = tracer.before(msgs)
+        answer, code = await self._listener_verdict(msgs)
+        tracer.after(context, answer is ConsumeResult.SUCCESS, code)
+        return answer
+
+    async def _listener_verdict(self, msgs: list[MessageExt]) -> tuple[ConsumeResult, int]:
+        """The verdict and RocketMQ's ``ConsumeReturnType`` ordinal (0 SUCCESS, 2 EXCEPTION, 4 FAILED)."""
         try:
             result = await self.run_listener(msgs)
         except Exception:
             log.exception("listener of group %s raised; the messages will be consumed again later", self.group)
-            return ConsumeResult.RECONSUME_LATER
+            return ConsumeResult.RECONSUME_LATER, 2
         if result is None:
-            return ConsumeResult.SUCCESS
+            return ConsumeResult.SUCCESS, 0
         answer = ConsumeResult.of(result)
         if answer is not None:
-            return answer
+            return answer, 0 if answer is ConsumeResult.SUCCESS else 4
         log.warning("listener returned %r, not a ConsumeResult; treating it as RECONSUME_LATER", result)
-        return ConsumeResult.RECONSUME_LATER
+        return ConsumeResult.RECONSUME_LATER, 4
 
     async def consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Run the listener on one batch, send failures back, and move the queue's committable offset."""

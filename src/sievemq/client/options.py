@@ -104,6 +104,11 @@ class ClientOptions:
     """PEM private key of ``tls_cert_file`` (None: in the same file)."""
     tls_verify: bool = True
     """False accepts any server certificate and host name: for self-signed development certificates only."""
+    trace: bool = False
+    """Write message traces as RocketMQ's clients do with ``enableMsgTrace`` (a producer's sends, a push consumer's
+    deliveries and listener results) to ``trace_topic`` (docs/traces.md §5)."""
+    trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
+    """The topic traces go to (RocketMQ's ``customizedTraceTopic``)."""
 
     def __post_init__(self) -> None:
         if self.namesrv is not None:
@@ -132,6 +137,8 @@ class ClientKwargs(TypedDict, total=False):
     tls_cert_file: str | None
     tls_key_file: str | None
     tls_verify: bool
+    trace: bool
+    trace_topic: str
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from sievemq.client.options import ClientKwargs, ClientOptions, client_options, 
 from sievemq.client.outgoing import Outgoing, new_uniq_id, prepare, prepare_batch, send_header
 from sievemq.client.publish_routes import PublishInfo, PublishRoutes, master_addr
 from sievemq.client.request_reply import mark_request, reply_outgoing, send_code
+from sievemq.client.tracing import TraceDispatcher, trace_send
 from sievemq.client.validation import MAX_MESSAGE_SIZE, validate_group, validate_message
 from sievemq.errors import ConnectionClosedError, RemotingError, RequestTimeoutError
 from sievemq.filter.tags import java_string_hash
@@ -128,6 +129,8 @@ class Producer(ClientLifecycle):
         self._inner = _instance is not None
         self._state = "new"
         self._pending: set[asyncio.Task[Any]] = set()
+        self._tracer: TraceDispatcher | None = None
+        """Writes the sends' traces when ``options.trace`` (not for a consumer's inner producer)."""
 
     # ------------------------------------------------------------------------------------------ lifecycle
     @property
@@ -142,6 +145,9 @@ class Producer(ClientLifecycle):
         if not self._inner:
             self._instance = await join(self.config, lambda inst: inst.register_producer(self.group, self))
             await go_live(self._instance, self.group, self.topics())
+        if self.options.trace and not self._inner:
+            self._tracer = TraceDispatcher(self.group, "PRODUCER", self.options)
+            await self._tracer.start()
         self._state = "running"
 
     async def close(self) -> None:
@@ -151,6 +157,8 @@ class Producer(ClientLifecycle):
         self._state = "closed"
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=self.send_timeout)
+        if self._tracer is not None:
+            await self._tracer.close()
         inst = self._instance
         if inst is not None and not self._inner:
             await leave(inst, producer_group=self.group)
@@ -213,7 +221,18 @@ class Producer(ClientLifecycle):
     async def send_outgoing(
         self, out: Outgoing, *, selector: QueueSelector | None = None, timeout: float | None = None
     ) -> SendResult:
-        """Send a prepared message with retries (none with a selector)."""
+        """Send a prepared message with retries (none with a selector); traced when ``options.trace``."""
+        tracer = self._tracer
+        if tracer is None:
+            return await self._send_outgoing(out, selector=selector, timeout=timeout)
+        started = int(time.time() * 1000)
+        result = await self._send_outgoing(out, selector=selector, timeout=timeout)
+        await trace_send(tracer, self, out, result, started)
+        return result
+
+    async def _send_outgoing(
+        self, out: Outgoing, *, selector: QueueSelector | None = None, timeout: float | None = None
+    ) -> SendResult:
         timeout = self.send_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         info = await self.publish_info(out.topic)

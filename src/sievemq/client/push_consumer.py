@@ -43,6 +43,7 @@ from sievemq.client.rebalance import Rebalancer
 from sievemq.client.running_info import push_properties
 from sievemq.client.start_position import StartPosition, pin
 from sievemq.client.subscription import SubscriptionEntry, check_client_config, retry_subscription, to_millis
+from sievemq.client.tracing import ConsumeTrace, TraceDispatcher
 from sievemq.client.validation import validate_group, validate_topic
 from sievemq.protocol.consume_directly import ConsumeDirectlyResult
 from sievemq.protocol.heartbeat import ConsumerData
@@ -125,6 +126,8 @@ class PushConsumer(ClientLifecycle):
         self._offsets: OffsetStore | None = None
         self._rebalancer: Rebalancer | None = None
         self._inner: Producer | None = None
+        self._tracer: TraceDispatcher | None = None
+        """Writes the deliveries' traces when ``options.trace`` (docs/traces.md §5)."""
         self._consuming: ConsumeService | None = None
         self._queues: PushQueues | None = None
         """The owned queues and their pull loops, once started (``client/push_queues.py``)."""
@@ -215,6 +218,10 @@ class PushConsumer(ClientLifecycle):
                                   functions=lambda: self._functions,
                                   running=lambda: self._state == "running")  # fmt: skip
         await self._inner.start()
+        if self.options.trace:
+            self._tracer = TraceDispatcher(self.group, "CONSUMER", self.options)
+            await self._tracer.start()
+            self._consuming.tracer = ConsumeTrace(self.group, self._tracer)
         self._state = "running"
         async with self._closed_on_failure():
             self._consuming.start()
@@ -248,6 +255,8 @@ class PushConsumer(ClientLifecycle):
         await queues.release_all()  # offsets persisted, orderly queues unlocked
         if self._inner is not None:
             await self._inner.close()
+        if self._tracer is not None:
+            await self._tracer.close()
         await leave(inst, consumer_group=self.group)
         consumer.shutdown()
         self._state = "closed"

@@ -19,6 +19,7 @@ from sievemq.client.errors import MessageValidationError
 from sievemq.client.message import Message, SendResult, SendStatus
 from sievemq.client.options import ClientOptions
 from sievemq.client.producer import Producer, ProducerKwargs
+from sievemq.client.tracing import trace_end_transaction
 from sievemq.client.validation import validate_group
 from sievemq.protocol.message import MessageExt, PropertyKey
 from sievemq.protocol.msgid import parse_offset_msg_id
@@ -130,6 +131,10 @@ class TransactionProducer(Producer):
                 log.warning("local transaction of message %s raised %r: the broker will check back", result.msg_id, e)
                 state, remark = TransactionState.UNKNOWN, f"local transaction raised {type(e).__name__}: {e}"
         error = await self._end(result, state, remark)
+        if self._tracer is not None:  # Java's EndTransactionTraceHook (docs/traces.md §5)
+            addr = await self.master_addr(result.message_queue)
+            trace_end_transaction(self._tracer, self.group, out, result.msg_id, addr, int(state), result.msg_id,
+                                  False)  # fmt: skip
         return TransactionSendResult(result, state, error)
 
     async def _end(self, result: SendResult, state: TransactionState, remark: str | None) -> str | None:
@@ -171,3 +176,8 @@ class TransactionProducer(Producer):
             )
         except Exception as e:
             log.warning("answering the broker's check of %s failed: %s", msg_id, e)
+            return
+        if self._tracer is not None:
+            host = f"{conn.peer[0]}:{conn.peer[1]}"
+            trace_end_transaction(self._tracer, self.group, msg, msg_id, host, int(state),
+                                  fields.get("transactionId") or msg_id, True)  # fmt: skip

@@ -47,6 +47,7 @@ class NamesrvProcessors:
         table.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.get_route)
         table.register(RequestCode.GET_BROKER_CLUSTER_INFO, self.get_cluster_info)
         table.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.get_topic_list)
+        table.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self.get_system_topic_list)
         table.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic)
         table.register(RequestCode.PUT_KV_CONFIG, self.put_kv)
         table.register(RequestCode.GET_KV_CONFIG, self.get_kv)
@@ -142,6 +143,10 @@ class NamesrvProcessors:
     async def get_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """206 GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": self.routes.topic_list()}))
+
+    async def get_system_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """304 GET_SYSTEM_TOPIC_LIST_FROM_NS: cluster and broker names, and a broker to ask for its own (305)."""
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.routes.system_topic_list()))
 
     async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """216 DELETE_TOPIC_IN_NAMESRV."""

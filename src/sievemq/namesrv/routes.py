@@ -207,6 +207,20 @@ class RouteTable:
         """Every topic some broker holds."""
         return sorted(self.topic_queues)
 
+    def system_topic_list(self) -> dict[str, Any]:
+        """TopicList JSON of RocketMQ's "system topics" as its name server answers 304: every cluster name and every
+        broker name, and one broker address (where tools ask for the brokers' own system topics, 305)."""
+        names: list[str] = []
+        for cluster, brokers in sorted(self.clusters.items()):
+            names.append(cluster)
+            names.extend(sorted(brokers))
+        body: dict[str, Any] = {"topicList": names}
+        for _, bd in sorted(self.brokers.items()):
+            if bd.broker_addrs:
+                body["brokerAddr"] = bd.broker_addrs[min(bd.broker_addrs)]
+                break
+        return body
+
     def cluster_info(self) -> dict[str, Any]:
         """ClusterInfo JSON: brokerAddrTable and clusterAddrTable."""
         return {

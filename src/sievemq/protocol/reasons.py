@@ -100,6 +100,12 @@ class Reason(StrEnum):
     (``aclSignatureWindowSeconds``): the clocks disagree, or the request was held back and sent later."""
     ACL_REPLAYED = "ACL_REPLAYED"
     """ACL (code 16): the strictly signed request's nonce was seen before (a replay), or is too old to tell."""
+    ACL_USER_DISABLED = "ACL_USER_DISABLED"
+    """ACL 2.0 (code 16): the request's user exists but is disabled (``userStatus`` disable); enable it with
+    ``mqadmin updateUser`` or use another user."""
+    ACL_INVALID = "ACL_INVALID"
+    """ACL 2.0 (code 29): a user or ACL admin request is not valid (a missing or malformed name, password, resource,
+    action, decision or source IP, a user that exists or does not); nothing was changed."""
     ACL_STRICT_REQUIRED = "ACL_STRICT_REQUIRED"
     """ACL (code 16): the request needs a strict signature (``aclStrictSignatures``), or is an admin request
     carrying a field its code does not know, which a plain signature cannot protect."""

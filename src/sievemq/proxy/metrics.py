@@ -9,12 +9,13 @@ outside the service (anyone can send any path) counts as ``(other)``, so hostile
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from sievemq.metrics.families import gauge, labelled_histogram
 from sievemq.metrics.histogram import LatencyHistogram
@@ -26,7 +27,7 @@ from sievemq.proxy.v2 import service_pb2 as svc
 if TYPE_CHECKING:
     from sievemq.proxy.server import ProxyServer
 
-__all__ = ["GrpcMetricsInterceptor", "GrpcStats", "ProxyCollector", "proxy_metrics"]
+__all__ = ["GrpcMetricsInterceptor", "GrpcStats", "ProxyCollector", "proxy_metrics", "proxy_up"]
 
 SERVICE = "apache.rocketmq.v2.MessagingService"
 METHODS = frozenset(m.name for m in svc.DESCRIPTOR.services_by_name["MessagingService"].methods)
@@ -153,6 +154,17 @@ class ProxyCollector:
         yield gauge("sievemq_proxy_consumers", "5.x consumers registered through this proxy", len(self.consumers))
         yield gauge("sievemq_proxy_producer_streams", "Telemetry streams of 5.x producers (which receive "
                     "transaction checks)", len(self.producer_streams))  # fmt: skip
+        yield proxy_up()
+
+
+def proxy_up(cluster: str = "DefaultCluster", node_id: str | None = None) -> Metric:
+    """RocketMQ 5's ``rocketmq_proxy_up`` (docs/metrics-rocketmq.md): always 1, labelled as RocketMQ's proxy labels it
+    with its default settings (``proxyClusterName`` DefaultCluster, ``proxyName`` the host's name); the proxy runs
+    apart from its brokers: ``proxy_mode`` cluster."""
+    up = GaugeMetricFamily("rocketmq_proxy_up", "proxy status", labels=["cluster", "node_type", "node_id",
+                                                                          "proxy_mode"])  # fmt: skip
+    up.add_metric([cluster, "proxy", node_id or socket.gethostname() or "DEFAULT_PROXY", "cluster"], 1)
+    return up
 
 
 def proxy_metrics(p: ProxyServer) -> RoleMetrics:

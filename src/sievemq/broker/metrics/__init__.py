@@ -1,5 +1,6 @@
 """The broker's metrics (docs/metrics.md): one collector per subject, each given the services it reads
-(``collectors.py``: traffic, filters, bookkeeping; ``consumers.py``; ``store.py``; ``replication.py``), and
+(``collectors.py``: traffic, filters, bookkeeping; ``consumers.py``; ``store.py``; ``replication.py``; RocketMQ 5's
+own families: ``rocketmq_names.py``), and
 ``broker_metrics``, which wires them from a running broker."""
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def broker_metrics(b: BrokerController) -> RoleMetrics:
         ReplicationCollector(b.replication),
         BookkeepingCollector(b.topics, b.groups, b.transactions, b.timers, b.pop),
     ]
+    if b.config.http_metrics_rocketmq_names:  # RocketMQ 5's families too (docs/metrics-rocketmq.md)
+        from sievemq.broker.metrics.rocketmq_names import rocketmq_collector
+
+        collectors.append(rocketmq_collector(b))
 
     def connections() -> int:
         return len(b.server.connections) + (len(b.vip_server.connections) if b.vip_server is not None else 0)

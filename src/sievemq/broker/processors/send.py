@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.metrics.rocketmq_counts import message_type
 from sievemq.broker.retry import client_retry_limit, decide
 from sievemq.broker.schedule import park_for_delay
 from sievemq.broker.stats import BrokerStats
@@ -350,7 +351,7 @@ class SendProcessor:
         timer or half message is stored elsewhere first)."""
         msgs = result.msgs
         first = msgs[0]
-        self.stats.put(topic, len(msgs), sum(m.store_size for m in msgs))
+        self.stats.put(topic, len(msgs), sum(m.store_size for m in msgs), message_type(first.properties))
         fields = {
             "msgId": ",".join(result.message_ids),
             "queueId": str(queue_id),
