@@ -52,7 +52,10 @@ _ETCD = ("controllerMode = etcd: the name server answers from etcd (docs/failove
          "with this mqadmin in tests/failover/test_mqadmin_controller.py, not here (these sides have no controller)")
 _COLD = "cold-data flow control of RocketMQ's page-cache reads"
 _ROCKSDB = "RocksDB stores (consume queues, configs, timers): sievemq has its own store"
-_ACL2 = "ACL 2.0 users and policies: issue 31 (sievemq has plain ACL, docs/securing.md)"
+_ACL2 = ("served with ACL 2.0 on (authenticationEnabled or authorizationEnabled; RocketMQ 5 serves them always), "
+         "otherwise answered 3; users and policies as RocketMQ 5's (docs/acl2.md), run in test_mqadmin_auth.py")
+_ACL2_COPY = ("as the ACL 2.0 commands (it reads with getUser/getAcl codes from one broker and writes with "
+              "createUser/createAcl to another); not run by the tests, which have one broker")
 _LITE = "lite topics (LMQ): RocketMQ 5.5's light message queues"
 _CONTAINER = "broker containers (several brokers in one process)"
 _STATIC = "static topics (logic queues mapped over brokers)"
@@ -171,9 +174,10 @@ COMMANDS: dict[str, Row] = {
     "electMaster": Row("differs", _ETCD + "; it answers once the master has handed over"),
     "cleanBrokerMetadata": Row("unsupported", _CONTROLLER),
     # ACL 2.0
-    **{name: Row("unsupported", _ACL2) for name in (
-        "createUser", "updateUser", "deleteUser", "getUser", "listUser", "copyUser",
-        "createAcl", "updateAcl", "deleteAcl", "getAcl", "listAcl", "copyAcl")},
+    **{name: Row("differs", _ACL2) for name in (
+        "createUser", "updateUser", "deleteUser", "getUser", "listUser",
+        "createAcl", "updateAcl", "deleteAcl", "getAcl", "listAcl")},
+    **{name: Row("differs", _ACL2_COPY) for name in ("copyUser", "copyAcl")},
     # lite topics
     **{name: Row("unsupported", _LITE) for name in (
         "getBrokerLiteInfo", "getParentTopicInfo", "getLiteTopicInfo", "getLiteClientInfo", "getLiteGroupInfo",

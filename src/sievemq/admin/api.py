@@ -193,8 +193,10 @@ class AdminClient:
         filter_type: str = "SINGLE_TAG",
         broker: str | None = None,
         cluster: str | None = None,
+        attributes: str = "",
     ) -> list[str]:
-        """Create or update a topic on one broker (``host:port``) or every master of a cluster (or all)."""
+        """Create or update a topic on one broker (``host:port``) or every master of a cluster (or all);
+        ``attributes`` changes RocketMQ 5's topic attributes (``+message.type=FIFO``, ``-key``)."""
         fields = {
             "topic": topic,
             "defaultTopic": AUTO_CREATE_TOPIC_KEY,
@@ -205,6 +207,8 @@ class AdminClient:
             "topicSysFlag": 0,
             "order": order,
         }
+        if attributes:
+            fields["attributes"] = attributes
         targets = await self._target_masters(broker, cluster)
         for addr in targets:
             await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)

@@ -13,6 +13,7 @@ from sievemq.cli.connect import namesrv_option
 from sievemq.cli.selectors import selector_of, selector_options
 from sievemq.cli.tls import tls_options
 from sievemq.errors import SieveError
+from sievemq.protocol.topic_attributes import MESSAGE_TYPES
 from sievemq.remoting.tls import ClientTls
 
 # ------------------------------------------------------------------------------------------------ topics
@@ -52,6 +53,9 @@ def topic() -> None:
 @click.option("--order", is_flag=True, help="mark the topic as ordered")
 @click.option("--broker", "-b", default=None, help="create on this broker (host:port) only")
 @click.option("--cluster", "-c", default=None, help="create on every master of this cluster (default: all)")
+@click.option("--type", "message_type", type=click.Choice(MESSAGE_TYPES, case_sensitive=False), default=None,
+              help="RocketMQ 5's message.type attribute (what 5.x clients may send to it)")
+@click.option("--attributes", "-a", default="", help="RocketMQ 5's attribute changes, as mqadmin's: +key=value,-key")
 def topic_create(
     name: str,
     namesrv: str,
@@ -60,13 +64,18 @@ def topic_create(
     order: bool,
     broker: str | None,
     cluster: str | None,
+    message_type: str | None,
+    attributes: str,
     credentials: Credentials | None,
     tls: ClientTls | None,
 ) -> None:
     """Create (or update) topic NAME."""
+    if message_type is not None:
+        attributes = ",".join(a for a in (f"+message.type={message_type.upper()}", attributes) if a)
 
     async def go(admin: Any) -> None:
-        targets = await admin.create_topic(name, queues, perm, order, broker=broker, cluster=cluster)
+        targets = await admin.create_topic(name, queues, perm, order, broker=broker, cluster=cluster,
+                                           attributes=attributes)  # fmt: skip
         click.echo(f"topic {name}: {queues} queues on {', '.join(targets)}")
 
     _admin(namesrv, go, credentials, tls)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.protocol.names import IllegalName, topic_problem
+from sievemq.protocol.topic_attributes import check_stored
 
 PERM_PRIORITY = 8
 PERM_READ = 4
@@ -43,10 +44,12 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5's topic attributes (``message.type``...: ``protocol/topic_attributes.py``)."""
 
     def to_json(self) -> dict[str, Any]:
-        """RocketMQ's JSON form."""
-        return {
+        """RocketMQ's JSON form (``attributes`` only when some are set)."""
+        d: dict[str, Any] = {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -55,6 +58,9 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "writeQueueNums": self.write_queue_nums,
         }
+        if self.attributes:
+            d["attributes"] = dict(self.attributes)
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicConfig:
@@ -71,6 +77,7 @@ class TopicConfig:
             topic_filter_type=str(d.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=json_int(d, "topicSysFlag", json_int(d, "topicSynFlag", 0)),
             order=bool(d.get("order", False)),
+            attributes=check_stored(d.get("attributes")),
         )
 
 

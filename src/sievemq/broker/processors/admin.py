@@ -31,6 +31,7 @@ from sievemq.protocol.names import (
 )
 from sievemq.protocol.reasons import Reason
 from sievemq.protocol.route import TopicConfig
+from sievemq.protocol.topic_attributes import TopicAttributeError, alter, parse_change
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -120,6 +121,12 @@ class AdminProcessor:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR, f"topicFilterType must be SINGLE_TAG or MULTI_TAG, not {filter_type}"
             )
+        existing = self.topics.get(topic)
+        try:
+            attributes = alter(existing is None, existing.attributes if existing else {},
+                               parse_change(get_str(f, "attributes") or ""))  # fmt: skip
+        except TopicAttributeError as e:  # RocketMQ 5 answers 1 with the problem
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, str(e), Reason.INVALID_HEADER) from None
         tc = TopicConfig(
             topic_name=topic,
             read_queue_nums=read_n,
@@ -128,6 +135,7 @@ class AdminProcessor:
             topic_filter_type=filter_type,
             topic_sys_flag=int_or(f, "topicSysFlag", 0),
             order=get_bool(f, "order"),
+            attributes=attributes,
         )
         await self._save_topics([tc])
         return cmd.response(ResponseCode.SUCCESS)
@@ -166,6 +174,11 @@ class AdminProcessor:
             if tc.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
                 raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{tc.topic_name}: topicFilterType must be SINGLE_TAG "
                                     f"or MULTI_TAG, not {tc.topic_filter_type}", Reason.INVALID_HEADER)  # fmt: skip
+            existing = self.topics.get(tc.topic_name)
+            try:  # the request's attributes are changes (``+key``: value, ``-key``), as in 17
+                tc.attributes = alter(existing is None, existing.attributes if existing else {}, tc.attributes)
+            except TopicAttributeError as e:
+                raise RemotingError(ResponseCode.SYSTEM_ERROR, f"{tc.topic_name}: {e}", Reason.INVALID_HEADER) from None
         await self._save_topics(configs)
         return cmd.response(ResponseCode.SUCCESS)
 
@@ -176,7 +189,7 @@ class AdminProcessor:
         tc = self.topics.get(topic)
         if tc is None:
             raise RemotingError(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({**tc.to_json(), "attributes": {}}))
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"attributes": {}, **tc.to_json()}))
 
     async def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """21 GET_ALL_TOPIC_CONFIG: TopicConfigSerializeWrapper JSON."""
