@@ -26,6 +26,9 @@ ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"
 """Where a FIFO message's group travels in the 4.x record (as RocketMQ's proxy keeps it)."""
 _SYSTEM_PROPERTIES = RESERVED_PROPERTIES | {MESSAGE_GROUP_PROPERTY}
+TRACE_CONTEXT_PROPERTY = "TRACE_CONTEXT"
+"""Where a 5.x client's ``trace_context`` (its OpenTelemetry context) is kept, as RocketMQ's proxy keeps it: stored
+with the message and handed back to whoever receives it (docs/traces.md)."""
 
 
 class ProxyError(Exception):
@@ -98,6 +101,8 @@ def outgoing_of(msg: pb.Message, max_body_size: int) -> tuple[Outgoing, str | No
     if keys:
         props[PropertyKey.KEYS] = " ".join(keys)
     props[PropertyKey.UNIQ_KEY] = sp.message_id
+    if sp.trace_context:
+        props[TRACE_CONTEXT_PROPERTY] = sp.trace_context
     group: str | None = None
     if sp.message_type == pb.FIFO:
         if not sp.message_group:
@@ -155,6 +160,9 @@ def message_of(popped: PoppedMessage, invisible_ms: int) -> pb.Message:
     if m.tags:
         sp.tag = m.tags
     sp.keys.extend(m.keys)
+    trace_context = props.get(TRACE_CONTEXT_PROPERTY)
+    if trace_context:
+        sp.trace_context = trace_context
     group = props.get(MESSAGE_GROUP_PROPERTY)
     if group:
         sp.message_group = group

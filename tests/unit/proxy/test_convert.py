@@ -113,3 +113,16 @@ def test_a_brokers_reason_leads_the_5x_status_message() -> None:
     e = RemotingError(24, "the group subscribes TagA", Reason.SUBSCRIPTION_INCONSISTENT)
     assert reasoned(e) == f"[SUBSCRIPTION_INCONSISTENT] {e.remark}", "the reason, then the remark (no code name)"
     assert reasoned(RemotingError(1, "no reason")) == str(RemotingError(1, "no reason"))
+
+
+def test_a_5x_clients_trace_context_is_kept_with_the_message_and_handed_back() -> None:
+    from sievemq.client.pop_api import PoppedMessage
+    from sievemq.protocol.message import MessageExt
+    from sievemq.proxy.convert import message_of
+
+    ctx = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    out, _ = outgoing_of(_msg(trace_context=ctx), 1024)
+    assert out.properties["TRACE_CONTEXT"] == ctx, "stored as RocketMQ's proxy stores it"
+    assert "TRACE_CONTEXT" not in outgoing_of(_msg(), 1024)[0].properties
+    rec = MessageExt(topic="Orders", body=b"x", properties={**out.properties})
+    assert message_of(PoppedMessage(rec, "1 b T 0 0 1", 1), 1000).system_properties.trace_context == ctx
