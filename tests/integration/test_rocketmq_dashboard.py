@@ -16,11 +16,12 @@ from typing import Any
 import orjson
 
 from sievemq import Message, Producer, PushConsumer
+from sievemq.acl.signature import RequestSigner
 from sievemq.client.options import ClientOptions
 from sievemq.remoting.codes import RequestCode as C
 from sievemq.remoting.codes import ResponseCode
 from sievemq.remoting.connection import Connection
-from tests.integration.conftest import OpenConn
+from tests.integration.conftest import Cluster, OpenConn
 from tests.integration.helpers import call, eventually
 from tests.support.procs import Proc
 
@@ -124,3 +125,34 @@ async def test_the_dashboards_pages_get_what_they_read(ns: Proc, broker: Proc, o
         await eventually(traced, what="the send's trace record, found by the message id as the dashboard looks it up")
     finally:
         await asyncio.wait_for(consumer.close(), 30)
+
+
+async def test_the_dashboards_acl_page_manages_users_and_policies(cluster: Cluster, ns: Proc,
+                                                                  open_conn: OpenConn) -> None:  # fmt: skip
+    """Its ACL page (ACL 2.0 on, the dashboard signing as a super user), with its own fields and bodies: listing with
+    empty filters, creating, changing and deleting a user and a policy."""
+    init = orjson.dumps({"username": "rocketmq2", "password": "12345678"}).decode()
+    broker = cluster.broker(ns.addr, "broker-a", "--authentication-enabled", "true", "--authorization-enabled",
+                            "true", "--init-authentication-user", init)  # fmt: skip
+    b = await open_conn(broker)
+    b.rpc_hook = RequestSigner("rocketmq2", "12345678", strict=False)  # as RocketMQ's AclClientRPCHook signs
+    users = orjson.loads(await ok(b, C.AUTH_LIST_USER, {"filter": ""}))
+    assert [u["username"] for u in users] == ["rocketmq2"] and users[0]["userType"] == "Super"
+    assert await ok(b, C.AUTH_LIST_ACL, {"subjectFilter": "", "resourceFilter": ""}) == b"", "none: no body (RocketMQ)"
+    await ok(b, C.AUTH_CREATE_USER, {"username": "alice"}, orjson.dumps(
+        {"password": "alice-pass-1", "userStatus": "enable", "userType": "Normal", "username": "alice"}))
+    policy = {"policies": [{"entries": [{"actions": ["Pub", "Sub"], "decision": "Allow", "resource": "Topic:orders",
+                                         "sourceIps": ["127.0.0.1"]}], "policyType": "Custom"}],
+              "subject": "User:alice"}  # fmt: skip
+    await ok(b, C.AUTH_CREATE_ACL, {"subject": "User:alice"}, orjson.dumps(policy))
+    acls = orjson.loads(await ok(b, C.AUTH_LIST_ACL, {"subjectFilter": "", "resourceFilter": ""}))
+    assert acls[0]["subject"] == "User:alice"
+    assert acls[0]["policies"][0]["entries"][0]["resource"] == "Topic:orders"
+    await ok(b, C.AUTH_UPDATE_USER, {"username": "alice"}, orjson.dumps(
+        {"password": "alice-pass-2", "userStatus": "disable", "userType": "Normal", "username": "alice"}))
+    users = orjson.loads(await ok(b, C.AUTH_LIST_USER, {"filter": ""}))
+    assert {u["username"]: u["userStatus"] for u in users} == {"alice": "disable", "rocketmq2": "enable"}
+    await ok(b, C.AUTH_DELETE_ACL, {"subject": "User:alice", "resource": "Topic:orders"})
+    await ok(b, C.AUTH_DELETE_USER, {"username": "alice"})
+    assert await ok(b, C.AUTH_LIST_ACL, {"subjectFilter": "", "resourceFilter": ""}) == b""
+    assert [u["username"] for u in orjson.loads(await ok(b, C.AUTH_LIST_USER, {"filter": ""}))] == ["rocketmq2"]
