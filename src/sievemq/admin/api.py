@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -18,6 +18,9 @@ from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import ConnectionPool, ForeignProtocolError
 from sievemq.remoting.tls import ClientTls
+
+if TYPE_CHECKING:
+    from sievemq.admin.auth_ops import AuthAdmin
 
 
 class NamesrvUnreachable(SieveError):
@@ -183,6 +186,17 @@ class AdminClient:
         if not masters:
             raise RuntimeError("no master broker found" + (f" in cluster {cluster}" if cluster else ""))
         return masters
+
+    async def target_masters(self, broker: str | None, cluster: str | None) -> list[str]:
+        """``[broker]`` (``host:port``), else every master of ``cluster`` (ClusterNotFound when no broker belongs
+        to it), else every master the name server knows."""
+        return await self._target_masters(broker, cluster)
+
+    def auth(self) -> AuthAdmin:
+        """ACL 2.0's users and policies (codes 3001-3010) through this client (``admin/auth_ops.py``)."""
+        from sievemq.admin.auth_ops import AuthAdmin
+
+        return AuthAdmin(self)
 
     async def create_topic(
         self,

@@ -4,7 +4,7 @@ The trace records come from the trace topic (``RMQ_SYS_TRACE_TOPIC`` unless told
 RocketMQ's ``mqadmin queryMsgTraceById`` finds them (the trace messages' KEYS hold the ids they trace); the stored
 message, its retries and its dead letter from the topics by UNIQ_KEY (``admin/messages.py``); the verdicts from the
 message's broker (EXPLAIN_MESSAGE, 30013: ``broker/processors/verdicts.py``). ``AdminClient.message_trace`` is the
-API; the dashboard would call it too.
+API, which the dashboard's trace view calls too.
 """
 
 from __future__ import annotations

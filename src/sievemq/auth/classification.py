@@ -248,6 +248,7 @@ BROKER_RULES: Mapping[int, Rule] = {
     C.GET_ALL_CONSUMER_FILTER: _super(_SYNC),
     C.HA_CHECK: _super(_SYNC),
     C.MERGE_CONSUMER_OFFSET: _super(_SYNC),
+    C.GET_ALL_AUTH_METADATA: _super("every user (with its password) and ACL: a slave's copy (sievemq's code)"),
     C.AUTH_CREATE_USER: _cluster(UPDATE, "Update on the cluster (a Super user: only by a super user)"),
     C.AUTH_UPDATE_USER: _cluster(UPDATE, "Update on the cluster (a Super user: only by a super user)"),
     C.AUTH_DELETE_USER: _cluster(UPDATE, "Update on the cluster (a Super user: only by a super user)"),

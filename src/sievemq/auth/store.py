@@ -150,6 +150,18 @@ class AuthStore:
         self._users, self._acls = parse_document(read_json(self.path), str(self.path))
         self.version += 1
 
+    def document(self) -> dict[str, Any]:
+        """The current state as the ``auth.json`` document (what GET_ALL_AUTH_METADATA answers a slave)."""
+        return document(self._users, self._acls)
+
+    async def replace(self, users: Mapping[str, User], acls: Mapping[str, Acl]) -> bool:
+        """Take this state (a slave's copy of its master's), on disk first; False when it is the current one."""
+        async with self._lock:
+            if dict(users) == self._users and dict(acls) == self._acls:
+                return False
+            await self._commit(dict(users), dict(acls))
+            return True
+
     def replace_now(self, users: Mapping[str, User], acls: Mapping[str, Acl]) -> None:
         """Write and take this state at once, synchronously (at start: the initial users and a migration)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)

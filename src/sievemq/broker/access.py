@@ -16,6 +16,8 @@ from sievemq.acl.signature import RequestSigner
 from sievemq.acl.strict import strict_policy
 from sievemq.auth.bootstrap import initial_user, inner_credentials, prepare_store
 from sievemq.auth.gate import AuthGate, GateSettings
+from sievemq.auth.model import User
+from sievemq.auth.replica import AuthCopy
 from sievemq.auth.settings import parse_codes
 from sievemq.auth.store import AuthStore, Writer, auth_path
 from sievemq.broker.config import BrokerConfig
@@ -38,13 +40,11 @@ def broker_auth(config: BrokerConfig, write: Writer) -> AuthGate | None:
     if not (config.authentication_enabled or config.authorization_enabled):
         return None
     store = AuthStore(auth_path(config.store_path_root_dir), write)
-    users = [initial_user(config.init_authentication_user),
-             inner_credentials(config.inner_client_authentication_credentials)]  # fmt: skip
     plain = None
     v1 = acl_path(config.acl_file, config.store_path_root_dir)
     if config.migrate_auth_from_v1_enabled and v1.exists():  # no file: nothing to migrate (as RocketMQ)
         plain = load_file(v1)
-    prepare_store(store, [u for u in users if u is not None], plain)
+    prepare_store(store, _start_users(config), plain)
     settings = GateSettings(
         config.authentication_enabled, config.authorization_enabled, config.broker_cluster_name,
         parse_codes(config.authentication_whitelist, "authenticationWhitelist"),
@@ -52,6 +52,17 @@ def broker_auth(config: BrokerConfig, write: Writer) -> AuthGate | None:
     )  # fmt: skip
     strict = strict_policy(config.acl_strict_signatures, config.acl_signature_window_seconds)
     return AuthGate(store, settings, strict)
+
+
+def _start_users(config: BrokerConfig) -> list[User]:
+    users = [initial_user(config.init_authentication_user),
+             inner_credentials(config.inner_client_authentication_credentials)]  # fmt: skip
+    return [u for u in users if u is not None]
+
+
+def auth_copy(config: BrokerConfig, gate: AuthGate) -> AuthCopy:
+    """A slave's copy of its master's users and ACLs into ``gate``'s store, its own start-up users kept."""
+    return AuthCopy(gate.store, _start_users(config))
 
 
 def _own_keys(config: BrokerConfig) -> tuple[str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sievemq.acl.early import early_check
-from sievemq.broker.access import broker_acl, broker_auth, broker_signer, filtersrv_env
+from sievemq.broker.access import auth_copy, broker_acl, broker_auth, broker_signer, filtersrv_env
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.config import BrokerConfig
 from sievemq.broker.config_files import ConfigWriter
@@ -145,7 +145,9 @@ class BrokerController:
         for proc in self._processors(len(levels)):
             proc.register(table)
         if self.auth is not None:
-            AuthProcessor(self.auth.store).register(table)
+            AuthProcessor(self.auth.store, self.replication).register(table)  # a slave refuses the writes
+            if self.replication.sync is not None:  # a slave copies its master's users and ACLs (docs/acl2.md §8)
+                self.replication.sync.auth = auth_copy(config, self.auth)
         self.filter_servers.register(table)
         self.table = table
         limits = config.server_limits()

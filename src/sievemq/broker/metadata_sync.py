@@ -2,14 +2,15 @@
 
 One round: push our consumer offsets to the master (it keeps the larger per queue: commits made here while the
 master was away survive), then take the master's topics, subscription groups, consumer offsets (merged: larger
-wins), delay-level progress and SQL92 filters. A failed round is logged (once per change of outcome) and the next
-one comes. A replicated message of a topic the slave does not know yet makes the topic readable at once (as many
-queues as seen) and brings a round at once: consumers that fail over to the slave read a topic created just before
-the master died.
+wins), delay-level progress, SQL92 filters and, with ACL 2.0 on here, its users and ACLs (docs/acl2.md §8). A
+failed round is logged (once per change of outcome) and the next one comes. A replicated message of a topic the
+slave does not know yet makes the topic readable at once (as many queues as seen) and brings a round at once:
+consumers that fail over to the slave read a topic created just before the master died.
 
 A source that holds less of the commit log than we do (a master that came back with its data lost, before the
 operator recovers it) has no authority over our metadata: its rounds only add (topics and groups merged, offsets
-larger wins, delay progress larger wins), never drop what our log holds messages of.
+larger wins, delay progress larger wins), never drop what our log holds messages of; its filters and users are not
+taken.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from sievemq.auth.replica import AuthCopy
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.groups import SubscriptionGroupManager
 from sievemq.broker.offsets import ConsumerOffsetManager
@@ -68,6 +70,10 @@ class MetadataSync:
         self.last_error: str | None = None
         self.source_behind: str | None = None
         """Why the last round only added (the source holds less of the commit log than we do), or None."""
+        self.auth: AuthCopy | None = None
+        """With ACL 2.0 on: where the master's users and ACLs go (set by the broker once its gate exists)."""
+        self.auth_source_off: str | None = None
+        """The source that answered GET_ALL_AUTH_METADATA with 3 (its ACL 2.0 is off), or None."""
         self._task = Background("slave-metadata-sync")
         self._kick = asyncio.Event()
 
@@ -138,8 +144,26 @@ class MetadataSync:
         self.schedule.replace_offsets(delay)
         if not behind:  # a source that lost its data lost its filters too
             self.filters.replace_from(await self._get(addr, RequestCode.GET_ALL_CONSUMER_FILTER))
+            await self._copy_auth(addr)
         self.rounds += 1
         return True
+
+    async def _copy_auth(self, addr: str) -> None:
+        """With ACL 2.0 on here: take the source's users and ACLs (a source without ACL 2.0 answers 3: ours stay, and
+        that is said once)."""
+        if self.auth is None:
+            return
+        resp = await self.pool.request(addr, RemotingCommand.request(RequestCode.GET_ALL_AUTH_METADATA), timeout=10.0)
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            if self.auth_source_off != addr:
+                log.warning("%s does not serve ACL 2.0 (authenticationEnabled and authorizationEnabled off): this "
+                            "broker keeps its own users and ACLs", addr)  # fmt: skip
+            self.auth_source_off = addr
+            return
+        if resp.code != ResponseCode.SUCCESS:
+            raise ConnectionError(f"the master answered GET_ALL_AUTH_METADATA with [{resp.code}] {resp.remark}")
+        self.auth_source_off = None
+        await self.auth.apply(orjson.loads(resp.body) if resp.body else None, addr)
 
     async def _source_behind(self, addr: str) -> bool:
         """True when the source's commit log ends before ours (its runtime info's ``commitLogMaxOffset``); said once

@@ -455,6 +455,11 @@ from sievemq.cli.admin_ops import COMMANDS as OPS_COMMANDS  # noqa: E402  (group
 for _command in OPS_COMMANDS:
     main.add_command(_command)
 
+from sievemq.cli.acl import COMMANDS as ACL_COMMANDS  # noqa: E402  (acl user|policy|migrate: docs/acl2.md)
+
+for _command in ACL_COMMANDS:
+    main.add_command(_command)
+
 # ------------------------------------------------------------------------------------------------ filtersrv
 from sievemq.cli.filtersrv import filtersrv_group  # noqa: E402  (defined apart; must precede __main__ below)
 

@@ -28,12 +28,13 @@ from aiohttp import web
 
 from sievemq.admin.messages import FIND_MAX
 from sievemq.admin.time_search import TIME_SEARCH_MAX
+from sievemq.dashboard.access import WRITE_MAX_BYTES, check_same_origin, parse_write
 from sievemq.dashboard.auth import Authenticator
-from sievemq.dashboard.errors import ApiError, ApiReason, error_of
+from sievemq.dashboard.errors import ApiError, ApiReason, bad_parameter, error_of
 from sievemq.dashboard.params import EXPRESSION_MAX, Query, check_expression
 from sievemq.dashboard.service import LIST_MAX, DashboardData
-from sievemq.dashboard.users import OPEN, User
-from sievemq.dashboard.views import with_content
+from sievemq.dashboard.users import OPEN, Role, User
+from sievemq.dashboard.views import trace_view, with_content
 
 __all__ = ["SECURITY_HEADERS", "STATIC_FILES", "Reads", "dashboard_routes"]
 
@@ -54,6 +55,8 @@ STATIC_FILES = {
     "app.js": "text/javascript",
     "login.js": "text/javascript",
     "views.js": "text/javascript",
+    "access.js": "text/javascript",
+    "trace.js": "text/javascript",
     "dom.js": "text/javascript",
     "style.css": "text/css",
     "favicon.svg": "image/svg+xml",
@@ -151,17 +154,53 @@ class _Api:
                 async with self.gate, asyncio.timeout(REQUEST_TIMEOUT_S):
                     body = await answer(Query(request.query.items()), user)
                 return _json(with_content(body, user.read_bodies) if reads is Reads.MESSAGES else body)
-            except TimeoutError:
-                return _error(ApiError(502, ApiReason.BROKER_ERROR, f"no answer within {REQUEST_TIMEOUT_S:.0f} s: "
-                                       "the cluster is slow or a broker does not answer"))  # fmt: skip
             except Exception as e:
-                err = error_of(e)
-                if err is None:
-                    log.exception("dashboard %s failed", request.path)
-                    err = ApiError(500, "INTERNAL_ERROR", "the dashboard failed to answer (its log says why)")
-                return _error(err)
+                return self.failed(request, e)
 
         return handle
+
+    @staticmethod
+    def failed(request: web.Request, e: Exception) -> web.Response:
+        """The error answer of a failure while answering (a bug: 500, logged with its stack)."""
+        if isinstance(e, TimeoutError):
+            return _error(ApiError(502, ApiReason.BROKER_ERROR, f"no answer within {REQUEST_TIMEOUT_S:.0f} s: the "
+                                   "cluster is slow or a broker does not answer"))  # fmt: skip
+        err = error_of(e)
+        if err is None:
+            log.exception("dashboard %s failed", request.path)
+            err = ApiError(500, "INTERNAL_ERROR", "the dashboard failed to answer (its log says why)")
+        return _error(err)
+
+    async def write_access(self, request: web.Request) -> web.StreamResponse:
+        """``POST /api/access`` (docs/dashboard.md §9): the Host check, the login, the same-origin check, an admin
+        only, then the checked body's change on every master."""
+        refused = self.guard(request)
+        if refused is not None:
+            return _error(refused)
+        try:
+            user = self.user(request)
+            crossed = check_same_origin(request.content_type, request.headers, request.host)
+            if crossed is not None:
+                raise crossed
+            if self.auth is None and not self.local_only:
+                raise ApiError(403, ApiReason.WRITES_NEED_LOGINS, "this dashboard has no logins and listens beyond "
+                               "loopback: changing users and policies needs logins (authEnable)")  # fmt: skip
+            if user.role is not Role.ADMIN:
+                raise ApiError(403, ApiReason.ADMIN_REQUIRED, f"user {user.name} is a viewer: only a dashboard admin "
+                               "changes users and policies")  # fmt: skip
+            if request.query:
+                raise bad_parameter(next(iter(request.query))[:64], "a write takes its fields in its JSON body")
+            if (request.content_length or 0) > WRITE_MAX_BYTES:
+                raise bad_parameter("body", f"longer than {WRITE_MAX_BYTES} bytes")
+            body = await request.read()  # aiohttp refuses a body past client_max_size (1 MiB) by itself
+            action, args = parse_write(body)
+        except ApiError as e:
+            return _error(e)
+        try:
+            async with self.gate, asyncio.timeout(REQUEST_TIMEOUT_S):
+                return _json(await self.data.access_write(action, args, user.name))
+        except Exception as e:
+            return self.failed(request, e)
 
     # ------------------------------------------------------------------------------------------ endpoints
     async def info(self, q: Query, user: User) -> Any:
@@ -230,6 +269,17 @@ class _Api:
         check_expression(kind, expression)
         return await self.data.explain(topic, kind, expression, last)
 
+    async def access(self, q: Query, user: User) -> Any:
+        q.done()
+        return {**await self.data.access(), "canWrite": user.role is Role.ADMIN}
+
+    async def trace(self, q: Query, user: User) -> Any:
+        msg_id, topic = q.take_msg_id(), q.take_optional_topic()
+        trace_topic = q.take_optional_topic("traceTopic") or "RMQ_SYS_TRACE_TOPIC"
+        group = q.take_optional_group()
+        q.done()
+        return trace_view(await self.data.trace(msg_id, topic, trace_topic, group), user.read_bodies)
+
     async def unknown(self, request: web.Request) -> web.StreamResponse:
         refused = self.guard(request)
         if refused is not None:
@@ -257,8 +307,9 @@ class _Api:
 
 def dashboard_routes(data: DashboardData, listen_host: str, auth: Authenticator | None = None) -> list[web.RouteDef]:
     """The dashboard's routes (mount them with ``HttpServer.add_routes`` before it starts): ``/`` and its files,
-    ``/api/...`` (read-only: GET only). ``listen_host``: where the HTTP port listens (loopback: loopback names
-    only). ``auth``: the logins every ``/api/`` request needs (None: none; a warning unless on loopback)."""
+    ``/api/...`` (GET, and ``POST /api/access`` for ACL 2.0 changes by admins). ``listen_host``: where the HTTP
+    port listens (loopback: loopback names only). ``auth``: the logins every ``/api/`` request needs (None: none;
+    a warning unless on loopback)."""
     if auth is None and not _loopback(listen_host):
         log.warning("the dashboard listens on %s without logins: anyone who reaches it reads every topic's "
                     "messages; set authEnable true with a usersFile (docs/dashboard.md §5)",
@@ -276,9 +327,12 @@ def dashboard_routes(data: DashboardData, listen_host: str, auth: Authenticator 
         "messages/by-time": (api.by_time, Reads.MESSAGES),
         "message": (api.message, Reads.MESSAGES),
         "explain": (api.explain, Reads.CONTENT),
+        "access": (api.access, Reads.STATE),
+        "trace": (api.trace, Reads.STATE),  # a viewer without readBodies: property values hidden (trace_view)
     }
     routes = [web.get(f"/api/{path}", api.endpoint(fn, reads), allow_head=False)
               for path, (fn, reads) in endpoints.items()]  # fmt: skip
+    routes.append(web.post("/api/access", api.write_access))  # the one write (§9): admins, same origin, JSON
     routes.append(web.get("/api/{tail:.*}", api.unknown, allow_head=False))
     routes.append(web.get("/", api.static))
     routes.append(web.get("/{name:[a-z]+\\.(?:html|js|css|svg)}", api.static))

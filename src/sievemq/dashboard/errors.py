@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from sievemq.admin.api import NamesrvUnreachable, describe_failure
+from sievemq.admin.auth_ops import Acl2Off, AuthInvalid
 from sievemq.admin.errors import GroupNotFound, MessageNotFound, TopicNotFound
 from sievemq.errors import RemotingError, SieveError
 from sievemq.remoting.codes import ResponseCode
@@ -50,6 +51,19 @@ class ApiReason(StrEnum):
     """No name server answered (502): check namesrvAddr and that they run."""
     BROKER_ERROR = "BROKER_ERROR"
     """A broker or name server refused or failed (502); ``code`` is its response code when it answered."""
+    ADMIN_REQUIRED = "ADMIN_REQUIRED"
+    """A write (``POST /api/access``) by a user who is not a dashboard admin (403)."""
+    WRITES_NEED_LOGINS = "WRITES_NEED_LOGINS"
+    """A write to a dashboard without logins that listens beyond loopback (403): anyone could make it."""
+    CROSS_SITE_REQUEST = "CROSS_SITE_REQUEST"
+    """A write whose ``Origin`` or ``Sec-Fetch-Site`` says another site's page sent it (403)."""
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    """A write whose body is not sent as ``application/json`` (415)."""
+    ACL_INVALID = "ACL_INVALID"
+    """A broker refused a user or a policy entry as not valid (400; the message is its remark, naming the
+    field)."""
+    ACL2_OFF = "ACL2_OFF"
+    """The brokers run without ACL 2.0 (409): there are no users nor policies to show or change."""
 
 
 class ApiError(Exception):
@@ -87,6 +101,10 @@ def error_of(e: BaseException) -> ApiError | None:
         return ApiError(404, ApiReason.GROUP_NOT_FOUND, str(e), group=e.group)
     if isinstance(e, MessageNotFound):
         return ApiError(404, ApiReason.MESSAGE_NOT_FOUND, str(e))
+    if isinstance(e, AuthInvalid):
+        return ApiError(400, ApiReason.ACL_INVALID, e.remark, broker=e.addr)
+    if isinstance(e, Acl2Off):
+        return ApiError(409, ApiReason.ACL2_OFF, str(e), broker=e.addr)
     if isinstance(e, NamesrvUnreachable):
         return ApiError(502, ApiReason.NAMESRV_UNREACHABLE, str(e))
     if isinstance(e, RemotingError):

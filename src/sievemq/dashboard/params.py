@@ -86,6 +86,10 @@ class Query:
             raise ApiError(400, ApiReason.INVALID_NAME, f"parameter {name}: {problem}", parameter=name)
         return value
 
+    def take_optional_group(self, name: str = "group") -> str | None:
+        """A consumer group name, or None when absent."""
+        return self.take_group(name) if self._raw(name, False) is not None else None
+
     def take_int(self, name: str, default: int, lo: int, hi: int) -> int:
         """A whole number in ``lo..hi`` (``default`` when absent)."""
         raw = self._raw(name, False)

@@ -16,6 +16,7 @@ from sievemq.admin.progress import SYSTEM_GROUPS, aggregate, broker_views, group
 from sievemq.admin.time_search import TIME_SEARCH_MAX, find_by_time
 from sievemq.admin.topic_stats import TopicStats, topic_consumers, topic_stats
 from sievemq.dashboard import views
+from sievemq.dashboard.access import access_view, write
 from sievemq.dashboard.errors import error_of
 from sievemq.errors import RemotingError, SieveError
 from sievemq.protocol.names import is_system_topic, reply_topic
@@ -148,3 +149,19 @@ class DashboardData:
         reports = await self.admin.explain(topic, expression, kind, last)
         return {"topic": topic, "expressionType": kind, "expression": expression, "last": last,
                 "totals": views.explain_totals(reports), "reports": reports}  # fmt: skip
+
+    async def access(self) -> dict[str, Any]:
+        """``/api/access``: every master's ACL 2.0 users (no passwords) and policy entries, merged."""
+        auth = self.admin.auth()
+        targets = await auth.targets(None, None)
+        return access_view(targets, await auth.each(targets, auth.access))
+
+    async def access_write(self, action: str, args: dict[str, Any], who: str) -> dict[str, Any]:
+        """``POST /api/access``: a checked write (``access.parse_write``) on every master, by dashboard user
+        ``who`` (logged)."""
+        return await write(self.admin.auth(), action, args, who)
+
+    async def trace(self, msg_id: str, topic: str | None, trace_topic: str, group: str | None) -> dict[str, Any]:
+        """``/api/trace``: ``AdminClient.message_trace`` (docs/traces.md §3)."""
+        return await self.admin.message_trace(msg_id, topic, trace_topic, group)
+

@@ -18,6 +18,7 @@ __all__ = [
     "message_rows",
     "topic_detail",
     "topic_row",
+    "trace_view",
     "with_content",
 ]
 
@@ -126,3 +127,27 @@ def with_content(answer: Mapping[str, Any], readable: bool) -> dict[str, Any]:
     if "message" in out:
         out["message"] = _message(out["message"], readable)
     return out
+
+
+_HIDDEN_REASON = "hidden: this user may not read message property values, which decide this verdict"
+
+
+def trace_view(doc: Mapping[str, Any], readable: bool) -> dict[str, Any]:
+    """``/api/trace``: ``message trace --json`` with ``contentHidden``; without ``readable``, each filter verdict's
+    ``details`` (the message's property values) are null, and so is the ``reason`` of one whose SQL92 evaluation
+    failed (its error may quote a value)."""
+    out = dict(doc)
+    out["contentHidden"] = not readable
+    if readable:
+        return out
+    groups = []
+    for g in doc.get("groups") or []:
+        row = dict(g)
+        f = row.get("filter")
+        if isinstance(f, Mapping):
+            failed = (f.get("details") or {}).get("result") == "ERROR"
+            row["filter"] = {**f, "details": None, "reason": _HIDDEN_REASON if failed else f.get("reason")}
+        groups.append(row)
+    out["groups"] = groups
+    return out
+

@@ -27,7 +27,7 @@ from sievemq.protocol.reasons import Reason
 from sievemq.proxy.v2 import definition_pb2 as pb
 from sievemq.remoting.codes import RequestCode as C
 
-__all__ = ["Credentials", "check", "needs_of", "parse_authorization", "peer_ip", "settings_needs"]
+__all__ = ["Credentials", "check", "date_problem", "needs_of", "parse_authorization", "peer_ip", "settings_needs"]
 
 SCHEME = "MQv2-HMAC-SHA1"
 DATE_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -57,7 +57,8 @@ def parse_authorization(value: str) -> Credentials | None:
     return Credentials(access_key, signature)
 
 
-def _date_problem(text: str, now: datetime, max_skew_s: int) -> str | None:
+def date_problem(text: str, now: datetime, max_skew_s: int) -> str | None:
+    """What is wrong with a call's ``x-mq-date-time`` (not a date-time; further than ``max_skew_s`` from ``now``)."""
     try:
         when = datetime.strptime(text, DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:
@@ -128,7 +129,7 @@ def check(
     if account.white.text and ip is not None and account.white.match(ip):
         return None  # as at a broker: the account's own addresses need no signature and no permission
     date_time = metadata.get("x-mq-date-time", "")
-    problem = _date_problem(date_time, now, max_skew_s)
+    problem = date_problem(date_time, now, max_skew_s)
     if problem is not None:
         return Refusal(Reason.ACL_SIGNATURE, f"ACL: {problem}")
     given = creds.signature.lower().encode()

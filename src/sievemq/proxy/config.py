@@ -91,6 +91,29 @@ class ProxyConfig:
         "secret key of aclAccessKey (prefer the environment: SIEVEMQ_ACL_SECRET_KEY)", "", secret=True
     )
 
+    authentication_enabled: bool = setting(
+        "ACL 2.0: every call of a 5.x client must be signed (MQv2-HMAC-SHA1) by an enabled user of the brokers' users "
+        "(fetched from a broker of rocketMQClusterName with aclAccessKey, a Super user there); refusals are "
+        "UNAUTHORIZED",
+        False,
+    )
+    authorization_enabled: bool = setting(
+        "ACL 2.0: every call must be allowed by its user's policies on the brokers (Pub on a topic to send, Sub on "
+        "topic and group to receive, ...); refusals are FORBIDDEN",
+        False,
+    )
+    rocket_mq_cluster_name: str = setting(
+        "the cluster whose brokers hold the ACL 2.0 users and policies (RocketMQ's rocketMQClusterName)",
+        "DefaultCluster",
+    )
+    auth_metadata_refresh_seconds: int = setting(
+        "ACL 2.0: how often the proxy fetches the brokers' users and policies: a change made on the brokers applies "
+        "at the proxy within this time",
+        5,
+        lo=1,
+        hi=3600,
+    )
+
     tls_mode: Literal["disabled", "enforcing"] = setting(
         "TLS on the gRPC port: disabled (plain TCP) or enforcing (TLS only; a 5.x client needs tls_enable and to "
         "trust the certificate's issuer)",
@@ -119,6 +142,14 @@ class ProxyConfig:
                               value=self.tls_mode)  # fmt: skip
         if self.acl_enable and not self.acl_file:
             raise ConfigError(key="aclFile", value=self.acl_file, allowed="the path of a plain_acl.yml when aclEnable")
+        acl2 = self.authentication_enabled or self.authorization_enabled
+        if acl2 and self.acl_enable:
+            raise ConfigError(key="aclEnable", value=True, allowed="false while authenticationEnabled or "
+                              "authorizationEnabled is true: the plain ACL and ACL 2.0 exclude each other")  # fmt: skip
+        if acl2 and not self.acl_access_key:
+            raise ConfigError(key="aclAccessKey", value="", allowed="a Super user of the brokers while "
+                              "authenticationEnabled or authorizationEnabled is true: the proxy fetches the users and "
+                              "policies with it")  # fmt: skip
         if bool(self.acl_access_key) != bool(self.acl_secret_key):
             key = "aclSecretKey" if self.acl_access_key else "aclAccessKey"
             raise ConfigError(key=key, value="", allowed="a non-empty value: aclAccessKey and aclSecretKey go together")

@@ -7,13 +7,18 @@ from pathlib import Path
 import grpc
 
 from sievemq.acl.loader import AclFile
+from sievemq.acl.signature import RequestSigner
 from sievemq.client.producer import Producer
+from sievemq.proxy.access2 import Switches
 from sievemq.proxy.config import ProxyConfig
-from sievemq.proxy.interceptor import AclInterceptor
+from sievemq.proxy.interceptor import AclInterceptor, Checker, PlainChecker, UserChecker
 from sievemq.proxy.metrics import GrpcMetricsInterceptor, GrpcStats
 from sievemq.proxy.service import MessagingService
 from sievemq.proxy.transactions import ProxyTransactions
+from sievemq.proxy.users import UserBook
 from sievemq.proxy.v2 import service_pb2_grpc as rpc
+from sievemq.remoting.connection import ConnectionPool
+from sievemq.remoting.tls import ClientTls
 from sievemq.util.ports import listen_problem
 
 __all__ = ["PROXY_PRODUCER_GROUP", "ProxyServer"]
@@ -33,8 +38,15 @@ class ProxyServer:
                                  request_timeout=timeout, access_key=ak, secret_key=sk, **tls)  # fmt: skip
         self.tx_producer = ProxyTransactions.make_producer(config.namesrv_list(), timeout, ak, sk, tls)
         self.transactions = ProxyTransactions(self.tx_producer, timeout)
-        self.acl = AclInterceptor(AclFile(config.acl_file), config.acl_max_clock_skew_seconds) if config.acl_enable \
-            else None  # fmt: skip
+        self.users = self._user_book(config)
+        """ACL 2.0: the brokers' users and policies (None when off; docs/acl2.md §9)."""
+        checker: Checker | None = None
+        if config.acl_enable:
+            checker = PlainChecker(AclFile(config.acl_file), config.acl_max_clock_skew_seconds)
+        elif self.users is not None:
+            switches = Switches(config.authentication_enabled, config.authorization_enabled)
+            checker = UserChecker(self.users, switches, config.acl_max_clock_skew_seconds)
+        self.acl = AclInterceptor(checker) if checker is not None else None
         self.grpc_stats = GrpcStats()
         """Calls by method and code, for ``/metrics`` (sievemq/proxy/metrics.py); ACL refusals counted too."""
         interceptors: list[grpc.aio.ServerInterceptor] = [GrpcMetricsInterceptor(self.grpc_stats)]
@@ -49,6 +61,18 @@ class ProxyServer:
         self.port = 0
         self.service: MessagingService | None = None
 
+    @staticmethod
+    def _user_book(config: ProxyConfig) -> UserBook | None:
+        if not (config.authentication_enabled or config.authorization_enabled):
+            return None
+        c, tls = config, None
+        if c.tls_client_enable:
+            tls = ClientTls(c.tls_client_trust_cert_path, c.tls_client_cert_path, c.tls_client_key_path,
+                            verify=c.tls_client_auth_server).context()  # fmt: skip
+        pool = ConnectionPool(rpc_hook=RequestSigner(c.acl_access_key, c.acl_secret_key), tls=tls)
+        return UserBook(pool, c.namesrv_list(), c.rocket_mq_cluster_name, c.auth_metadata_refresh_seconds,
+                        c.request_timeout_seconds)  # fmt: skip
+
     @property
     def addr(self) -> str:
         """``host:port`` clients connect to."""
@@ -57,6 +81,8 @@ class ProxyServer:
     async def start(self) -> None:
         """Start the producer and listen."""
         await self.producer.start()
+        if self.users is not None:
+            await self.users.start()
         self.transactions.bind()
         await self.tx_producer.start()
         where = f"{self.config.listen_host}:{self.config.listen_port}"
@@ -97,5 +123,8 @@ class ProxyServer:
         await self.server.stop(1.0)
         if self.service is not None:
             await self.service.consume.renewals.stop()
+        if self.users is not None:
+            await self.users.stop()
+            await self.users.pool.close()
         await self.tx_producer.close()
         await self.producer.close()

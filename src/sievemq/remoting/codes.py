@@ -114,6 +114,7 @@ class RequestCode(IntEnum):
     HA_CHECK = 30020
     GET_ALL_CONSUMER_FILTER = 30021
     MERGE_CONSUMER_OFFSET = 30022
+    GET_ALL_AUTH_METADATA = 30023
 
 
 class ResponseCode(IntEnum):

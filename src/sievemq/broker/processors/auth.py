@@ -6,11 +6,16 @@ Who may send them is the gate's business (Update or Get on ``Cluster:<name>``, o
 ``sievemq.auth.classification``); here, as in RocketMQ, only a super user may create, change or delete a Super
 user. A change is answered once it is on disk (``AuthStore``). A request that is not valid is answered 29
 (INVALID_PARAMETER) with the reason ``ACL_INVALID``; one a Normal user may not make, 16 with ``NO_PERMISSION``.
+
+A slave's users and ACLs are a copy of its master's (GET_ALL_AUTH_METADATA, 30023, answered here; docs/acl2.md §8):
+it refuses the writes (3001-3003, 3006-3008) with 14 (SERVICE_NOT_AVAILABLE) and the reason ``BROKER_IS_SLAVE``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import orjson
 
@@ -35,7 +40,7 @@ from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
 from sievemq.remoting.server import ProcessorTable
 
-__all__ = ["INVALID", "AuthProcessor"]
+__all__ = ["INVALID", "AuthProcessor", "Role"]
 
 INVALID = Reason.ACL_INVALID
 
@@ -44,21 +49,55 @@ def _invalid(e: AuthError) -> RemotingError:
     return RemotingError(ResponseCode.INVALID_PARAMETER, str(e), INVALID)
 
 
+class Role(Protocol):
+    """The broker's place in its set (``broker/replication.py``'s ``Replication``)."""
+
+    @property
+    def is_slave(self) -> bool: ...
+
+    @property
+    def master_remoting(self) -> str | None: ...
+
+
+Handler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand]]
+
+
 @dataclass
 class AuthProcessor:
     """Users and ACLs of the broker's ``AuthStore``."""
 
     store: AuthStore
+    role: Role | None = None
+    """A slave refuses the writes: its users and ACLs are copied from its master."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put 3001-3010 into ``table``."""
         c = RequestCode
         for code, handler in ((c.AUTH_CREATE_USER, self.create_user), (c.AUTH_UPDATE_USER, self.update_user),
-                              (c.AUTH_DELETE_USER, self.delete_user), (c.AUTH_GET_USER, self.get_user),
-                              (c.AUTH_LIST_USER, self.list_users), (c.AUTH_CREATE_ACL, self.put_acl),
-                              (c.AUTH_UPDATE_ACL, self.put_acl), (c.AUTH_DELETE_ACL, self.delete_acl),
-                              (c.AUTH_GET_ACL, self.get_acl), (c.AUTH_LIST_ACL, self.list_acls)):  # fmt: skip
+                              (c.AUTH_DELETE_USER, self.delete_user), (c.AUTH_CREATE_ACL, self.put_acl),
+                              (c.AUTH_UPDATE_ACL, self.put_acl), (c.AUTH_DELETE_ACL, self.delete_acl)):  # fmt: skip
+            table.register(code, self._write(handler))
+        for code, handler in ((c.AUTH_GET_USER, self.get_user), (c.AUTH_LIST_USER, self.list_users),
+                              (c.AUTH_GET_ACL, self.get_acl), (c.AUTH_LIST_ACL, self.list_acls),
+                              (c.GET_ALL_AUTH_METADATA, self.all_auth)):  # fmt: skip
             table.register(code, handler)
+
+    def _write(self, handler: Handler) -> Handler:
+        """``handler``, refused on a slave."""
+
+        async def write(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            if self.role is not None and self.role.is_slave:
+                master = self.role.master_remoting or "its master"
+                raise RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, "ACL 2.0: this broker is a slave: its users "
+                                    f"and ACLs are copies of its master's; change them on {master} (mqadmin -b)",
+                                    Reason.BROKER_IS_SLAVE)  # fmt: skip
+            return await handler(conn, cmd)
+
+        return write
+
+    async def all_auth(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """30023 GET_ALL_AUTH_METADATA: every user and ACL, as ``auth.json`` holds them (a slave's copy)."""
+        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.store.document()))
 
     def _caller_is_super(self, cmd: RemotingCommand) -> bool:
         name = cmd.ext_fields.get(ACCESS_KEY)

@@ -89,7 +89,7 @@ async function start() {
   state.user = (info.auth && info.auth.user) || null;
   account();
   document.getElementById("footer").textContent =
-    `sievemq ${info.version} · name servers ${info.namesrv.join(", ")} · read-only` +
+    `sievemq ${info.version} · name servers ${info.namesrv.join(", ")}` +
     (info.refreshSeconds ? ` · refresh every ${info.refreshSeconds} s` : "");
   render(true);
 }

@@ -118,6 +118,29 @@ async function api(path, params) {
   return body;
 }
 
+// A write (the Access page's, docs/dashboard.md §9): a JSON object POSTed to api/<path>, with the tab's token;
+// the answer's JSON, or an ApiFailure as api() throws it.
+async function apiPost(path, body) {
+  const headers = {Accept: "application/json", "Content-Type": "application/json"};
+  const token = auth.token();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let resp;
+  try {
+    resp = await fetch(`api/${path}`, {method: "POST", headers, body: JSON.stringify(body), cache: "no-store"});
+  } catch (e) {
+    throw new ApiFailure(0, "DASHBOARD_UNREACHABLE", "the dashboard does not answer (stopped?)");
+  }
+  let answer = null;
+  try { answer = await resp.json(); } catch (e) { answer = null; }
+  if (!resp.ok) {
+    const err = (answer && answer.error) || {};
+    const failure = new ApiFailure(resp.status, err.reason || "HTTP_" + resp.status, err.message || resp.statusText);
+    if (resp.status === 401) auth.refused(failure);
+    throw failure;
+  }
+  return answer;
+}
+
 // Small building blocks of the views.
 const ui = {
   table(headers, rows, opts = {}) {

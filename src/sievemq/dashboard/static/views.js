@@ -278,7 +278,8 @@ views.message = async (p) => {
   const props = Object.entries(m.properties || {});
   const node = h("div", {},
     h("div", {class: "crumbs"}, link("messages", {}, "Messages"), " / "),
-    h("h1", {}, "Message ", h("code", {}, m.msgId || m.offsetMsgId)),
+    h("div", {class: "title-row"}, h("h1", {}, "Message ", h("code", {}, m.msgId || m.offsetMsgId)),
+      link("trace", {id: m.msgId || m.offsetMsgId}, "Trace it")),
     ui.section("Where", ui.kv([
       ["Topic", link("topic", {topic: m.topic}, m.topic)],
       ["Queue", `${m.brokerName} #${m.queueId}, offset ${m.queueOffset}`],
