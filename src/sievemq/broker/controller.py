@@ -145,7 +145,8 @@ class BrokerController:
         for proc in self._processors(len(levels)):
             proc.register(table)
         if self.auth is not None:
-            AuthProcessor(self.auth.store, self.replication).register(table)  # a slave refuses the writes
+            sync = self.replication.sync  # a slave's writes: answered from its master's copy (docs/acl2.md §8)
+            AuthProcessor(self.auth.store, self.replication, sync.refresh_auth if sync else None).register(table)
             if self.replication.sync is not None:  # a slave copies its master's users and ACLs (docs/acl2.md §8)
                 self.replication.sync.auth = auth_copy(config, self.auth)
         self.filter_servers.register(table)

@@ -148,6 +148,14 @@ class MetadataSync:
         self.rounds += 1
         return True
 
+    async def refresh_auth(self) -> None:
+        """Copy the master's users and ACLs now (a write on this slave asks whether the master has it already);
+        ConnectionError when no master is known or it does not answer."""
+        addr = self.master_addr()
+        if addr is None:
+            raise ConnectionError("no master known")
+        await self._copy_auth(addr)
+
     async def _copy_auth(self, addr: str) -> None:
         """With ACL 2.0 on here: take the source's users and ACLs (a source without ACL 2.0 answers 3: ours stay, and
         that is said once)."""

@@ -8,7 +8,9 @@ user. A change is answered once it is on disk (``AuthStore``). A request that is
 (INVALID_PARAMETER) with the reason ``ACL_INVALID``; one a Normal user may not make, 16 with ``NO_PERMISSION``.
 
 A slave's users and ACLs are a copy of its master's (GET_ALL_AUTH_METADATA, 30023, answered here; docs/acl2.md §8):
-it refuses the writes (3001-3003, 3006-3008) with 14 (SERVICE_NOT_AVAILABLE) and the reason ``BROKER_IS_SLAVE``.
+it makes no change of its own. A write (3001-3003, 3006-3008) is answered 0 when the master's copy, fetched at once,
+already holds what it asks (``mqadmin createUser -c`` writes to the master, then to its slaves), else 14
+(SERVICE_NOT_AVAILABLE) with the reason ``BROKER_IS_SLAVE``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,23 @@ __all__ = ["INVALID", "AuthProcessor", "Role"]
 INVALID = Reason.ACL_INVALID
 
 
+async def _discard(path: object, doc: object) -> None:
+    """A scratch store's writer: nothing reaches the disk."""
+
+
+def _acl_gone(store: AuthStore, cmd: RemotingCommand) -> bool:
+    """Whether the ACL entry (or whole ACL) a DELETE_ACL names is absent from ``store``."""
+    f = cmd.ext_fields
+    try:
+        name = parse_subject(f.get("subject"))
+        ptype = PolicyType.parse(f["policyType"], "policyType") if f.get("policyType") else PolicyType.CUSTOM
+        resource = parse_resource(f["resource"]) if f.get("resource") else None
+    except AuthError:
+        return False
+    acl = store.acl(name)
+    return acl is None or (resource is not None and acl.without(ptype, resource) == acl)
+
+
 def _invalid(e: AuthError) -> RemotingError:
     return RemotingError(ResponseCode.INVALID_PARAMETER, str(e), INVALID)
 
@@ -69,6 +88,8 @@ class AuthProcessor:
     store: AuthStore
     role: Role | None = None
     """A slave refuses the writes: its users and ACLs are copied from its master."""
+    refresh: Callable[[], Awaitable[None]] | None = None
+    """A slave's fetch of its master's users and ACLs, now (``MetadataSync.refresh_auth``)."""
 
     def register(self, table: ProcessorTable) -> None:
         """Put 3001-3010 into ``table``."""
@@ -87,6 +108,9 @@ class AuthProcessor:
 
         async def write(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
             if self.role is not None and self.role.is_slave:
+                if await self._master_holds(conn, cmd):
+                    return cmd.response(ResponseCode.SUCCESS, "ACL 2.0: this slave's copy of its master's users "
+                                        "and ACLs holds it already")  # fmt: skip
                 master = self.role.master_remoting or "its master"
                 raise RemotingError(ResponseCode.SERVICE_NOT_AVAILABLE, "ACL 2.0: this broker is a slave: its users "
                                     f"and ACLs are copies of its master's; change them on {master} (mqadmin -b)",
@@ -94,6 +118,32 @@ class AuthProcessor:
             return await handler(conn, cmd)
 
         return write
+
+    async def _master_holds(self, conn: Connection, cmd: RemotingCommand) -> bool:
+        """Whether the master's users and ACLs (fetched now) already are what the write ``cmd`` asks: it is played
+        on a scratch copy (a create of an existing user as its update) and changes nothing, or deletes an ACL entry
+        that is not there."""
+        try:
+            if self.refresh is not None:
+                await self.refresh()
+        except (ConnectionError, OSError, TimeoutError, RemotingError):
+            return False
+        scratch = AuthStore(self.store.path, _discard)
+        await scratch.replace(self.store.users, self.store.acls)
+        before = scratch.document()
+        sim, code = AuthProcessor(scratch), cmd.code
+        if code == RequestCode.AUTH_CREATE_USER and scratch.user(cmd.ext_fields.get("username") or "") is not None:
+            code = RequestCode.AUTH_UPDATE_USER
+        handlers: dict[int, Handler] = {
+            RequestCode.AUTH_CREATE_USER: sim.create_user, RequestCode.AUTH_UPDATE_USER: sim.update_user,
+            RequestCode.AUTH_DELETE_USER: sim.delete_user, RequestCode.AUTH_CREATE_ACL: sim.put_acl,
+            RequestCode.AUTH_UPDATE_ACL: sim.put_acl, RequestCode.AUTH_DELETE_ACL: sim.delete_acl,
+        }  # fmt: skip
+        try:
+            await handlers[code](conn, cmd)
+        except RemotingError:  # what the master accepted fails here only as a delete of what is gone already
+            return code == RequestCode.AUTH_DELETE_ACL and _acl_gone(scratch, cmd)
+        return scratch.document() == before
 
     async def all_auth(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """30023 GET_ALL_AUTH_METADATA: every user and ACL, as ``auth.json`` holds them (a slave's copy)."""
