@@ -66,7 +66,7 @@ async def test_a_group_starts_once_for_members_that_start_later(namesrv: str, na
     await first.start()
     second = PushConsumer(namesrv, group, instance_name=names("i2"), rebalance_interval=1.0)
     try:
-        await ready(first, topic)
+        await ready(first, topic, queues=4)  # every queue's start fixed before "between" is sent
         await _send(namesrv, topic, "between")  # sent after the group started, before its second member did
         second.subscribe(topic)
         got2 = collecting(second)
@@ -90,7 +90,7 @@ async def test_a_restarted_group_resumes_from_its_committed_offsets(namesrv: str
     consumer.subscribe(topic)
     got = collecting(consumer)
     async with consumer:
-        await ready(consumer, topic)
+        await ready(consumer, topic, queues=4)  # every queue's start fixed: none begins after "first-run"
         await _send(namesrv, topic, "first-run")
         await eventually(lambda: _expected("first-run") <= _bodies(got.msgs), what="the first run's messages")
     await _send(namesrv, topic, "while-down")
@@ -128,6 +128,7 @@ async def test_broadcasting_and_pull_consumers_start_at_the_end_too(namesrv: str
         # the assignment is applied in the background: its start positions are fixed once assignment() lists the
         # queues (under load a send before that was once behind the fixed position, and was not polled)
         await eventually(lambda: pull.assignment() == set(queues), what="the assigned queues taken")
+        await ready(broadcast, topic, queues=len(queues))  # so are the broadcasting consumer's, once it owns them all
         await _send(namesrv, topic, "after")
         polled: list[object] = []
 

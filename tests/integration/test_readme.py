@@ -56,6 +56,7 @@ PAGES = (
     "docs/operations.md",
     "docs/monitoring.md",
     "docs/securing.md",
+    "docs/traces.md",
 )
 """The documents whose ```python blocks run, in this order (paths from the repository's root)."""
 NOT_RUN = {

@@ -12,7 +12,7 @@ from sievemq.broker.clients import ClientChannel
 from sievemq.broker.processors.pull import PullProcessor, PullSettings
 from sievemq.errors import RemotingError
 from sievemq.protocol.heartbeat import ConsumerData, Subscription
-from sievemq.protocol.message import decode_records
+from sievemq.protocol.message import MessageExt, decode_records
 from sievemq.protocol.pull_header import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageHeader
 from sievemq.protocol.reasons import Reason
 from sievemq.remoting.codes import RequestCode, ResponseCode
@@ -133,6 +133,24 @@ async def test_a_held_pull_wakes_on_a_matching_dispatch_only(parts: Parts) -> No
     resp = await asyncio.wait_for(task, 2.0)
     assert time.monotonic() - t0 < 1.0 and parts.hold.held() == 0
     assert resp.code == ResponseCode.SUCCESS and [m.body for m in decode_records(resp.body)] == [b"b"]
+
+
+async def test_a_message_stored_before_the_hold_begins_answers_the_pull(parts: Parts) -> None:
+    """A pull that found nothing is held from the next turn of the loop on (``answer`` returns what to await): a
+    message stored in between must answer it, not leave it held for its whole suspend time."""
+    parts.topics.create_system_topic("T", 1)
+    cmd = pull_cmd("T", flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, subscription="*", suspend_timeout_millis=60_000)
+    pending = puller(parts).answer(parts.conn(), cmd)
+    assert not isinstance(pending, RemotingCommand), "nothing stored yet: the pull is to be held"
+    result = parts.store.put_now([MessageExt("T", b"between", queue_id=0)])  # same turn: the hold has not begun
+    assert result.ok, result.status
+    task = asyncio.ensure_future(settled(pending))
+    for _ in range(10):  # a few turns of the loop, no I/O: the answer is ready, or the pull waits for a dispatch
+        await asyncio.sleep(0)
+    assert task.done(), "the pull was held though its message was stored"
+    resp = task.result()
+    assert resp.code == ResponseCode.SUCCESS and [m.body for m in decode_records(resp.body)] == [b"between"]
+    assert parts.hold.held() == 0
 
 
 async def test_short_polling_holds_only_the_short_time(parts: Parts) -> None:

@@ -276,6 +276,8 @@ class PullProcessor:
         hold_ms = h.suspend_timeout_millis if self.settings.long_polling else self.settings.short_polling_ms
         fut = self.hold.hold(h.topic, h.queue_id, h.queue_offset, flt.match_code if flt is not None else None)
         try:
+            if self.store.get_max_offset(h.topic, h.queue_id) > h.queue_offset:
+                return  # it came after the pull read, before this hold began (a turn later): read again
             await asyncio.wait_for(asyncio.shield(fut), max(0.0, min(hold_ms, MAX_HOLD_MS) / 1000.0))
         except TimeoutError:
             pass
