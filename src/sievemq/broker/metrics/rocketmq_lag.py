@@ -11,8 +11,9 @@ As RocketMQ with its default ``estimateAccumulation``, the three counts of a gro
 count only the messages its filter would let through, judged on the consume queue (``FilterEstimate``): the tag's
 hash, or the group's Bloom bits in the message's bitmap (a SQL92 group without them counts every message). Up to
 ``SCAN_MAX`` entries of a range are read, or until ``SAMPLE_MATCHES`` matched; a longer range is extrapolated from
-them, as RocketMQ's ``ConsumeQueue.estimateMessageCount`` does. Otherwise a pass over the live groups' queues costs
-a few dictionary lookups per queue and at most two store-time reads per queue that has something waiting.
+them, as RocketMQ's ``ConsumeQueue.estimateMessageCount`` does; a whole pass reads at most ``PASS_SCAN_MAX``.
+Otherwise a pass over the live groups' queues costs a few dictionary lookups per queue and at most two store-time
+reads per queue that has something waiting.
 """
 
 from __future__ import annotations
@@ -33,10 +34,15 @@ from sievemq.protocol.names import is_retry_topic
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.store import MessageStore
 
-__all__ = ["SAMPLE_MATCHES", "SCAN_MAX", "FilterEstimate", "GroupLag", "group_lags"]
+__all__ = ["PASS_SCAN_MAX", "SAMPLE_MATCHES", "SCAN_MAX", "FilterEstimate", "GroupLag", "ScanBudget", "group_lags"]
 
 SCAN_MAX = 10_000
 """Consume-queue entries read at most per estimated range (RocketMQ reads up to ``maxConsumeQueueScan``, 20,000)."""
+PASS_SCAN_MAX = 20_000
+"""Consume-queue entries one pass (one scrape) reads at most over every group and queue: the pass runs on the event
+loop, so its cost is bounded whatever the number of filtered groups and their backlogs (~20-60 ms at most). Past it,
+a range counts whole, as a group without a filter (RocketMQ, which runs this on a thread of its own, reads up to
+20,000 entries per range)."""
 SAMPLE_MATCHES = 5_000
 """Matches after which an estimate extrapolates (RocketMQ's ``sampleCountThreshold``)."""
 _READ = 512
@@ -48,16 +54,26 @@ def _int32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
+class ScanBudget:
+    """What a pass may still read (``PASS_SCAN_MAX``), shared by its estimates."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, entries: int = PASS_SCAN_MAX) -> None:
+        self.left = entries
+
+
 class FilterEstimate:
     """How many messages of a queue range a group's subscription lets through, judged on the consume queue alone
     (no record is read, nothing is counted in the filter statistics)."""
 
-    __slots__ = ("codes", "mask_len", "positions", "store", "trust_after")
+    __slots__ = ("budget", "codes", "mask_len", "positions", "store", "trust_after")
 
     def __init__(self, store: MessageStore, codes: frozenset[int] | None = None, positions: list[int] | None = None,
-                 mask_len: int = 0, trust_after: int = 0) -> None:  # fmt: skip
+                 mask_len: int = 0, trust_after: int = 0, budget: ScanBudget | None = None) -> None:  # fmt: skip
         """``codes``: a tag subscription's hash codes; else ``positions`` (the SQL92 group's Bloom bits), the
-        broker's bitmap length and the time before which bitmaps are not trusted."""
+        broker's bitmap length and the time before which bitmaps are not trusted; ``budget``: the pass's."""
+        self.budget = budget if budget is not None else ScanBudget()
         self.store = store
         self.codes = codes
         self.positions = positions
@@ -65,8 +81,8 @@ class FilterEstimate:
         self.trust_after = trust_after
 
     @classmethod
-    def of(cls, store: MessageStore, group: str, sub: Subscription | None,
-           filters: ConsumerFilterManager) -> FilterEstimate | None:  # fmt: skip
+    def of(cls, store: MessageStore, group: str, sub: Subscription | None, filters: ConsumerFilterManager,
+           budget: ScanBudget | None = None) -> FilterEstimate | None:  # fmt: skip
         """The estimate of a group's subscription, None when it lets everything through (``*``, class filters, a
         SQL92 group without Bloom bits: RocketMQ counts those whole too)."""
         if sub is None or sub.class_filter_mode:
@@ -76,14 +92,15 @@ class FilterEstimate:
                 expr = TagExpression.parse(sub.sub_string)
             except ValueError:
                 return None
-            return None if expr.sub_all else cls(store, codes=expr.codes)
+            return None if expr.sub_all else cls(store, codes=expr.codes, budget=budget)
         if sub.expression_type == "SQL92":
             entry = filters.get(group, sub.topic)
             if entry is None or not entry.bit_positions or not entry.mask:
                 return None
             if entry.expression.strip() != sub.sub_string.strip():
                 return None
-            return cls(store, positions=entry.bit_positions, mask_len=len(entry.mask), trust_after=entry.born_time)
+            return cls(store, positions=entry.bit_positions, mask_len=len(entry.mask), trust_after=entry.born_time,
+                       budget=budget)  # fmt: skip
         return None
 
     def _maybe(self, topic: str, queue_id: int, offset: int, tags_code: int) -> bool:
@@ -96,13 +113,15 @@ class FilterEstimate:
         return all(bitmap[p >> 3] & (1 << (p & 7)) for p in self.positions or ())
 
     def count(self, topic: str, queue_id: int, start: int, end: int) -> int:
-        """Messages of ``[start, end)`` the subscription lets through (an estimate past ``SCAN_MAX`` entries)."""
+        """Messages of ``[start, end)`` the subscription lets through (an estimate past ``SCAN_MAX`` entries, or
+        past what the pass's budget leaves; the whole range once the budget is spent)."""
         if end <= start:
             return 0
+        limit = min(SCAN_MAX, self.budget.left)
         raw = matched = 0
         offset = start
-        while offset < end and raw < SCAN_MAX and matched <= SAMPLE_MATCHES:
-            entries = self.store.read_cq_entries(topic, queue_id, offset, min(_READ, end - offset))
+        while offset < end and raw < limit and matched <= SAMPLE_MATCHES:
+            entries = self.store.read_cq_entries(topic, queue_id, offset, min(_READ, end - offset, limit - raw))
             if not entries:
                 break
             for phy, _size, code in entries:
@@ -110,10 +129,11 @@ class FilterEstimate:
                 if phy >= 0 and self._maybe(topic, queue_id, offset, code):
                     matched += 1
                 offset += 1
-                if raw >= SCAN_MAX or matched > SAMPLE_MATCHES:
+                if matched > SAMPLE_MATCHES:
                     break
+        self.budget.left -= raw
         if raw == 0:
-            return end - start  # nothing readable (deleted files): no estimate, the whole range
+            return end - start  # nothing readable (deleted files), or no budget left: the whole range
         if offset < end:
             return int(matched * (end - start) / raw)
         return matched
@@ -152,6 +172,7 @@ def group_lags(consumers: ConsumerManager, groups: SubscriptionGroupManager, top
                clock: Callable[[], float] = time.time) -> Iterator[GroupLag]:  # fmt: skip
     """The figures of every (group, topic) RocketMQ's broker would report (see the module docstring)."""
     now_ms = int(clock() * 1000)
+    budget = ScanBudget()
     for name, info in list(consumers.groups.items()):
         if name not in groups.table or not info.channels:
             continue
@@ -163,7 +184,7 @@ def group_lags(consumers: ConsumerManager, groups: SubscriptionGroupManager, top
             if tc is None or not tc.perm & (PERM_READ | PERM_WRITE):
                 continue
             result = GroupLag(name, topic)
-            estimate = FilterEstimate.of(store, name, info.subscription(topic), filters)
+            estimate = FilterEstimate.of(store, name, info.subscription(topic), filters, budget)
             oldest_unconsumed: int | None = None
             oldest_unpulled: int | None = None
             for queue_id in range(tc.write_queue_nums):
