@@ -222,6 +222,9 @@ class EtcdCluster:
         assert m.popen is not None and m.running, f"etcd member {i} is not running"
         m.popen.send_signal(signal.SIGSTOP)
         m.paused = True
+        stat = Path(f"/proc/{m.popen.pid}/stat")  # the signal is delivered later: wait until the member is stopped
+        self._until(lambda: stat.read_text().rpartition(")")[2].split()[0] in ("T", "t"), 10.0,
+                    f"etcd member {i} stopped")  # fmt: skip
 
     def resume(self, i: int) -> None:
         """SIGCONT member ``i``."""
