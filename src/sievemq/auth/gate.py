@@ -30,7 +30,7 @@ from sievemq.acl.permission import Perm
 from sievemq.acl.signature import ACCESS_KEY, signature_matches
 from sievemq.acl.strict import NONCE, SIGNED_AT, STRICT_SIGNATURE, StrictPolicy
 from sievemq.auth.classification import Kind, Need, rule_of
-from sievemq.auth.matching import judge
+from sievemq.auth.matching import refusal
 from sievemq.auth.model import Action, Resource, User
 from sievemq.auth.store import AuthStore
 from sievemq.errors import RemotingError
@@ -119,17 +119,8 @@ def authenticate(
 
 
 def authorize_needs(store: AuthStore, user: User, needs: list[Need], ip: str, what: str) -> Refusal | None:
-    """None when ``user`` may have every (resource, actions) of ``needs`` from ``ip``."""
-    if user.is_super:
-        return None
-    acl = store.acl(user.username)
-    for resource, actions in needs:
-        verdict = judge(acl, resource, actions, ip)
-        if not verdict.allowed:
-            wanted = " or ".join(a.value for a in Action if a in actions)
-            return Refusal(Reason.NO_PERMISSION, f"ACL 2.0: User:{user.username} may not {wanted} on "
-                           f"{resource.key} from {ip} ({verdict.why}), needed by {what}")  # fmt: skip
-    return None
+    """None when ``user`` may have every (resource, actions) of ``needs`` from ``ip`` (``matching.refusal``)."""
+    return refusal(user, store.acl(user.username), needs, ip, what)
 
 
 def authorize(

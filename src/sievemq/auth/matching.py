@@ -14,9 +14,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sievemq.auth.model import Acl, Action, Decision, Pattern, PolicyEntry, PolicyType, Resource, ResourceType, ip_in
+from sievemq.acl.decision import Refusal
+from sievemq.auth.model import (
+    Acl,
+    Action,
+    Decision,
+    Pattern,
+    PolicyEntry,
+    PolicyType,
+    Resource,
+    ResourceType,
+    User,
+    ip_in,
+)
+from sievemq.protocol.reasons import Reason
 
-__all__ = ["Verdict", "deciding_entry", "judge"]
+__all__ = ["Verdict", "deciding_entry", "judge", "refusal"]
 
 
 def _specificity(entry: PolicyEntry) -> tuple[int, int, int, int]:
@@ -64,3 +77,19 @@ def judge(acl: Acl | None, resource: Resource, actions: frozenset[Action], ip: s
     if entry.decision is Decision.DENY:
         return Verdict(False, f"the entry {entry.resource.key} decides Deny")
     return Verdict(True, f"the entry {entry.resource.key} allows it")
+
+
+def refusal(user: User, acl: Acl | None, needs: Iterable[tuple[Resource, frozenset[Action]]], ip: str,
+            what: str) -> Refusal | None:  # fmt: skip
+    """None when ``user`` (whose ACL is ``acl``) may have every (resource, actions) of ``needs`` from ``ip``, else
+    the refusal naming the first it may not have and the deciding entry; ``what`` names the request. The broker's
+    gate and the gRPC proxy both decide so."""
+    if user.is_super:
+        return None
+    for resource, actions in needs:
+        verdict = judge(acl, resource, actions, ip)
+        if not verdict.allowed:
+            wanted = " or ".join(a.value for a in Action if a in actions)
+            return Refusal(Reason.NO_PERMISSION, f"ACL 2.0: User:{user.username} may not {wanted} on {resource.key} "
+                           f"from {ip or 'this address'} ({verdict.why}), needed by {what}")  # fmt: skip
+    return None

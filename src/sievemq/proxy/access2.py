@@ -22,7 +22,8 @@ from datetime import datetime
 from typing import Any
 
 from sievemq.acl.decision import Refusal
-from sievemq.auth.matching import judge
+from sievemq.auth.classification import Need
+from sievemq.auth.matching import refusal
 from sievemq.auth.model import Acl, Action, Resource, ResourceType, User
 from sievemq.protocol.reasons import Reason
 from sievemq.proxy.access import date_problem, parse_authorization
@@ -30,7 +31,6 @@ from sievemq.proxy.v2 import definition_pb2 as pb
 
 __all__ = ["Need", "Switches", "check", "needs_of", "settings_needs"]
 
-Need = tuple[Resource, frozenset[Action]]
 PUB, SUB = frozenset([Action.PUB]), frozenset([Action.SUB])
 PUB_SUB = frozenset([Action.PUB, Action.SUB])
 CONSUMERS = frozenset([pb.PUSH_CONSUMER, pb.SIMPLE_CONSUMER, pb.PULL_CONSUMER])
@@ -120,19 +120,6 @@ def _authenticate(
     return user
 
 
-def _authorize(user: User, acls: Mapping[str, Acl], needs: Iterable[Need], ip: str, method: str) -> Refusal | None:
-    if user.is_super:
-        return None
-    acl = acls.get(user.username)
-    for resource, actions in needs:
-        verdict = judge(acl, resource, actions, ip)
-        if not verdict.allowed:
-            wanted = " or ".join(a.value for a in Action if a in actions)
-            return Refusal(Reason.NO_PERMISSION, f"ACL 2.0: User:{user.username} may not {wanted} on {resource.key} "
-                           f"from {ip or 'this address'} ({verdict.why}), needed by {method}")  # fmt: skip
-    return None
-
-
 def check(
     users: Mapping[str, User],
     acls: Mapping[str, Acl],
@@ -154,4 +141,4 @@ def check(
         user = _user(users, creds.access_key if creds is not None else "")
     if isinstance(user, Refusal):
         return user
-    return _authorize(user, acls, needs, peer, method) if switches.authorization else None
+    return refusal(user, acls.get(user.username), needs, peer, method) if switches.authorization else None
