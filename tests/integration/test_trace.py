@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -27,25 +27,12 @@ from sievemq.admin.api import AdminClient
 from sievemq.admin.messages import FIND_MAX, find_by_key
 from sievemq.protocol.trace_records import TRACE_PRODUCER_GROUP_PREFIX, TraceType, decode
 from sievemq.remoting.codes import RequestCode, ResponseCode
-from tests.client.conftest import ready, start_dev
+from tests.client.conftest import dev, namesrv, ready
 from tests.integration.test_cli import run_cli
-from tests.support.procs import Proc
+
+__all__ = ["dev", "namesrv"]  # the module's sievemq dev (tests/client/conftest.py)
 
 _n = iter(range(1, 10_000))
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
-    proc = start_dev(tmp_path_factory.mktemp("trace-dev"))
-    try:
-        yield proc
-    finally:
-        proc.stop(timeout=10.0)
-
-
-@pytest.fixture
-def namesrv(dev: Proc) -> str:
-    return str(dev.extra["namesrv"])
 
 
 @pytest.fixture
