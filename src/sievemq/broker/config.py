@@ -136,6 +136,15 @@ class _BrokerMessages(_BrokerIdentity):
     mapped_file_size_consume_queue_entries: int = setting(
         "entries per consume-queue file (20 bytes each)", 300_000, lo=100, hi=INT32_MAX // 20
     )
+    max_mapped_files: int = setting(
+        "store files the broker keeps memory-mapped at most (each is one of vm.max_map_count's mappings and two "
+        "file descriptors); the least recently used consume queues are unmapped past it and mapped again when used. "
+        "0: a quarter of RLIMIT_NOFILE (two descriptors a file) or half of vm.max_map_count, whichever is less "
+        "(docs/many-topics.md)",
+        0,
+        lo=0,
+        hi=10_000_000,
+    )
     file_reserved_time: float = setting("hours a commit-log segment is kept", 72.0, above=0)
     delete_when: str = setting(
         "hours of day when expired segments are deleted, RocketMQ's format (04;16), -1: any hour", "04",

@@ -29,6 +29,7 @@ def store_config(cfg: BrokerConfig) -> StoreConfig:
         root=Path(cfg.store_path_root_dir),
         commitlog_file_size=cfg.mapped_file_size_commitlog,
         cq_entries_per_file=cfg.mapped_file_size_consume_queue_entries,
+        max_mapped_files=cfg.max_mapped_files,
         flush_disk_type=cfg.flush_disk_type,
         flush_interval_ms=cfg.flush_interval_commitlog_ms,
         sync_flush_timeout_ms=cfg.sync_flush_timeout_ms,

@@ -54,6 +54,10 @@ class StoreConfig:
     """Free bytes the store never allocates into: a put that needs a new file is refused unless this many stay
     free after it (``disk.py``)."""
 
+    max_mapped_files: int = 0
+    """Files the process keeps mapped at most (0: a quarter of RLIMIT_NOFILE or half of vm.max_map_count, the less):
+    least recently used consume queues are parked past it (``queues.py``, ``limits.py``)."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

@@ -16,6 +16,11 @@ With the consume-queue extension (``consume_queue_ext.py``, docs/protocol/consum
 entry that has an extension unit holds the unit's *address* (a value ``<= -2**31 - 1``) and the real
 tag code lives in the unit; ``tags_code_at`` / ``resolve`` give the real code back. The extension is
 truncated together with the queue (``set_end_offset``) and cleaned with it (``delete_expired``).
+
+Disk and maps (docs/many-topics.md): a file gets blocks for its first ``FIRST_ALLOCATION`` bytes (204 entries)
+and then in steps that double up to ``GROW_MAX``, so a queue costs disk in proportion to what it holds. A queue can
+be *parked* (``park``: its files' mappings and descriptors released, e.g. by the ``QueueTable``'s budget) when no
+sync round or helper thread uses them; ``ensure_open`` maps it again.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ CQ_DTYPE = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 """numpy view of a block of entries (packed, 20 bytes each)."""
 _PHY = struct.Struct(">q")
 
+FIRST_ALLOCATION = 4096
+"""Bytes of a new consume-queue file that get disk blocks at its creation (one page: 204 entries)."""
+GROW_MAX = 1 << 20
+"""The largest step by which a consume-queue file's allocation grows (steps double up to it)."""
+
 
 EntryValidator = Callable[[int, int, int, int], bool]
 """``(queue_offset, phy, size, tags_code) -> ok`` used to check the tail entries on recovery."""
@@ -60,7 +70,8 @@ EntryValidator = Callable[[int, int, int, int], bool]
 class ConsumeQueue:
     """One queue's entries; all mutation happens on the event-loop thread."""
 
-    __slots__ = ("_ext_dangling", "entries_per_file", "ext", "mfq", "min_logic_offset", "queue_id", "topic")
+    __slots__ = ("_ext_dangling", "entries_per_file", "ext", "floor_phy", "mfq", "min_logic_offset", "pins",
+                 "queue_id", "topic")  # fmt: skip
 
     def __init__(
         self, base: Path, topic: str, queue_id: int, entries_per_file: int, *,
@@ -70,11 +81,60 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.entries_per_file = entries_per_file
-        self.mfq = MappedFileQueue(base / topic / str(queue_id), entries_per_file * CQ_UNIT)
+        self.mfq = MappedFileQueue(base / topic / str(queue_id), entries_per_file * CQ_UNIT, FIRST_ALLOCATION,
+                                   GROW_MAX, pwrite=True)  # fmt: skip
         self.min_logic_offset = 0
         self.ext = ConsumeQueueExt(ext_base, topic, queue_id, ext_file_size) if ext_base is not None else None
         self._ext_dangling = False
         """Recovery found entries whose units are gone: the ext must be re-based past their addresses."""
+        self.pins = 0
+        """While above 0 the queue is not parked (a helper thread uses a mapping or a descriptor of it)."""
+        self.floor_phy = -1
+        """Set when parked: no commit-log retention below this offset changes the queue (``delete_expired``)."""
+
+    # ------------------------------------------------------------------------------------------ parking
+    @property
+    def parked(self) -> bool:
+        """True while the queue's files are not mapped (``ensure_open`` maps them)."""
+        return self.mfq.parked or (self.ext is not None and self.ext.mfq.parked)
+
+    @property
+    def mapped_files(self) -> int:
+        """Files of the queue (and of its extension) mapped now."""
+        n = self.mfq.mapped_files
+        return n + self.ext.mfq.mapped_files if self.ext is not None else n
+
+    def ensure_open(self) -> None:
+        """Map the queue's files again if it was parked (``OSError`` when they cannot be opened)."""
+        if self.mfq.parked or (self.ext is not None and self.ext.mfq.parked):
+            self.mfq.unpark()
+            if self.ext is not None:
+                try:
+                    self.ext.mfq.unpark()
+                except BaseException:
+                    self.mfq.park()
+                    raise
+
+    def park(self) -> bool:
+        """Release the mappings and descriptors unless something pins the queue; True when it is parked now.
+
+        What was written stays in the page cache; a flush syncs parked files by path (``SyncSlice.paths``). The
+        flusher pins the queues of a round while it syncs their descriptors.
+        """
+        if self.parked:
+            return True
+        ext = self.ext.mfq if self.ext is not None else None
+        if self.pins:
+            return False
+        files = self.mfq.files
+        floor = self.phy_at(self.min_offset) if self.max_offset > self.min_offset else 1 << 63
+        if len(files) > 1:
+            floor = min(floor, _PHY.unpack_from(files[0].mm, files[0].file_size - CQ_UNIT)[0])
+        self.floor_phy = floor
+        self.mfq.park()
+        if ext is not None:
+            ext.park()
+        return True
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -153,6 +213,20 @@ class ConsumeQueue:
             start = queue_offset // self.entries_per_file * self.entries_per_file * CQ_UNIT
         return list(range(start, end, self.mfq.file_size)) if n > 0 else []
 
+    def space_for(self, queue_offset: int, n: int) -> tuple[int, list[tuple[int, int]]]:
+        """What appending ``n`` entries from ``queue_offset`` on needs on disk: ``(upto, new)`` where ``upto`` is
+        the position in the last file the writes reach (0: none beyond its allocation) and ``new`` the files to
+        create as ``(start byte offset, bytes written in it)``."""
+        end = (queue_offset + n) * CQ_UNIT
+        mf = self.mfq.last
+        upto = 0
+        if mf is not None:
+            reach = min(end, mf.end_offset) - mf.file_from_offset
+            if reach > mf.allocated:
+                upto = reach
+        size = self.mfq.file_size
+        return upto, [(s, min(end, s + size) - s) for s in self.new_files_for(queue_offset, n)]
+
     def append(self, queue_offset: int, phy: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``queue_offset``; False (nothing written) if it is already there."""
         cur = self.max_offset
@@ -208,9 +282,9 @@ class ConsumeQueue:
             off += k
 
     # ------------------------------------------------------------------------------------------ recovery
-    def load(self) -> None:
-        """Map the queue's files."""
-        self.mfq.load()
+    def load(self, *, parked: bool = False) -> None:
+        """Map the queue's files (``parked``: look at them only; ``ensure_open`` maps them)."""
+        self.mfq.load(parked=parked)
 
     def recover(self, validate: EntryValidator | None = None, phy_min: int = 0) -> int:
         """Find the written end (first entry with size 0); drop invalid tail entries and return their count.
@@ -297,16 +371,21 @@ class ConsumeQueue:
         if self.mfq.files:
             self.set_end_offset(self.first_offset_with_phy_at_least(phy_limit))
 
-    def last_entry_end(self) -> int:
-        """phy + size of the last real entry (0 if none)."""
+    def last_entry(self) -> tuple[int, int] | None:
+        """``(phy, size)`` of the last real entry (None if none)."""
         first = self.mfq.min_offset // CQ_UNIT
         off = self.max_offset - 1
         while off >= first:
             e = self.entry(off)
             if e is not None and e[1] != BLANK_SIZE:
-                return e[0] + e[1]
+                return e[0], e[1]
             off -= 1
-        return 0
+        return None
+
+    def last_entry_end(self) -> int:
+        """phy + size of the last real entry (0 if none)."""
+        e = self.last_entry()
+        return 0 if e is None else e[0] + e[1]
 
     # ------------------------------------------------------------------------------------------ retention
     def correct_min_offset(self, phy_min: int) -> None:

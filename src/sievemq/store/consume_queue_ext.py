@@ -137,6 +137,12 @@ def _unit_dtype(bitmap_len: int) -> np.dtype[Any]:
     return dt
 
 
+EXT_FIRST_ALLOCATION = 4096
+"""Bytes of a new extension file that get disk blocks at its creation; more as it fills (docs/many-topics.md)."""
+EXT_GROW_MAX = 1 << 20
+"""The largest step by which an extension file's allocation grows (steps double up to it)."""
+
+
 class ConsumeQueueExt:
     """The extension stream of one queue; written only on the event-loop thread."""
 
@@ -148,7 +154,8 @@ class ConsumeQueueExt:
             raise ValueError(f"consume-queue ext file size {file_size} is too small")
         self.topic = topic
         self.queue_id = queue_id
-        self.mfq = MappedFileQueue(base / topic / str(queue_id), file_size)
+        self.mfq = MappedFileQueue(base / topic / str(queue_id), file_size, EXT_FIRST_ALLOCATION, EXT_GROW_MAX,
+                                   pwrite=True)  # fmt: skip
         self.next_start = 0
         """Start offset of the first file when the stream is empty (moved past lost addresses)."""
         self._hot: tuple[list[MappedFile], int, int, MappedFile] | None = None
@@ -201,12 +208,22 @@ class ConsumeQueueExt:
                 mf = mfq.create_file(mf.end_offset)
                 if mf.remaining < size + END_BLANK_LENGTH:  # a file kept a smaller on-disk size: impossible
                     return None
-        except OSError as e:  # no space for the next file: no unit (the caller writes the plain tag code)
+            pos = mf.append(EXT_UNIT_HEAD.pack(size, tags_code, store_time, n) + bitmap)
+        except OSError as e:  # no space for the next file or chunk: no unit (the caller writes the plain tag code)
             if not is_no_space(e):
                 raise
             return None
-        pos = mf.append(EXT_UNIT_HEAD.pack(size, tags_code, store_time, n) + bitmap)
         return mf.file_from_offset + pos + LONG_MIN
+
+    def bytes_to_allocate(self, unit_size: int) -> int:
+        """New disk bytes ``put``-ting one unit of ``unit_size`` bytes allocates (a new file's first chunk, or the
+        current file's next step); 0 when it fits in what is allocated."""
+        mfq = self.mfq
+        mf = mfq.last
+        if mf is None or mf.remaining < unit_size + END_BLANK_LENGTH:
+            return mfq.first_allocation(unit_size)
+        end = mf.wrote_position + unit_size
+        return 0 if end <= mf.allocated else mf.allocation_end(end) - mf.allocated
 
     # ------------------------------------------------------------------------------------------ read
     def get(self, address: int) -> CqExtUnit | None:
@@ -291,9 +308,10 @@ class ConsumeQueueExt:
         out |= ok & ~((sub & m) == m).all(axis=1)
 
     # ------------------------------------------------------------------------------------------ truncation
-    def load(self) -> None:
-        """Map the queue's files (the end of data is set by ``truncate_by_max_address``)."""
-        self.mfq.load()
+    def load(self, *, parked: bool = False) -> None:
+        """Map the queue's files (the end of data is set by ``truncate_by_max_address``); ``parked``: see
+        ``MappedFileQueue.load``."""
+        self.mfq.load(parked=parked)
         self._hot = None
 
     def data_end(self) -> int:

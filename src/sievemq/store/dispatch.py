@@ -132,9 +132,10 @@ class Dispatcher:
 
     def _ext_room(self, cq: ConsumeQueue, bitmap_length: int) -> bool:
         ext, room = cq.ext, self.room
-        if ext is None or room is None or not ext.new_files_for(1, MIN_UNIT_SIZE + bitmap_length):
+        if ext is None or room is None:
             return True
-        return room(ext.mfq.file_size)
+        need = ext.bytes_to_allocate(MIN_UNIT_SIZE + bitmap_length)
+        return not need or room(need)
 
     def _index(self, topic: str, keys: list[str], uniq: str | None, phy: int, ts: int, header: bool = True) -> None:
         put = self.index.put

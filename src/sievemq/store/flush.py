@@ -30,6 +30,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,10 +60,26 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def sync_job(fds: list[int], dirs: list[Path], cp_file: CheckpointFile | None, cp: Checkpoint | None) -> None:
-    """Executor job: fdatasync data files, fsync directories, then write the checkpoint."""
+def sync_path(path: Path) -> None:
+    """``fdatasync`` a file through a descriptor opened for it (a parked file: its pages are in the page cache); a
+    file deleted meanwhile is no error."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        sync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_job(fds: list[int], dirs: list[Path], cp_file: CheckpointFile | None, cp: Checkpoint | None,
+             paths: list[Path] | None = None) -> None:  # fmt: skip
+    """Executor job: fdatasync data files (and ``paths``), fsync directories, then write the checkpoint."""
     for fd in fds:
         sync_fd(fd)
+    for path in paths or ():
+        sync_path(path)
     for d in dirs:
         fsync_dir(d, strict=True)
     if cp_file is not None and cp is not None:
@@ -112,9 +129,14 @@ class FlushPlan:
         return out
 
     @property
+    def paths(self) -> list[Path]:
+        """Parked files to sync by path."""
+        return [p for s in self.slices for p in s.paths]
+
+    @property
     def empty(self) -> bool:
         """True when the round has nothing to do on disk."""
-        return not self.fds and not self.dirs and self.checkpoint is None
+        return not self.fds and not self.paths and not self.dirs and self.checkpoint is None
 
 
 class FlushService:
@@ -319,14 +341,18 @@ class FlushService:
         _lock, executor = self._async_state()
         cp_file = self._checkpoint if plan.checkpoint is not None else None
         self._syncing += 1
+        for cq in plan.queues:  # their descriptors are in the job: no parking until it is done
+            cq.pins += 1
         try:
             await asyncio.get_running_loop().run_in_executor(
-                executor, sync_job, plan.fds, plan.dirs, cp_file, plan.checkpoint
+                executor, sync_job, plan.fds, plan.dirs, cp_file, plan.checkpoint, plan.paths
             )
         except BaseException as e:
             self._failed(plan, e)
             raise
         finally:
+            for cq in plan.queues:
+                cq.pins -= 1
             self._syncing -= 1
             if not self._syncing and self.pending_close:
                 for mf in self.pending_close:
@@ -352,7 +378,7 @@ class FlushService:
             return
         plan = self.plan(everything=True)
         try:
-            sync_job(plan.fds, plan.dirs, self._checkpoint, plan.checkpoint)
+            sync_job(plan.fds, plan.dirs, self._checkpoint, plan.checkpoint, plan.paths)
         except OSError as e:
             self._failed(plan, e)
             raise

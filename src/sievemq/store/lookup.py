@@ -83,11 +83,14 @@ class Reader:
         (``scan.scan_window``), read in place from its mapping. ``joined``: ``records`` holds one ``bytes``, the
         records back to back (a pull answer's body; ``message_count`` says how many).
         """
-        cq = self.queues.find(topic, queue_id)
+        queues = self.queues
+        cq = queues.peek(topic, queue_id)  # a pull at the end of a parked queue does not map it
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_o = cq.min_offset
         max_o = cq.max_offset
+        if min_o <= offset < max_o or self.read_limit is not None:
+            queues.touch(cq)
         if self.read_limit is not None:  # (a master under automatic failover only: the pull path stays as it was)
             max_o = self.visible_max(cq, max_o, self.read_limit())
         early = position_status(offset, min_o, max_o)
@@ -108,12 +111,12 @@ class Reader:
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """Next queue offset to be written (0 for an unknown queue)."""
-        cq = self.queues.find(topic, queue_id)
+        cq = self.queues.peek(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         """Oldest queue offset still readable (0 for an unknown queue)."""
-        cq = self.queues.find(topic, queue_id)
+        cq = self.queues.peek(topic, queue_id)
         return cq.min_offset if cq is not None else 0
 
     def _entry_store_time(self, cq: ConsumeQueue, offset: int) -> int | None:

@@ -40,8 +40,13 @@ class SyncSlice:
 
     @property
     def fds(self) -> list[int]:
-        """Descriptors to ``fdatasync``."""
-        return [f.fd for f in self.files]
+        """Descriptors to ``fdatasync`` (of the files mapped now)."""
+        return [f.fd for f in self.files if not f.parked]
+
+    @property
+    def paths(self) -> list[Path]:
+        """Files parked since they were written: ``fdatasync`` through a descriptor opened for it (``sync_path``)."""
+        return [f.path for f in self.files if f.parked]
 
     @property
     def creates_files(self) -> bool:
@@ -61,22 +66,30 @@ class SyncSlice:
 class MappedFileQueue:
     """Mapped files of one stream, ordered by start offset."""
 
-    __slots__ = ("_spares", "_starts", "alloc_chunk", "directory", "file_size", "files", "flushed_offset")
+    __slots__ = ("_spares", "_starts", "alloc_chunk", "directory", "file_size", "files", "flushed_offset",
+                 "grow_max", "parked", "pwrite")  # fmt: skip
 
-    def __init__(self, directory: Path, file_size: int, alloc_chunk: int | None = None) -> None:
+    def __init__(self, directory: Path, file_size: int, alloc_chunk: int | None = None, grow_max: int = 0, *,
+                 pwrite: bool = False) -> None:  # fmt: skip
         """``alloc_chunk``: a new file gets blocks for its first ``alloc_chunk`` bytes only, and more as it fills
-        (``MappedFile.ensure_allocated``); None: the whole file at creation."""
+        (``MappedFile.grow_to``; with ``grow_max`` the step doubles up to it); None: the whole file at creation.
+        ``pwrite``: the files are written with ``pwrite`` (``MappedFile.pwrite``)."""
         self.directory = directory
         self.file_size = file_size
         self.alloc_chunk = alloc_chunk
+        self.grow_max = grow_max
+        self.pwrite = pwrite
+        self.parked = False
+        """True while every file's mapping is released (``park``)."""
         self.files: list[MappedFile] = []
         self._starts: list[int] = []
         self._spares: dict[int, MappedFile] = {}
         self.flushed_offset = 0
         """Offset below which all data is known to be on disk."""
 
-    def load(self) -> None:
-        """Map every data file of the directory (written positions are set by the owner's recovery)."""
+    def load(self, *, parked: bool = False) -> None:
+        """Map every data file of the directory (written positions are set by the owner's recovery); ``parked``:
+        look at them only (``unpark`` maps them)."""
         if not self.directory.is_dir():
             return
         listing = os.listdir(self.directory)
@@ -86,9 +99,11 @@ class MappedFileQueue:
                     os.unlink(self.directory / n)
         names = sorted(n for n in listing if len(n) == 20 and n.isdigit())
         for name in names:
-            mf = MappedFile(self.directory / name, self.file_size)
+            mf = MappedFile(self.directory / name, self.file_size, parked=parked)
             mf.new_file = False
             mf.grow_chunk = self.alloc_chunk
+            mf.grow_max = self.grow_max
+            mf.pwrite = self.pwrite
             if self.files and self.files[-1].end_offset != mf.file_from_offset:
                 # A gap (a file lost by hand?) breaks offset arithmetic: drop what came before it.
                 for old in self.files:
@@ -101,6 +116,7 @@ class MappedFileQueue:
             f.flushed_position = f.file_size
         if self.files:
             self.flushed_offset = self.max_offset
+        self.parked = parked and bool(self.files)
 
     # ------------------------------------------------------------------------------------------ access
     def __iter__(self) -> Iterator[MappedFile]:
@@ -159,12 +175,21 @@ class MappedFileQueue:
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
             mf = MappedFile(self.directory / file_name(start), self.file_size, allocate=self.alloc_chunk)
+            mf.grow_max = self.grow_max
+            mf.pwrite = self.pwrite
         self.files.append(mf)
         self._starts.append(start)
         return mf
 
-    def spare(self, start: int) -> MappedFile:
-        """Create and allocate now the file that will start at ``start`` (``create_file`` takes it then).
+    def first_allocation(self, need: int = 0) -> int:
+        """Bytes a new file of the stream gets blocks for at creation, when its first write needs ``need``."""
+        if self.alloc_chunk is None:
+            return self.file_size
+        return min(self.file_size, max(self.alloc_chunk, need))
+
+    def spare(self, start: int, need: int = 0) -> MappedFile:
+        """Create and allocate now the file that will start at ``start`` (``create_file`` takes it then), with
+        blocks for ``first_allocation(need)`` bytes.
 
         Raises ``OSError`` (ENOSPC) when the filesystem cannot hold it; nothing is left on disk then.
         """
@@ -172,9 +197,24 @@ class MappedFileQueue:
         if mf is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.directory / (file_name(start) + SPARE_SUFFIX)
-            mf = MappedFile(path, self.file_size, start=start, allocate=self.alloc_chunk)
+            mf = MappedFile(path, self.file_size, start=start, allocate=self.first_allocation(need))
+            mf.grow_chunk = self.alloc_chunk
+            mf.grow_max = self.grow_max
+            mf.pwrite = self.pwrite
+            if self.parked:
+                mf.park()
             self._spares[start] = mf
+        elif need > mf.allocated:
+            mf.unpark()
+            mf.grow_to(need)
+            if self.parked:
+                mf.park()
         return mf
+
+    def spare_allocated(self, start: int) -> int:
+        """Bytes the spare for ``start`` has blocks for (0: no spare)."""
+        mf = self._spares.get(start)
+        return 0 if mf is None else mf.allocated
 
     def has_spare(self, start: int) -> bool:
         """True when the file starting at ``start`` is ready as a spare."""
@@ -260,6 +300,37 @@ class MappedFileQueue:
     def mark_unflushed_from(self, offset: int) -> None:
         """Bytes from ``offset`` on changed behind the flusher's back (recovery zeroed them): flush them again."""
         self.flushed_offset = min(self.flushed_offset, offset)
+
+    # ------------------------------------------------------------------------------------------ parking
+    @property
+    def mapped_files(self) -> int:
+        """Files (and spares) this stream holds mapped now."""
+        return 0 if self.parked else len(self.files) + len(self._spares)
+
+    def park(self) -> None:
+        """Release every file's mapping and descriptor (``MappedFile.park``); the stream knows its files still."""
+        if self.parked or not (self.files or self._spares):
+            return
+        for f in self.files:
+            f.park()
+        for f in self._spares.values():
+            f.park()
+        self.parked = True
+
+    def unpark(self) -> None:
+        """Map every file again; ``OSError`` (EMFILE, ENOENT...) leaves the stream parked."""
+        if not self.parked:
+            return
+        done: list[MappedFile] = []
+        try:
+            for f in [*self.files, *self._spares.values()]:
+                f.unpark()
+                done.append(f)
+        except BaseException:
+            for f in done:
+                f.park()
+            raise
+        self.parked = False
 
     def detach(self) -> list[MappedFile]:
         """Forget every file and spare without closing it (a sync job may still use the descriptors); returns them."""

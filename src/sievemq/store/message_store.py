@@ -40,21 +40,21 @@ import struct
 from dataclasses import replace
 
 from sievemq.protocol.delay_levels import parse_levels
-from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded, offset_msg_ids
+from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded, RecordSummary, offset_msg_ids
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.config import StoreConfig
-from sievemq.store.consume_queue import BLANK_SIZE
 from sievemq.store.consume_queue_ext import CqExtUnit
 from sievemq.store.disk import DiskGuard
 from sievemq.store.dispatch import BitmapCalculator, Dispatcher, DispatchListener
 from sievemq.store.filtering import MessageFilter
 from sievemq.store.flush import FlushService
 from sievemq.store.index_file import IndexService
+from sievemq.store.limits import mapped_files_budget
 from sievemq.store.lookup import Reader
 from sievemq.store.mapped_file import MappedFile, fsync_dir, prefault_supported
 from sievemq.store.prefault import Prefaulter
 from sievemq.store.put_space import PutSpace
-from sievemq.store.queues import QueueTable
+from sievemq.store.queues import LOW_WATER, QueueTable
 from sievemq.store.readonly import StartupWrites
 from sievemq.store.recovery import RecoveryReport, recover
 from sievemq.store.results import DiskFullError, GetResult, PutResult, PutStatus, StoreError
@@ -85,8 +85,9 @@ class MessageStore:
         root = self.root = config.root
         self.commitlog = CommitLog(root / "commitlog", config.commitlog_file_size)
         self.index = IndexService(root / "index", config.index_hash_slots, config.index_max_entries)
+        budget = mapped_files_budget(config.max_mapped_files)
         self.queues = QueueTable(root / "consumequeue", root / "consumequeue_ext", config.cq_entries_per_file,
-                                 config.mapped_file_size_cq_ext)  # fmt: skip
+                                 config.mapped_file_size_cq_ext, budget)  # fmt: skip
         self.flusher = FlushService(
             self.commitlog,
             self.index,
@@ -149,42 +150,39 @@ class MessageStore:
         self.commitlog.load()
         self.queues.load()
         self.index.load()
-        report = self.recovery_report = recover(
-            self.commitlog,
-            self.queues.all(),
-            self.index,
-            cp,
-            abnormal=abnormal,
-            cq_folder_missing=cq_folder_missing,
-            index_folder_missing=index_folder_missing,
-            tags_fn=self.dispatcher.tags_code,
-        )
-        phy_min = self.commitlog.min_offset
-        for cq in self.queues.all():
-            cq.correct_min_offset(phy_min)
+        with self.queues.one_at_a_time():
+            report = self.recovery_report = recover(
+                self.commitlog,
+                self.queues.each,
+                self.index,
+                cp,
+                abnormal=abnormal,
+                cq_folder_missing=cq_folder_missing,
+                index_folder_missing=index_folder_missing,
+                tags_fn=self.dispatcher.tags_code,
+            )
+        newest = report.newest_entry
+        last_store_time = (self.commitlog.store_timestamp_at(newest) or 0) if newest >= 0 else 0
         # Truncations must reach the disk too, or stale entries could reappear after a power loss.
         for cq in report.touched_queues:
             self.flusher.mark_dirty(cq)
         if report.abnormal:
             self.index.mark_all_dirty()
-        self.writer.reset(self._last_store_timestamp())
+        self.writer.reset(last_store_time)
         self._available = True
         self.flusher.activate()
         # Allocate, rebuild, flush (before new writes are acknowledged); read-only until that is done.
-        self.startup = StartupWrites(commitlog=self.commitlog, queues=self.queues, index=self.index,
-                                     flusher=self.flusher, guard=self.disk, report=report, redo=self.dispatcher.redo,
-                                     on_done=lambda: self.writer.reset(self._last_store_timestamp()))  # fmt: skip
-        self.startup.run()
+        newest_time = [last_store_time]
 
-    def _last_store_timestamp(self) -> int:
-        end = self.commitlog.max_offset
-        best = 0
-        for cq in self.queues.all():
-            if cq.max_offset > cq.min_offset:
-                e = cq.entry(cq.max_offset - 1)
-                if e is not None and e[1] != BLANK_SIZE and e[0] < end:
-                    best = max(best, self.commitlog.store_timestamp_at(e[0]) or 0)
-        return best
+        def redo(summary: RecordSummary, to_cq: bool, to_index: bool) -> None:
+            if to_cq:  # what the rebuilt queues point at: the writer's clock never goes below it
+                newest_time[0] = max(newest_time[0], summary.store_timestamp)
+            self.dispatcher.redo(summary, to_cq, to_index)
+
+        self.startup = StartupWrites(commitlog=self.commitlog, queues=self.queues, index=self.index,
+                                     flusher=self.flusher, guard=self.disk, report=report, redo=redo,
+                                     on_done=lambda: self.writer.reset(newest_time[0]))  # fmt: skip
+        self.startup.run()
 
     async def start(self) -> None:
         """Start the flush (and group-commit) and retention background tasks."""
@@ -260,6 +258,8 @@ class MessageStore:
         """
         if not self._available or self._stopping:
             return 0
+        if MappedFile.mapped + len(queue_ids) > self.queues.budget * LOW_WATER:
+            return 0  # they would be parked before their first message: the first put pays the fault
         cqs = [self.queues.get_or_create(topic, q) for q in queue_ids]
         try:
             spares = self.writer.space.spare_first_files(cqs)
@@ -268,7 +268,13 @@ class MessageStore:
             return 0
         if spares and prefault_supported():
             loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(None, _fault_in, mf) for mf in spares))
+            for cq in cqs:  # no parking while a helper thread touches their mappings
+                cq.pins += 1
+            try:
+                await asyncio.gather(*(loop.run_in_executor(None, _fault_in, mf) for mf in spares))
+            finally:
+                for cq in cqs:
+                    cq.pins -= 1
         return len(spares)
 
     async def put_message(self, msg: MessageExt) -> PutResult:

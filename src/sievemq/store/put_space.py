@@ -1,10 +1,10 @@
 """What a put needs on disk, decided and allocated before the writer writes a byte of it (``PutSpace``).
 
-A put touches at most: the commit log (a segment roll creates the next segment), the target queue's consume
-queue (its next file) and the index (a chunk of entries, or the next index file). All of it is counted first;
-when nothing new is needed (the common case: the files in use have room, and they are allocated whole) the put
-goes ahead without a system call. (Extension units are best-effort: ``Dispatcher`` skips one that would need a
-file the disk cannot give, see ``dispatch.py``.)
+A put touches at most: the commit log (a segment roll creates the next segment, or its segment the next chunk),
+the target queue's consume queue (its next file, or the next step of its file's allocation) and the index (a chunk
+of entries, or the next index file). All of it is counted first; when nothing new is needed (the common case: the
+files in use have room allocated) the put goes ahead without a system call. (Extension units are best-effort:
+``Dispatcher`` skips one that would need space the disk cannot give, see ``dispatch.py``.)
 Otherwise ``DiskGuard.check`` decides (``disk.py``), and the files are created now, allocated, as *spares*
 (``MappedFileQueue.spare``, ``IndexService.prepare``) that the writes then simply use. A refused put has written
 nothing: no half record, no record without its consume-queue entry (``DiskFullError``).
@@ -70,33 +70,36 @@ class PutSpace:
                     cq_files = cq.mfq.files
                     if cq_files:
                         last = cq_files[-1]
-                        if (queue_offset + entries) * CQ_UNIT <= last.file_from_offset + last.file_size:
+                        if (queue_offset + entries) * CQ_UNIT <= last.file_from_offset + last.allocated:
                             return
         self._prepare(records, total, msgs, cq, queue_offset, entries)
 
     def _prepare(self, records: list[bytes], total: int, msgs: list[MessageExt], cq: ConsumeQueue | None,
                  queue_offset: int, entries: int) -> None:  # fmt: skip
-        plan: list[tuple[MappedFileQueue, list[int]]] = []
+        plan: list[tuple[MappedFileQueue, list[tuple[int, int]]]] = []
         grow = self.commitlog.allocation_needed(total)
         starts = self.commitlog.new_files_for(records, total)
         if starts:
-            plan.append((self.commitlog.mfq, starts))
+            plan.append((self.commitlog.mfq, [(s, 0) for s in starts]))
+        cq_grow: tuple[MappedFile, int] | None = None
         if cq is not None:
-            starts = cq.new_files_for(queue_offset, entries)
-            if starts:
-                plan.append((cq.mfq, starts))
-        self._make_room(plan, count_keys(msgs), grow, total)
+            upto, new = cq.space_for(queue_offset, entries)
+            if upto and (last := cq.mfq.last) is not None:
+                cq_grow = (last, upto)
+            if new:
+                plan.append((cq.mfq, new))
+        self._make_room(plan, count_keys(msgs), grow, total, cq_grow)
 
     def spare_first_files(self, cqs: list[ConsumeQueue]) -> list[MappedFile]:
         """The first file of each queue that has none yet, created and allocated now as a spare (its first
         append takes it); ``DiskFullError`` when the disk cannot hold them (then none is created)."""
-        plan = [(cq.mfq, cq.new_files_for(cq.max_offset, 1)) for cq in cqs if not cq.mfq.files]
-        plan = [(mfq, starts) for mfq, starts in plan if starts and not any(mfq.has_spare(x) for x in starts)]
+        plan = [(cq.mfq, [(s, 0) for s in cq.new_files_for(cq.max_offset, 1)]) for cq in cqs if not cq.mfq.files]
+        plan = [(mfq, starts) for mfq, starts in plan if starts and not any(mfq.has_spare(x) for x, _ in starts)]
         if not plan:
             return []
         self.refuse_if_read_only()
         self._make_room(plan, 0)
-        return [mfq.spare(s) for mfq, starts in plan for s in starts]
+        return [mfq.spare(s) for mfq, starts in plan for s, _ in starts]
 
     def prepare_copy(self, offset: int, n: int) -> None:
         """The same for ``n`` copied commit-log bytes at ``offset`` (a slave's copy): the segments they fill.
@@ -105,16 +108,19 @@ class PutSpace:
         """
         self.refuse_if_read_only()
         starts = self.commitlog.new_files_for_raw(offset, n)
-        self._make_room([(self.commitlog.mfq, starts)] if starts else [], 0)
+        self._make_room([(self.commitlog.mfq, [(s, 0) for s in starts])] if starts else [], 0)
 
-    def _make_room(self, plan: list[tuple[MappedFileQueue, list[int]]], keys: int, grow: int = 0,
-                   total: int = 0) -> None:  # fmt: skip
-        """Decide on and allocate: the index's room for ``keys``, the files of ``plan``, and ``grow`` more bytes of
-        the current segment (for ``total`` bytes of records)."""
+    def _make_room(self, plan: list[tuple[MappedFileQueue, list[tuple[int, int]]]], keys: int, grow: int = 0,
+                   total: int = 0, cq_grow: tuple[MappedFile, int] | None = None) -> None:  # fmt: skip
+        """Decide on and allocate: the index's room for ``keys``, the files of ``plan`` (``(start, bytes its first
+        write needs)``), ``grow`` more bytes of the current segment (for ``total`` bytes of records) and the growth
+        of a consume-queue file up to a position (``cq_grow``)."""
         need = self.index.bytes_needed(keys) + grow
         for mfq, starts in plan:
-            first = mfq.file_size if mfq.alloc_chunk is None else min(mfq.file_size, mfq.alloc_chunk)
-            need += sum(0 if mfq.has_spare(s) else first for s in starts)
+            need += sum(max(0, mfq.first_allocation(w) - mfq.spare_allocated(s)) for s, w in starts)
+        if cq_grow is not None:
+            mf, upto = cq_grow
+            need += mf.allocation_end(upto) - mf.allocated
         if not need:
             return
         refusal = self.guard.check(need)
@@ -124,9 +130,11 @@ class PutSpace:
             self.index.prepare(keys)
             if grow:
                 self.commitlog.allocate_for(total)
+            if cq_grow is not None:
+                cq_grow[0].grow_to(cq_grow[1])
             for mfq, starts in reversed(plan):
-                for s in starts:
-                    mfq.spare(s)
+                for s, w in starts:
+                    mfq.spare(s, w)
         except OSError as e:
             if not is_no_space(e):
                 raise

@@ -1,13 +1,35 @@
-"""The store's consume queues by topic and queue id, and their folders (``consumequeue/``, ``consumequeue_ext/``)."""
+"""The store's consume queues by topic and queue id, and their folders (``consumequeue/``, ``consumequeue_ext/``).
+
+Bounded mappings (docs/many-topics.md): every mapped file is one of Linux's ``vm.max_map_count`` mappings and one
+descriptor of ``RLIMIT_NOFILE``, so the table keeps the files mapped in the process (``MappedFile.mapped``) within
+``budget``: queues are kept in least-recently-used order, and when the process holds more than ``budget`` mapped
+files the least recently used queues that no sync round uses are *parked* (``ConsumeQueue.park``; what was written
+stays in the page cache and a flush syncs it by path) until it holds ``LOW_WATER`` of it. ``find`` /
+``get_or_create`` map a parked queue again; ``peek`` answers from what a parked queue still knows (its offsets)
+without mapping it. Parking runs between event-loop callbacks (``call_soon``), never in the middle of a caller's
+use of a queue, or at once where the caller uses one queue at a time (``one_at_a_time``: start-up).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import errno
+import logging
 import os
 import shutil
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sievemq.store.consume_queue import ConsumeQueue
+from sievemq.store.mapped_file import MappedFile
+
+log = logging.getLogger("sievemq.store")
+
+LOW_WATER = 0.9
+"""A trim parks queues until the process maps at most this fraction of ``budget`` files."""
+_OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
 
 __all__ = ["QueueTable", "is_safe_folder_name"]
 
@@ -24,14 +46,25 @@ def is_safe_folder_name(topic: str) -> bool:
 class QueueTable:
     """Every consume queue of a store; created on first dispatch, loaded from disk at start-up."""
 
-    __slots__ = ("_queues", "cq_base", "entries_per_file", "ext_base", "ext_file_size")
+    __slots__ = ("_inline", "_lru", "_queues", "_trim_soon", "budget", "cq_base", "entries_per_file", "ext_base",
+                 "ext_file_size", "parks")  # fmt: skip
 
-    def __init__(self, cq_base: Path, ext_base: Path, entries_per_file: int, ext_file_size: int) -> None:
+    def __init__(self, cq_base: Path, ext_base: Path, entries_per_file: int, ext_file_size: int,
+                 budget: int = 1 << 30) -> None:  # fmt: skip
+        """``budget``: files mapped in the process above which queues are parked (see the module docstring)."""
         self.cq_base = cq_base
         self.ext_base = ext_base
         self.entries_per_file = entries_per_file
         self.ext_file_size = ext_file_size
+        self.budget = budget
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._lru: OrderedDict[ConsumeQueue, None] = OrderedDict()
+        """Queues mapped now, least recently used first."""
+        self._trim_soon = False
+        self._inline = 0
+        """Above 0 (``one_at_a_time``): trims run inside ``touch``."""
+        self.parks = 0
+        """Queues parked so far (a counter for metrics and tests)."""
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
         if not is_safe_folder_name(topic):
@@ -40,30 +73,44 @@ class QueueTable:
                             ext_file_size=self.ext_file_size)  # fmt: skip
 
     def load(self) -> None:
-        """Map every queue found on disk (folders without data files are ignored)."""
+        """Find every queue on disk (folders without data files are ignored), parked: recovery (``recovery.py``)
+        maps them one after the other (``each``), ``find`` when they are used."""
         base = self.cq_base
+        ext_topics = set(os.listdir(self.ext_base)) if self.ext_base.is_dir() else set()
         for topic in sorted(os.listdir(base)) if base.is_dir() else []:
             tdir = base / topic
-            if not tdir.is_dir() or not is_safe_folder_name(topic):
+            if not is_safe_folder_name(topic):
                 continue
-            for q in sorted(os.listdir(tdir)):
+            try:
+                names = sorted(os.listdir(tdir))
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            for q in names:
                 if not q.isdigit():
                     continue
                 cq = self._new(topic, int(q))
-                cq.load()
+                cq.load(parked=True)
                 if not cq.mfq.files:
                     continue
-                if cq.ext is not None:
-                    cq.ext.load()
+                if cq.ext is not None and topic in ext_topics:
+                    cq.ext.load(parked=True)
                 self._queues.setdefault(topic, {})[int(q)] = cq
 
-    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        """The queue, or None when nothing was ever dispatched to it."""
+    def peek(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue as it is, perhaps parked (its offsets are right, its entries not readable), or None."""
         qs = self._queues.get(topic)
         return qs.get(queue_id) if qs is not None else None
 
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue, mapped (``OSError`` when it cannot be), or None when nothing was ever dispatched to it."""
+        qs = self._queues.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        if cq is not None:
+            self.touch(cq)
+        return cq
+
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """The queue, created (with no file yet) when new."""
+        """The queue, mapped, or created (with no file yet) when new."""
         qs = self._queues.get(topic)
         if qs is None:
             qs = self._queues[topic] = {}
@@ -72,7 +119,107 @@ class QueueTable:
             cq = qs[queue_id] = self._new(topic, queue_id)
             if cq.ext is not None and cq.ext.directory.exists():
                 shutil.rmtree(cq.ext.directory, ignore_errors=True)  # left over from a queue gone before
+        self.touch(cq)
         return cq
+
+    # ------------------------------------------------------------------------------------------ the budget
+    def touch(self, cq: ConsumeQueue) -> None:
+        """``cq`` is used now: map it if parked, make it the most recently used, and trim soon when over budget."""
+        lru = self._lru
+        if cq.parked:
+            try:
+                cq.ensure_open()
+            except OSError as e:
+                if e.errno not in _OUT_OF_FILES:
+                    raise
+                self.trim_now(keep=cq)  # out of descriptors or mappings: park others at once, then try again
+                cq.ensure_open()
+            lru[cq] = None
+        else:
+            try:
+                lru.move_to_end(cq)
+            except KeyError:
+                lru[cq] = None
+        if MappedFile.mapped > self.budget:
+            if self._inline:
+                self.trim_now(keep=cq)
+                return
+            if self._trim_soon:
+                return
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # tools without a loop: one queue at a time, nothing else in use
+                self.trim_now(keep=cq)
+                return
+            self._trim_soon = True
+            loop.call_soon(self._trim_later)
+
+    @contextlib.contextmanager
+    def one_at_a_time(self) -> Iterator[None]:
+        """While inside, the caller uses one queue at a time (start-up: recovery, the rebuild): ``touch`` parks
+        others at once rather than between callbacks."""
+        self._inline += 1
+        try:
+            yield
+        finally:
+            self._inline -= 1
+
+    def _trim_later(self) -> None:
+        self._trim_soon = False
+        self.trim_now()
+
+    def trim_now(self, keep: ConsumeQueue | None = None) -> int:
+        """Park least recently used clean queues while the process maps more than ``budget`` files (down to
+        ``LOW_WATER`` of it; with ``keep``, whatever it maps); only where no queue but ``keep`` is in use. Returns
+        how many were parked."""
+        if MappedFile.mapped <= self.budget and keep is None:
+            return 0
+        goal = int(self.budget * LOW_WATER)
+        parked = 0
+        lru = self._lru
+        tries = len(lru)
+        while MappedFile.mapped > goal and tries > 0:
+            tries -= 1
+            cq = next(iter(lru))
+            if cq is keep or not cq.park():  # in use, or bytes not on disk yet: look again next time
+                lru.move_to_end(cq)
+                continue
+            del lru[cq]
+            parked += 1
+        self.parks += parked
+        if MappedFile.mapped > self.budget:
+            log.debug("%d files mapped, budget %d: no more queues can be parked yet (unflushed)", MappedFile.mapped,
+                      self.budget)  # fmt: skip
+        return parked
+
+    def each(self, want: Callable[[ConsumeQueue], bool] | None = None) -> Iterator[ConsumeQueue]:
+        """Every queue (those ``want`` accepts), mapped one after the other, parking behind as the budget asks (for
+        start-up and tools: the caller uses each queue only until it asks for the next)."""
+        for cq in self.all():
+            if want is not None and not want(cq):
+                continue
+            if cq.parked:
+                self.touch(cq)
+            yield cq
+            if MappedFile.mapped > self.budget:
+                self.trim_now()
+
+    def expiring(self, phy_min: int) -> Iterator[ConsumeQueue]:
+        """The queues that commit-log retention down to ``phy_min`` may change, mapped one after the other as
+        ``each`` does; a parked queue whose entries all stay (``ConsumeQueue.floor_phy``) is not mapped for it."""
+        for cq in self.all():
+            if cq.parked:
+                if cq.floor_phy >= phy_min:
+                    continue
+                self.touch(cq)
+            yield cq
+            if MappedFile.mapped > self.budget:
+                self.trim_now()
+
+    @property
+    def mapped_queues(self) -> int:
+        """Queues mapped now."""
+        return len(self._lru)
 
     def is_live(self, cq: ConsumeQueue) -> bool:
         """True while ``cq`` is the table's queue for its topic and id (not deleted or replaced)."""
@@ -91,6 +238,8 @@ class QueueTable:
         if not is_safe_folder_name(topic):
             return []
         qs = self._queues.pop(topic, None)
+        for cq in qs.values() if qs else ():
+            self._lru.pop(cq, None)
         for base in (self.cq_base, self.ext_base):
             with contextlib.suppress(FileNotFoundError):
                 shutil.rmtree(base / topic)
@@ -101,3 +250,4 @@ class QueueTable:
         for cq in self.all():
             cq.close()
         self._queues.clear()
+        self._lru.clear()

@@ -3,8 +3,9 @@
 Recovery (``recovery.recover``) finds the ends of data and truncates, rewriting only bytes already on disk, so it
 works on a full disk. Then, in order (``StartupWrites``):
 
-1. allocate the files the store writes next: the last commit-log segment, each queue's last consume-queue and
-   extension files, the last index file (files written by older versions of sievemq are sparse; see ``disk.py``);
+1. allocate the files the store writes next: the last commit-log segment and the last index file (files written
+   by older versions of sievemq are sparse; see ``disk.py``; consume-queue and extension files get blocks as they
+   are written, each put counting what its entries need: ``put_space.py``);
 2. rebuild consume queues and index from the commit log (``recovery.rebuild``), when recovery found them behind;
 3. flush what recovery kept or rebuilt, so that it is on disk before a new write is acknowledged.
 
@@ -75,7 +76,8 @@ class StartupWrites:
         while self._steps:
             what, step = self._steps[0]
             try:
-                step()
+                with self.queues.one_at_a_time():  # the rebuild dispatches one record after the other
+                    step()
             except OSError as e:
                 self.guard.enter_read_only(f"start-up could not finish {what}: {e.strerror or e}")
                 return False
@@ -99,11 +101,6 @@ class StartupWrites:
         last = self.commitlog.mfq.last
         if last is not None:
             last.ensure_allocated(last.file_size)
-        for cq in self.queues.all():
-            for mfq in (cq.mfq, cq.ext.mfq if cq.ext is not None else None):
-                mf = mfq.last if mfq is not None else None
-                if mf is not None:
-                    mf.ensure_allocated(mf.file_size)
         self.index.allocate_last()
         self.guard.invalidate()
 

@@ -59,6 +59,8 @@ class RecoveryReport:
     cq_redo_from: int = 0
     index_redo_from: int = 0
     records_redone: int = 0
+    newest_entry: int = -1
+    """Commit-log offset of the newest record a consume queue points at after recovery (-1: none)."""
     touched_queues: list[ConsumeQueue] = field(default_factory=list)
     """Queues whose files recovery changed (truncated or rebuilt); they must be flushed."""
     checkpoint: Checkpoint = field(default_factory=Checkpoint)
@@ -97,7 +99,7 @@ def dispatchable(sys_flag: int) -> bool:
 
 def recover(
     cl: CommitLog,
-    cqs: Iterable[ConsumeQueue],
+    cqs: Callable[[Callable[[ConsumeQueue], bool] | None], Iterable[ConsumeQueue]],
     index: IndexService,
     cp: Checkpoint,
     *,
@@ -108,10 +110,11 @@ def recover(
 ) -> RecoveryReport:
     """Recover the commit log, consume queues and index in place (no new space needed); returns a report.
 
-    What must then be re-dispatched (``report.redo_from``) is done by ``rebuild``.
+    What must then be re-dispatched (``report.redo_from``) is done by ``rebuild``. ``cqs(want)`` gives the queues
+    (those ``want`` accepts) one after the other (``QueueTable.each``: each is used only until the next is asked
+    for); each queue's min offset is corrected to the log's start on the way.
     """
     report = RecoveryReport(abnormal=abnormal, checkpoint=cp)
-    cqs = list(cqs)
     # 1. Commit log end.
     start: int | None = None
     if cp.physic_offset > 0 and cl.mfq.find(cp.physic_offset) is not None and cl.is_boundary(cp.physic_offset):
@@ -124,17 +127,29 @@ def recover(
 
     # 2. Consume queues: torn tails, entries past the end, entries that were not known flushed.
     r_cq = phy_min if cq_folder_missing else max(phy_min, min(cp.logics_offset, end))
-    for cq in cqs:
+    tops: dict[ConsumeQueue, tuple[int, int]] = {}
+    """``(phy, end)`` of each queue's last entry after the first pass."""
+    for cq in cqs(None):
         if cq.recover(_make_validator(cl, end, cq, tags_fn), phy_min):
             lost_from = cq.last_entry_end()
             r_cq = min(r_cq, max(phy_min, lost_from))
             report.touched_queues.append(cq)
-    for cq in cqs:
+        cq.correct_min_offset(phy_min)
+        last = cq.last_entry()
+        if last is not None:
+            tops[cq] = (last[0], last[0] + last[1])
+    # every entry of a queue whose last one ends at or below the redo point stays: such a queue is not opened again
+    newest = max((t[0] for t in tops.values() if t[1] <= r_cq), default=-1)
+    for cq in cqs(lambda q: q in tops and tops[q][1] > r_cq):
         before = cq.max_offset
         cq.truncate_from_phy(r_cq)
         if cq.max_offset != before:
             report.touched_queues.append(cq)
+        last = cq.last_entry()
+        if last is not None:
+            newest = max(newest, last[0])
     report.cq_redo_from = r_cq
+    report.newest_entry = newest
 
     # 3. Index.
     r_idx = phy_min if index_folder_missing else max(phy_min, min(cp.index_offset, end))

@@ -75,7 +75,7 @@ class Retention:
                                        force=d.force, max_files=cfg.delete_files_per_run)  # fmt: skip
             gone = mfq.delete_first(n)
             phy_min = self.commitlog.min_offset
-            for cq in self.queues.all():
+            for cq in self.queues.expiring(phy_min):
                 gone.extend(cq.delete_expired(phy_min))
             gone.extend(self.index.delete_expired(phy_min))
             paths = [mf.path for mf in gone]
