@@ -70,8 +70,8 @@ EntryValidator = Callable[[int, int, int, int], bool]
 class ConsumeQueue:
     """One queue's entries; all mutation happens on the event-loop thread."""
 
-    __slots__ = ("_ext_dangling", "entries_per_file", "ext", "floor_phy", "mfq", "min_logic_offset", "pins",
-                 "queue_id", "topic")  # fmt: skip
+    __slots__ = ("_ext_dangling", "entries_per_file", "ext", "floor_phy", "known", "mfq", "min_logic_offset", "pins",
+                 "queue_id", "tail", "topic")  # fmt: skip
 
     def __init__(
         self, base: Path, topic: str, queue_id: int, entries_per_file: int, *,
@@ -82,7 +82,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.entries_per_file = entries_per_file
         self.mfq = MappedFileQueue(base / topic / str(queue_id), entries_per_file * CQ_UNIT, FIRST_ALLOCATION,
-                                   GROW_MAX, pwrite=True)  # fmt: skip
+                                   GROW_MAX, mapped=False)  # fmt: skip
         self.min_logic_offset = 0
         self.ext = ConsumeQueueExt(ext_base, topic, queue_id, ext_file_size) if ext_base is not None else None
         self._ext_dangling = False
@@ -91,6 +91,10 @@ class ConsumeQueue:
         """While above 0 the queue is not parked (a helper thread uses a mapping or a descriptor of it)."""
         self.floor_phy = -1
         """Set when parked: no commit-log retention below this offset changes the queue (``delete_expired``)."""
+        self.tail: tuple[int, int] | None = None
+        """Set when parked: ``(phy, phy + size)`` of the last real entry (None: none)."""
+        self.known = False
+        """Known from a clean stop's summary (``queue_summary.py``): start-up's recovery need not look at it."""
 
     # ------------------------------------------------------------------------------------------ parking
     @property
@@ -103,6 +107,15 @@ class ConsumeQueue:
         """Files of the queue (and of its extension) mapped now."""
         n = self.mfq.mapped_files
         return n + self.ext.mfq.mapped_files if self.ext is not None else n
+
+    def edges(self) -> tuple[int, tuple[int, int] | None]:
+        """``(floor_phy, tail)`` as ``park`` records them (the queue is open)."""
+        files = self.mfq.files
+        floor = self.phy_at(self.min_offset) if self.max_offset > self.min_offset else 1 << 63
+        if len(files) > 1:
+            floor = min(floor, _PHY.unpack(files[0].read(files[0].file_size - CQ_UNIT, 8))[0])
+        last = self.last_entry()
+        return floor, (None if last is None else (last[0], last[0] + last[1]))
 
     def ensure_open(self) -> None:
         """Map the queue's files again if it was parked (``OSError`` when they cannot be opened)."""
@@ -126,11 +139,7 @@ class ConsumeQueue:
         ext = self.ext.mfq if self.ext is not None else None
         if self.pins:
             return False
-        files = self.mfq.files
-        floor = self.phy_at(self.min_offset) if self.max_offset > self.min_offset else 1 << 63
-        if len(files) > 1:
-            floor = min(floor, _PHY.unpack_from(files[0].mm, files[0].file_size - CQ_UNIT)[0])
-        self.floor_phy = floor
+        self.floor_phy, self.tail = self.edges()
         self.mfq.park()
         if ext is not None:
             ext.park()
@@ -160,14 +169,14 @@ class ConsumeQueue:
         pos = offset * CQ_UNIT - mf.file_from_offset
         if pos + CQ_UNIT > mf.wrote_position:
             return None
-        phy, size, tags = CQ_ENTRY.unpack_from(mf.mm, pos)
+        phy, size, tags = CQ_ENTRY.unpack(mf.read(pos, CQ_UNIT))
         return phy, size, tags
 
     def phy_at(self, offset: int) -> int:
         """The phy field of a stored entry (caller guarantees it exists)."""
         mf = self.mfq.find(offset * CQ_UNIT)
         assert mf is not None
-        return int(_PHY.unpack_from(mf.mm, offset * CQ_UNIT - mf.file_from_offset)[0])
+        return int(_PHY.unpack(mf.read(offset * CQ_UNIT - mf.file_from_offset, 8))[0])
 
     def resolve(self, tags: int) -> int:
         """The real tag code for a tags slot value (an unresolvable ext address comes back as is)."""
@@ -184,8 +193,7 @@ class ConsumeQueue:
         return self.ext.get(e[2])
 
     def read_block(self, offset: int, n: int) -> memoryview:
-        """Up to ``n`` consecutive raw entries from ``offset``, within one file: a view of the mapping, not a copy
-        (read it and drop it: while it lives, closing the file leaves the unmapping to the garbage collector)."""
+        """Up to ``n`` consecutive raw entries from ``offset``, within one file (a copy: ``pread``)."""
         byte_off = offset * CQ_UNIT
         mf = self.mfq.find(byte_off)
         if mf is None:
@@ -194,7 +202,7 @@ class ConsumeQueue:
         k = min(n, (mf.wrote_position - pos) // CQ_UNIT)
         if k <= 0:
             return memoryview(b"")
-        return memoryview(mf.mm)[pos : pos + k * CQ_UNIT]
+        return memoryview(mf.read(pos, k * CQ_UNIT))
 
     def file_end_offset(self, offset: int) -> int:
         """Queue offset where the file holding ``offset`` ends (next file start)."""
@@ -403,7 +411,7 @@ class ConsumeQueue:
         """Detach files whose every entry points below ``phy_min`` (never the last file)."""
         n = 0
         for mf in self.mfq.files[:-1]:
-            last_phy = _PHY.unpack_from(mf.mm, mf.file_size - CQ_UNIT)[0]
+            last_phy = _PHY.unpack(mf.read(mf.file_size - CQ_UNIT, 8))[0]
             if last_phy >= phy_min:
                 break
             n += 1
@@ -448,7 +456,7 @@ def _data_end(mf: MappedFile) -> int:
     """Byte position of the first entry whose size field is 0 (the file's allocated end if none: holes are zeros)."""
     raw = array("i")
     end = min(mf.file_size, mf.allocated)
-    raw.frombytes(mf.mm[: end - end % CQ_UNIT])
+    raw.frombytes(mf.read(0, end - end % CQ_UNIT))
     sizes = raw[2::5]  # the size field of each entry; zero is zero in any byte order
     try:
         return sizes.index(0) * CQ_UNIT

@@ -189,6 +189,11 @@ class FlushService:
         self._last_cp = self._checkpoint.read()
         return self._last_cp
 
+    @property
+    def last_checkpoint(self) -> Checkpoint:
+        """The checkpoint the last completed round wrote (or the one read at start)."""
+        return self._last_cp
+
     def write_checkpoint(self, cp: Checkpoint) -> None:
         """Write (and fsync) the checkpoint now, blocking (recovery's redo points)."""
         assert self._checkpoint is not None

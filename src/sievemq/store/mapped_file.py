@@ -27,14 +27,18 @@ Growth: a file created with ``allocate`` gets blocks for that many bytes first; 
 allocates ``grow_chunk`` more (``grow_max`` set: the step doubles with what the file holds, up to ``grow_max``),
 so a consume-queue file that holds 20 entries takes 4 KB of disk, not its 6 MB (docs/many-topics.md).
 
-Writing: through the mapping, or with ``pwrite`` (``pwrite``, set for consume-queue and extension files): the first
-write fault on a page of a freshly allocated file costs ext4 about a millisecond (a page that is not in the page
-cache yet, in an unwritten extent), a ``pwrite`` there 3-6 us; a store with 100,000 topics writes the first page of
-400,000 files. Both go through the same page cache, so readers of the mapping see what ``pwrite`` wrote.
+Writing: through the mapping, or with ``pwrite`` (``pwrite``, set for extension files): the first write fault on a
+page of a freshly allocated file costs ext4 about a millisecond (a page that is not in the page cache yet, in an
+unwritten extent), a ``pwrite`` there 3-6 us; both go through the same page cache, so readers of the mapping see what
+``pwrite`` wrote. *Unmapped* files (``mapped=False``: consume-queue files) have no mapping at all: ``read`` is a
+``pread`` (a mapping's first read fault cost 50 us where ``pread`` of the same page cost 1.5 us), writes are
+``pwrite``; such a file costs one descriptor and no ``vm.max_map_count`` entry. A store with 100,000 topics opens
+400,000 of them one after the other at start-up.
 
 Parking (``park`` / ``unpark``): a file's mapping and descriptor can be released while the object keeps what it
-knows (positions, allocation) and taken again later; ``MappedFile.mapped`` counts the files mapped in the process,
-which is what the store bounds (every mapping is one of Linux's ``vm.max_map_count`` and one descriptor).
+knows (positions, allocation) and taken again later; ``MappedFile.open_files`` counts the files open in the process,
+which is what the store bounds (a mapping is one of Linux's ``vm.max_map_count`` and two descriptors: Python's
+``mmap`` keeps a ``dup``).
 """
 
 from __future__ import annotations
@@ -121,18 +125,20 @@ class MappedFile:
     """A fixed-size file mapped in memory; ``wrote_position`` is the end of valid data in it."""
 
     __slots__ = ("_addr", "_closed", "allocated", "fd", "file_from_offset", "file_size", "flushed_position",
-                 "grow_chunk", "grow_max", "mm", "new_file", "parked", "path", "pwrite", "wrote_position")  # fmt: skip
+                 "grow_chunk", "grow_max", "mapped", "mm", "new_file", "parked", "path", "pwrite",
+                 "wrote_position")  # fmt: skip
 
-    mapped = 0
-    """Files mapped in this process now (created or unparked, not yet closed or parked)."""
+    open_files = 0
+    """Store files open in this process now (created or unparked, not yet closed or parked), mapped or not."""
 
     def __init__(self, path: Path, file_size: int, *, start: int | None = None, allocate: int | None = None,
-                 parked: bool = False) -> None:  # fmt: skip
+                 parked: bool = False, mapped: bool = True) -> None:  # fmt: skip
         """Open (creating and pre-sizing if needed) ``path``; its name is the start offset unless ``start`` is given.
 
         A file created here gets blocks for its first ``allocate`` bytes (None: all of them); when that fails
         (``OSError``, ENOSPC) nothing is left on disk. ``parked``: an existing file is looked at (size, blocks) and
-        left unmapped (``unpark`` maps it).
+        left closed (``unpark`` opens it). ``mapped`` False: no mapping at all; reads use ``pread``, writes ``pwrite``
+        (no ``mm``).
         """
         self.path = path
         self.file_from_offset = int(path.name) if start is None else start
@@ -150,7 +156,7 @@ class MappedFile:
             else:
                 self.allocated = size if allocate is None else min(size, allocate)
                 allocate_blocks(fd, 0, self.allocated)
-            if not (parked and existed):
+            if mapped and not (parked and existed):
                 self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -164,20 +170,42 @@ class MappedFile:
         self.grow_max = 0
         """When set, the step doubles with ``allocated`` up to this many bytes (``allocation_end``)."""
         self.parked = parked and existed
-        self.pwrite = False
+        self.mapped = mapped
+        self.pwrite = not mapped
         """Write with ``pwrite(2)`` instead of through the mapping (``write_at``, ``append``): see the module
         docstring."""
         if self.parked:
             os.close(fd)
             self.fd = -1
         else:
-            MappedFile.mapped += 1
+            MappedFile.open_files += 1
         self.file_size = size
         self.wrote_position = 0
         self.flushed_position = 0
         self.new_file = not existed
         self._closed = False
         self._addr = 0
+
+    @classmethod
+    def known(cls, path: Path, start: int, file_size: int, allocated: int, wrote: int, *, mapped: bool,
+              grow_chunk: int | None, grow_max: int) -> MappedFile:  # fmt: skip
+        """A parked file as a clean stop left it (``queue_summary.py``): nothing is opened."""
+        mf = cls.__new__(cls)
+        mf.path = path
+        mf.file_from_offset = start
+        mf.file_size = file_size
+        mf.allocated = allocated
+        mf.wrote_position = mf.flushed_position = wrote
+        mf.fd = -1
+        mf.grow_chunk = grow_chunk
+        mf.grow_max = grow_max
+        mf.parked = True
+        mf.mapped = mapped
+        mf.pwrite = not mapped
+        mf.new_file = False
+        mf._closed = False
+        mf._addr = 0
+        return mf
 
     def prefault(self, pos: int, length: int) -> bool:
         """Fault the whole pages of ``[pos, pos + length)`` in for writing, bytes unchanged; False if not
@@ -189,7 +217,7 @@ class MappedFile:
         prefault job before closing files).
         """
         global _madvise
-        if _madvise is None or self._closed or self.parked:
+        if _madvise is None or self._closed or self.parked or not self.mapped:
             return False
         if not self._addr:
             view = ctypes.c_char.from_buffer(self.mm)  # a buffer export: released at once, the address stays
@@ -286,11 +314,13 @@ class MappedFile:
 
     def read(self, pos: int, size: int) -> bytes:
         """A copy of ``size`` bytes at file position ``pos``."""
-        return self.mm[pos : pos + size]
+        return self.mm[pos : pos + size] if self.mapped else os.pread(self.fd, size, pos)
 
     def read_at(self, pos: int, size: int) -> bytes:
         """``read``, but past ``allocated`` (where there may be holes) with ``pread``, which never faults."""
-        return self.mm[pos : pos + size] if pos + size <= self.allocated else os.pread(self.fd, size, pos)
+        if self.mapped and pos + size <= self.allocated:
+            return self.mm[pos : pos + size]
+        return os.pread(self.fd, size, pos)
 
     def sync(self) -> None:
         """Force the file's data to disk (blocking; call from an executor on hot paths)."""
@@ -305,7 +335,10 @@ class MappedFile:
         """
         pos, end = max(0, pos), min(end, self.wrote_position, self.allocated)
         if end > pos and not self._closed and not self.parked:
-            self.mm[pos:end] = self.mm[pos:end]
+            if self.mapped:
+                self.mm[pos:end] = self.mm[pos:end]
+            else:
+                _pwrite_all(self.fd, os.pread(self.fd, end - pos, pos), pos)
 
     def rename(self, path: Path, start: int) -> None:
         """Give the file its final name (a spare file joining its stream); the mapping stays as it is."""
@@ -333,13 +366,15 @@ class MappedFile:
                 ranges = [(pos, end)]
         except AttributeError:  # pragma: no cover - platform without SEEK_DATA
             ranges = [(pos, end)]
-        mm = self.mm
         for a, b in ranges:
             p = a
             while p < b:
                 q = min(b, p + len(_ZERO_CHUNK))
-                if mm[p:q] != _ZERO_CHUNK[: q - p]:
-                    mm[p:q] = _ZERO_CHUNK[: q - p]
+                if self.read(p, q - p) != _ZERO_CHUNK[: q - p]:
+                    if self.mapped:
+                        self.mm[p:q] = _ZERO_CHUNK[: q - p]
+                    else:
+                        _pwrite_all(self.fd, _ZERO_CHUNK[: q - p], p)
                 p = q
 
     def park(self) -> None:
@@ -350,10 +385,11 @@ class MappedFile:
         if self._closed or self.parked:
             return
         self.parked = True
-        MappedFile.mapped -= 1
-        with contextlib.suppress(BufferError):  # a caller still holds a view: let GC unmap it
-            self.mm.close()
-        del self.mm
+        MappedFile.open_files -= 1
+        if self.mapped:
+            with contextlib.suppress(BufferError):  # a caller still holds a view: let GC unmap it
+                self.mm.close()
+            del self.mm
         os.close(self.fd)
         self.fd = -1
         self._addr = 0
@@ -363,14 +399,16 @@ class MappedFile:
         if not self.parked or self._closed:
             return
         fd = os.open(self.path, os.O_RDWR)
-        try:
-            self.mm = mmap.mmap(fd, self.file_size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(fd)
-            raise
+        if self.mapped:
+            try:
+                self.mm = mmap.mmap(fd, self.file_size, flags=mmap.MAP_SHARED,
+                                    prot=mmap.PROT_READ | mmap.PROT_WRITE)  # fmt: skip
+            except BaseException:
+                os.close(fd)
+                raise
         self.fd = fd
         self.parked = False
-        MappedFile.mapped += 1
+        MappedFile.open_files += 1
 
     def close(self) -> None:
         """Unmap and close the descriptor (idempotent)."""
@@ -379,9 +417,10 @@ class MappedFile:
         self._closed = True
         if self.parked:
             return
-        MappedFile.mapped -= 1
-        with contextlib.suppress(BufferError):  # a caller still holds a view: let GC unmap it
-            self.mm.close()
+        MappedFile.open_files -= 1
+        if self.mapped:
+            with contextlib.suppress(BufferError):  # a caller still holds a view: let GC unmap it
+                self.mm.close()
         os.close(self.fd)
 
     def destroy(self) -> None:

@@ -67,18 +67,20 @@ class MappedFileQueue:
     """Mapped files of one stream, ordered by start offset."""
 
     __slots__ = ("_spares", "_starts", "alloc_chunk", "directory", "file_size", "files", "flushed_offset",
-                 "grow_max", "parked", "pwrite")  # fmt: skip
+                 "grow_max", "mapped", "parked", "pwrite")  # fmt: skip
 
     def __init__(self, directory: Path, file_size: int, alloc_chunk: int | None = None, grow_max: int = 0, *,
-                 pwrite: bool = False) -> None:  # fmt: skip
+                 pwrite: bool = False, mapped: bool = True) -> None:  # fmt: skip
         """``alloc_chunk``: a new file gets blocks for its first ``alloc_chunk`` bytes only, and more as it fills
         (``MappedFile.grow_to``; with ``grow_max`` the step doubles up to it); None: the whole file at creation.
-        ``pwrite``: the files are written with ``pwrite`` (``MappedFile.pwrite``)."""
+        ``pwrite``: the files are written with ``pwrite`` (``MappedFile.pwrite``); ``mapped`` False: they are not
+        mapped at all (``MappedFile``'s ``mapped``)."""
         self.directory = directory
         self.file_size = file_size
         self.alloc_chunk = alloc_chunk
         self.grow_max = grow_max
-        self.pwrite = pwrite
+        self.pwrite = pwrite or not mapped
+        self.mapped = mapped
         self.parked = False
         """True while every file's mapping is released (``park``)."""
         self.files: list[MappedFile] = []
@@ -99,7 +101,7 @@ class MappedFileQueue:
                     os.unlink(self.directory / n)
         names = sorted(n for n in listing if len(n) == 20 and n.isdigit())
         for name in names:
-            mf = MappedFile(self.directory / name, self.file_size, parked=parked)
+            mf = MappedFile(self.directory / name, self.file_size, parked=parked, mapped=self.mapped)
             mf.new_file = False
             mf.grow_chunk = self.alloc_chunk
             mf.grow_max = self.grow_max
@@ -117,6 +119,19 @@ class MappedFileQueue:
         if self.files:
             self.flushed_offset = self.max_offset
         self.parked = parked and bool(self.files)
+
+    def restore(self, files: tuple[tuple[int, int], ...], wrote: int) -> None:
+        """Know the stream's files as a clean stop left them, parked (``queue_summary.py``): ``(start, allocated)``
+        of each file, ``wrote`` bytes in the last; nothing is opened."""
+        n = len(files)
+        for i, (start, allocated) in enumerate(files):
+            self.files.append(MappedFile.known(
+                self.directory / file_name(start), start, self.file_size, allocated,
+                wrote if i == n - 1 else self.file_size, mapped=self.mapped, grow_chunk=self.alloc_chunk,
+                grow_max=self.grow_max))  # fmt: skip
+        self._starts = [f.file_from_offset for f in self.files]
+        self.flushed_offset = self.max_offset
+        self.parked = bool(self.files)
 
     # ------------------------------------------------------------------------------------------ access
     def __iter__(self) -> Iterator[MappedFile]:
@@ -174,7 +189,8 @@ class MappedFileQueue:
             mf.rename(self.directory / file_name(start), start)
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-            mf = MappedFile(self.directory / file_name(start), self.file_size, allocate=self.alloc_chunk)
+            mf = MappedFile(self.directory / file_name(start), self.file_size, allocate=self.alloc_chunk,
+                            mapped=self.mapped)  # fmt: skip
             mf.grow_max = self.grow_max
             mf.pwrite = self.pwrite
         self.files.append(mf)
@@ -197,7 +213,7 @@ class MappedFileQueue:
         if mf is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.directory / (file_name(start) + SPARE_SUFFIX)
-            mf = MappedFile(path, self.file_size, start=start, allocate=self.first_allocation(need))
+            mf = MappedFile(path, self.file_size, start=start, allocate=self.first_allocation(need), mapped=self.mapped)
             mf.grow_chunk = self.alloc_chunk
             mf.grow_max = self.grow_max
             mf.pwrite = self.pwrite

@@ -43,6 +43,7 @@ from sievemq.protocol.delay_levels import parse_levels
 from sievemq.protocol.message import MessageExt, PropertiesSizeExceeded, RecordSummary, offset_msg_ids
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.config import StoreConfig
+from sievemq.store.consume_queue import CQ_UNIT
 from sievemq.store.consume_queue_ext import CqExtUnit
 from sievemq.store.disk import DiskGuard
 from sievemq.store.dispatch import BitmapCalculator, Dispatcher, DispatchListener
@@ -54,6 +55,7 @@ from sievemq.store.lookup import Reader
 from sievemq.store.mapped_file import MappedFile, fsync_dir, prefault_supported
 from sievemq.store.prefault import Prefaulter
 from sievemq.store.put_space import PutSpace
+from sievemq.store.queue_summary import read_summary, write_summary
 from sievemq.store.queues import LOW_WATER, QueueTable
 from sievemq.store.readonly import StartupWrites
 from sievemq.store.recovery import RecoveryReport, recover
@@ -148,8 +150,11 @@ class MessageStore:
         fsync_dir(root)
         cp = self.flusher.open_checkpoint(root / "checkpoint")
         self.commitlog.load()
-        self.queues.load()
+        summary = read_summary(self.queues.cq_base, cp.physic_offset, self.config.cq_entries_per_file * CQ_UNIT,
+                               trust=not abnormal)  # fmt: skip
+        self.queues.load(summary)
         self.index.load()
+        known = {cq: cq.tail for cq in self.queues.all() if cq.known and cq.tail is not None}
         with self.queues.one_at_a_time():
             report = self.recovery_report = recover(
                 self.commitlog,
@@ -160,6 +165,7 @@ class MessageStore:
                 cq_folder_missing=cq_folder_missing,
                 index_folder_missing=index_folder_missing,
                 tags_fn=self.dispatcher.tags_code,
+                known=known,
             )
         newest = report.newest_entry
         last_store_time = (self.commitlog.store_timestamp_at(newest) or 0) if newest >= 0 else 0
@@ -208,8 +214,11 @@ class MessageStore:
         await self.flusher.stop_tasks()
         try:
             await self.flusher.flush_all()
-        except OSError:  # logged by the flusher; ``abort`` stays: the next start verifies what the store holds
-            pass
+            # what the next start knows of the queues without opening them (after the last flush: they are on disk)
+            write_summary(self.queues.cq_base, self.queues.all(), self.flusher.last_checkpoint.physic_offset,
+                          self.config.cq_entries_per_file * CQ_UNIT)  # fmt: skip
+        except OSError as e:  # ``abort`` stays: the next start verifies what the store holds
+            log.error("store stop: %s; the next start checks every file", e)
         else:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.root / "abort")
@@ -258,7 +267,7 @@ class MessageStore:
         """
         if not self._available or self._stopping:
             return 0
-        if MappedFile.mapped + len(queue_ids) > self.queues.budget * LOW_WATER:
+        if MappedFile.open_files + len(queue_ids) > self.queues.budget * LOW_WATER:
             return 0  # they would be parked before their first message: the first put pays the fault
         cqs = [self.queues.get_or_create(topic, q) for q in queue_ids]
         try:

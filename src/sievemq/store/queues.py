@@ -1,13 +1,14 @@
 """The store's consume queues by topic and queue id, and their folders (``consumequeue/``, ``consumequeue_ext/``).
 
-Bounded mappings (docs/many-topics.md): every mapped file is one of Linux's ``vm.max_map_count`` mappings and one
-descriptor of ``RLIMIT_NOFILE``, so the table keeps the files mapped in the process (``MappedFile.mapped``) within
-``budget``: queues are kept in least-recently-used order, and when the process holds more than ``budget`` mapped
-files the least recently used queues that no sync round uses are *parked* (``ConsumeQueue.park``; what was written
-stays in the page cache and a flush syncs it by path) until it holds ``LOW_WATER`` of it. ``find`` /
-``get_or_create`` map a parked queue again; ``peek`` answers from what a parked queue still knows (its offsets)
-without mapping it. Parking runs between event-loop callbacks (``call_soon``), never in the middle of a caller's
-use of a queue, or at once where the caller uses one queue at a time (``one_at_a_time``: start-up).
+Bounded files (docs/many-topics.md): every open file is a descriptor of ``RLIMIT_NOFILE`` and every mapped one also
+one of Linux's ``vm.max_map_count`` mappings, so the table keeps the store files open in the process
+(``MappedFile.open_files``) within ``budget``: queues are kept in least-recently-used order, and when the process
+holds more than ``budget`` files the least recently used queues that no sync round uses are *parked*
+(``ConsumeQueue.park``: their files closed; what was written stays in the page cache and a flush syncs it by path)
+until it holds ``LOW_WATER`` of it. ``find`` / ``get_or_create`` open a parked queue again; ``peek`` answers from
+what a parked queue still knows (its offsets) without opening it. Parking runs between event-loop callbacks
+(``call_soon``), never in the middle of a caller's use of a queue, or at once where the caller uses one queue at a
+time (``one_at_a_time``: start-up).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from sievemq.store.consume_queue import ConsumeQueue
 from sievemq.store.mapped_file import MappedFile
+from sievemq.store.queue_summary import QueueState, Summary
 
 log = logging.getLogger("sievemq.store")
 
@@ -72,29 +74,47 @@ class QueueTable:
         return ConsumeQueue(self.cq_base, topic, queue_id, self.entries_per_file, ext_base=self.ext_base,
                             ext_file_size=self.ext_file_size)  # fmt: skip
 
-    def load(self) -> None:
+    def load(self, summary: Summary | None = None) -> None:
         """Find every queue on disk (folders without data files are ignored), parked: recovery (``recovery.py``)
-        maps them one after the other (``each``), ``find`` when they are used."""
+        opens them one after the other (``each``), ``find`` when they are used. With a clean stop's ``summary``
+        (``queue_summary.py``) its queues are known without opening anything; only those it lists to scan (with
+        extension files) are looked at on disk."""
+        if summary is not None:
+            self._restore(summary.queues)
+            for topic, qid in summary.scan:
+                self._load_one(topic, qid, True)
+            return
         base = self.cq_base
         ext_topics = set(os.listdir(self.ext_base)) if self.ext_base.is_dir() else set()
         for topic in sorted(os.listdir(base)) if base.is_dir() else []:
-            tdir = base / topic
             if not is_safe_folder_name(topic):
                 continue
             try:
-                names = sorted(os.listdir(tdir))
+                names = sorted(os.listdir(base / topic))
             except (NotADirectoryError, FileNotFoundError):
                 continue
             for q in names:
-                if not q.isdigit():
-                    continue
-                cq = self._new(topic, int(q))
-                cq.load(parked=True)
-                if not cq.mfq.files:
-                    continue
-                if cq.ext is not None and topic in ext_topics:
-                    cq.ext.load(parked=True)
-                self._queues.setdefault(topic, {})[int(q)] = cq
+                if q.isdigit():
+                    self._load_one(topic, int(q), topic in ext_topics)
+
+    def _load_one(self, topic: str, queue_id: int, ext: bool) -> None:
+        cq = self._new(topic, queue_id)
+        cq.load(parked=True)
+        if not cq.mfq.files:
+            return
+        if cq.ext is not None and ext:
+            cq.ext.load(parked=True)
+        self._queues.setdefault(topic, {})[queue_id] = cq
+
+    def _restore(self, summary: list[QueueState]) -> None:
+        for st in summary:
+            cq = self._new(st.topic, st.queue_id)
+            cq.mfq.restore(st.files, st.wrote)
+            cq.min_logic_offset = st.min_offset
+            cq.floor_phy = st.floor_phy
+            cq.tail = st.last
+            cq.known = True
+            self._queues.setdefault(st.topic, {})[st.queue_id] = cq
 
     def peek(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The queue as it is, perhaps parked (its offsets are right, its entries not readable), or None."""
@@ -140,7 +160,7 @@ class QueueTable:
                 lru.move_to_end(cq)
             except KeyError:
                 lru[cq] = None
-        if MappedFile.mapped > self.budget:
+        if MappedFile.open_files > self.budget:
             if self._inline:
                 self.trim_now(keep=cq)
                 return
@@ -172,13 +192,13 @@ class QueueTable:
         """Park least recently used clean queues while the process maps more than ``budget`` files (down to
         ``LOW_WATER`` of it; with ``keep``, whatever it maps); only where no queue but ``keep`` is in use. Returns
         how many were parked."""
-        if MappedFile.mapped <= self.budget and keep is None:
+        if MappedFile.open_files <= self.budget and keep is None:
             return 0
         goal = int(self.budget * LOW_WATER)
         parked = 0
         lru = self._lru
         tries = len(lru)
-        while MappedFile.mapped > goal and tries > 0:
+        while MappedFile.open_files > goal and tries > 0:
             tries -= 1
             cq = next(iter(lru))
             if cq is keep or not cq.park():  # in use, or bytes not on disk yet: look again next time
@@ -187,8 +207,8 @@ class QueueTable:
             del lru[cq]
             parked += 1
         self.parks += parked
-        if MappedFile.mapped > self.budget:
-            log.debug("%d files mapped, budget %d: no more queues can be parked yet (unflushed)", MappedFile.mapped,
+        if MappedFile.open_files > self.budget:
+            log.debug("%d files open, budget %d: no more queues can be parked yet", MappedFile.open_files,
                       self.budget)  # fmt: skip
         return parked
 
@@ -201,7 +221,7 @@ class QueueTable:
             if cq.parked:
                 self.touch(cq)
             yield cq
-            if MappedFile.mapped > self.budget:
+            if MappedFile.open_files > self.budget:
                 self.trim_now()
 
     def expiring(self, phy_min: int) -> Iterator[ConsumeQueue]:
@@ -213,7 +233,7 @@ class QueueTable:
                     continue
                 self.touch(cq)
             yield cq
-            if MappedFile.mapped > self.budget:
+            if MappedFile.open_files > self.budget:
                 self.trim_now()
 
     @property

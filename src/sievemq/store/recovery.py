@@ -107,12 +107,14 @@ def recover(
     cq_folder_missing: bool,
     index_folder_missing: bool,
     tags_fn: TagsFn,
+    known: dict[ConsumeQueue, tuple[int, int]] | None = None,
 ) -> RecoveryReport:
     """Recover the commit log, consume queues and index in place (no new space needed); returns a report.
 
     What must then be re-dispatched (``report.redo_from``) is done by ``rebuild``. ``cqs(want)`` gives the queues
     (those ``want`` accepts) one after the other (``QueueTable.each``: each is used only until the next is asked
-    for); each queue's min offset is corrected to the log's start on the way.
+    for); each queue's min offset is corrected to the log's start on the way. Queues a clean stop's summary gave
+    (``ConsumeQueue.known``) are not opened unless the redo point cuts them: ``known`` holds their last entries.
     """
     report = RecoveryReport(abnormal=abnormal, checkpoint=cp)
     # 1. Commit log end.
@@ -128,8 +130,10 @@ def recover(
     # 2. Consume queues: torn tails, entries past the end, entries that were not known flushed.
     r_cq = phy_min if cq_folder_missing else max(phy_min, min(cp.logics_offset, end))
     tops: dict[ConsumeQueue, tuple[int, int]] = {}
-    """``(phy, end)`` of each queue's last entry after the first pass."""
-    for cq in cqs(None):
+    """``(phy, end)`` of each queue's last entry after the first pass (a queue a clean stop's summary gave is taken
+    as it says, unopened)."""
+    tops.update(known or {})
+    for cq in cqs(lambda q: not q.known):
         if cq.recover(_make_validator(cl, end, cq, tags_fn), phy_min):
             lost_from = cq.last_entry_end()
             r_cq = min(r_cq, max(phy_min, lost_from))

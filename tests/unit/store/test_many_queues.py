@@ -15,6 +15,7 @@ from sievemq.store import MessageStore, PutStatus
 from sievemq.store.consume_queue import CQ_UNIT, FIRST_ALLOCATION, GROW_MAX
 from sievemq.store.limits import MIN_BUDGET, mapped_files_budget
 from sievemq.store.mapped_file import MappedFile
+from sievemq.store.queue_summary import SUMMARY_NAME
 from tests.unit.store.conftest import make_config, msg
 from tests.unit.store.test_allocation import no_space
 
@@ -151,12 +152,12 @@ async def test_start_up_with_more_queues_than_the_budget(tmp_path: Path, crash: 
         s.abandon()
     else:
         await s.shutdown()
-    before = MappedFile.mapped
+    before = MappedFile.open_files
     s = MessageStore(cfg, ("10.1.2.3", 10911))
     s.load()
     try:
         assert s.recovery_report is not None and s.recovery_report.abnormal == crash
-        assert MappedFile.mapped - before <= BUDGET, "start-up maps queues one after the other"
+        assert MappedFile.open_files - before <= BUDGET, "start-up maps queues one after the other"
         assert len(s.queues.all()) == TOPICS * 4
         for t in range(TOPICS):
             for q in range(4):
@@ -186,3 +187,69 @@ async def test_retention_maps_only_the_parked_queues_it_changes(open_store: Call
             assert cq.floor_phy >= s.min_phy_offset, "a parked queue whose entries all stay was not mapped"
     t0 = s.queues.find("T0", 0)
     assert t0 is not None and s.get_min_offset("T0", 0) == 1 == t0.max_offset, "its only message is gone"
+
+
+async def test_a_clean_stop_leaves_a_summary_that_the_next_start_opens_no_queue_for(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path / "store", max_mapped_files=BUDGET)
+    s = MessageStore(cfg, ("10.1.2.3", 10911))
+    s.load()
+    await fill(s, per_queue=2)
+    await s.shutdown()
+    summary = cfg.root / "consumequeue" / SUMMARY_NAME
+    assert summary.is_file()
+    s = MessageStore(cfg, ("10.1.2.3", 10911))
+    s.load()
+    try:
+        assert not summary.exists(), "read once, then deleted before anything is written"
+        assert all(cq.known and cq.parked for cq in s.queues.all()), "no queue was opened"
+        assert len(s.queues.all()) == TOPICS * 4
+        for t in range(TOPICS):
+            for q in range(4):
+                assert s.get_max_offset(f"T{t}", q) == 2 and s.get_min_offset(f"T{t}", q) == 0
+        assert bodies(s, "T7", 3) == [b"7-3-0", b"7-3-1"]
+        r = await s.put_message(msg("T7", b"after", 3))
+        assert r.status == PutStatus.PUT_OK and r.msgs[0].queue_offset == 2
+    finally:
+        s.abandon()
+    s = MessageStore(cfg, ("10.1.2.3", 10911))  # a crash: no summary, every queue looked at
+    s.load()
+    try:
+        assert not any(cq.known for cq in s.queues.all())
+        assert bodies(s, "T7", 3) == [b"7-3-0", b"7-3-1", b"after"]
+    finally:
+        await s.shutdown()
+
+
+@pytest.mark.parametrize("damage", ["torn", "foreign", "climbing", "stale"])
+async def test_a_summary_that_does_not_fit_is_ignored(tmp_path: Path, damage: str) -> None:
+    cfg = make_config(tmp_path / "store")
+    s = MessageStore(cfg, ("10.1.2.3", 10911))
+    s.load()
+    await fill(s, topics=3)
+    await s.shutdown()
+    path = cfg.root / "consumequeue" / SUMMARY_NAME
+    raw = path.read_bytes()
+    if damage == "torn":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "foreign":
+        path.write_bytes(b'{"version": 1, "queues": 7}')
+    elif damage == "climbing":
+        path.write_bytes(raw.replace(b'"T1"', b'".."'))
+    else:  # the store changed after the summary was written (a put and a stop without one)
+        s = MessageStore(cfg, ("10.1.2.3", 10911))
+        s.load()
+        await s.put_message(msg("T1", b"later", 0))
+        await s.flusher.flush_all()
+        s.abandon()
+        (cfg.root / "abort").unlink()
+        path.write_bytes(raw)
+    s = MessageStore(cfg, ("10.1.2.3", 10911))
+    s.load()
+    try:
+        assert not path.exists()
+        assert not any(cq.known for cq in s.queues.all())
+        assert len(s.queues.all()) == 12
+        assert bodies(s, "T1", 0)[0] == b"1-0-0"
+        assert s.get_max_offset("T1", 0) == (2 if damage == "stale" else 1)
+    finally:
+        await s.shutdown()

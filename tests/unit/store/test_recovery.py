@@ -13,6 +13,7 @@ from sievemq.protocol.message import MessageExt, decode_record
 from sievemq.store import GetStatus, MessageStore, PutStatus
 from sievemq.store.consume_queue import CQ_ENTRY
 from sievemq.store.dispatch import Dispatcher
+from sievemq.store.queue_summary import SUMMARY_NAME
 
 from .conftest import SEG, msg
 
@@ -192,6 +193,8 @@ async def test_torn_last_cq_entry(open_store: Callable[..., MessageStore], clean
     last = [m for m in msgs if (m.topic, m.queue_id) == ("U", 0)][-1]
     qdir = s.root / "consumequeue" / "U" / "0"
     files = sorted(qdir.iterdir())
+    if clean:  # a clean stop's summary vouches for the files (queue_summary.py): without it, every tail is checked
+        (s.root / "consumequeue" / SUMMARY_NAME).unlink()
     pos = (last.queue_offset * 20) % (16 * 20)
     # The last entry's tags never landed and 7 bytes of a following entry did.
     patch_file(files[-1], pos + 12, b"\xde\xad\xbe\xef\x00\x00\x00\x00")
