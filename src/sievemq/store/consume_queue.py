@@ -131,8 +131,8 @@ class ConsumeQueue:
     def park(self) -> bool:
         """Release the mappings and descriptors unless something pins the queue; True when it is parked now.
 
-        What was written stays in the page cache; a flush syncs parked files by path (``SyncSlice.paths``). The
-        flusher pins the queues of a round while it syncs their descriptors.
+        What was written stays in the page cache; a flush syncs consume-queue files by path (``SyncSlice.paths``).
+        The flusher pins a queue whose extension files' descriptors a sync round uses.
         """
         if self.parked:
             return True

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import heapq
 import itertools
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -73,13 +75,41 @@ def sync_path(path: Path) -> None:
         os.close(fd)
 
 
+SYNCFS_FROM = 64
+"""From this many files to sync by path on, one ``syncfs(2)`` of their filesystem does it (one journal commit where
+400 ``fdatasync`` calls took 44-205 ms and ``syncfs`` 2-6 ms)."""
+
+_syncfs: Any = None
+if sys.platform.startswith("linux"):
+    with contextlib.suppress(OSError, AttributeError):
+        _syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+        _syncfs.argtypes = (ctypes.c_int,)
+        _syncfs.restype = ctypes.c_int
+
+
+def sync_paths(paths: list[Path]) -> None:
+    """Sync the files ``paths`` name (consume-queue files: no descriptor of theirs is held for it): one by one, or
+    many at once with ``syncfs`` of the filesystem of the first (``OSError`` when it fails)."""
+    if len(paths) >= SYNCFS_FROM and _syncfs is not None:
+        fd = os.open(paths[0].parent.parent.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            if _syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err))
+        finally:
+            os.close(fd)
+        return
+    for path in paths:
+        sync_path(path)
+
+
 def sync_job(fds: list[int], dirs: list[Path], cp_file: CheckpointFile | None, cp: Checkpoint | None,
              paths: list[Path] | None = None) -> None:  # fmt: skip
     """Executor job: fdatasync data files (and ``paths``), fsync directories, then write the checkpoint."""
     for fd in fds:
         sync_fd(fd)
-    for path in paths or ():
-        sync_path(path)
+    if paths:
+        sync_paths(paths)
     for d in dirs:
         fsync_dir(d, strict=True)
     if cp_file is not None and cp is not None:
@@ -346,7 +376,8 @@ class FlushService:
         _lock, executor = self._async_state()
         cp_file = self._checkpoint if plan.checkpoint is not None else None
         self._syncing += 1
-        for cq in plan.queues:  # their descriptors are in the job: no parking until it is done
+        pinned = [cq for cq in plan.queues if cq.ext is not None and cq.ext.has_files]
+        for cq in pinned:  # their extension files' descriptors are in the job: no parking until it is done
             cq.pins += 1
         try:
             await asyncio.get_running_loop().run_in_executor(
@@ -356,7 +387,7 @@ class FlushService:
             self._failed(plan, e)
             raise
         finally:
-            for cq in plan.queues:
+            for cq in pinned:
                 cq.pins -= 1
             self._syncing -= 1
             if not self._syncing and self.pending_close:

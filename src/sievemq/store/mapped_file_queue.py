@@ -40,13 +40,14 @@ class SyncSlice:
 
     @property
     def fds(self) -> list[int]:
-        """Descriptors to ``fdatasync`` (of the files mapped now)."""
-        return [f.fd for f in self.files if not f.parked]
+        """Descriptors to ``fdatasync`` (of a mapped stream; an unmapped one's files are synced by path)."""
+        return [f.fd for f in self.files] if self.queue.mapped else []
 
     @property
     def paths(self) -> list[Path]:
-        """Files parked since they were written: ``fdatasync`` through a descriptor opened for it (``sync_path``)."""
-        return [f.path for f in self.files if f.parked]
+        """Files of an unmapped stream (consume queues), synced by path (``flush.sync_paths``): the stream may close
+        them (park) while the sync runs, and a descriptor number closed under a sync could name another file."""
+        return [] if self.queue.mapped else [f.path for f in self.files]
 
     @property
     def creates_files(self) -> bool:

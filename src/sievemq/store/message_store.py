@@ -52,7 +52,7 @@ from sievemq.store.flush import FlushService
 from sievemq.store.index_file import IndexService
 from sievemq.store.limits import mapped_files_budget
 from sievemq.store.lookup import Reader
-from sievemq.store.mapped_file import MappedFile, fsync_dir, prefault_supported
+from sievemq.store.mapped_file import MappedFile, fsync_dir
 from sievemq.store.prefault import Prefaulter
 from sievemq.store.put_space import PutSpace
 from sievemq.store.queue_summary import read_summary, write_summary
@@ -66,16 +66,6 @@ from sievemq.store.writer import Writer
 __all__ = ["MessageStore"]
 
 log = logging.getLogger("sievemq.store")
-
-
-_FIRST_PAGES = 1 << 16
-"""How much of a new queue's first file ``prepare_queues`` faults in (the first fault is the costly one)."""
-
-
-def _fault_in(mf: MappedFile) -> None:
-    """``prefault`` the first pages of a spare (a helper thread); a file closed meanwhile is no error."""
-    with contextlib.suppress(Exception):
-        mf.prefault(0, _FIRST_PAGES)
 
 
 class MessageStore:
@@ -261,29 +251,20 @@ class MessageStore:
 
     async def prepare_queues(self, topic: str, queue_ids: range) -> int:
         """Make a new topic's queues ready before their first message: each one's first consume-queue file is
-        created and allocated (a spare), and its first pages are faulted in by a helper thread. The first write to
-        a fresh mapping costs a couple of milliseconds on ext4, which the event loop would otherwise pay in the
-        middle of a put. Returns how many files it prepared; best effort (a full disk: none, and the puts decide).
+        created and allocated (a spare), so that the first put does not pay for making it (a folder, a file, its
+        first blocks). Returns how many files it prepared; best effort (a full disk: none, and the puts decide;
+        near the open-files budget: none, they would be closed before their first message).
         """
         if not self._available or self._stopping:
             return 0
         if MappedFile.open_files + len(queue_ids) > self.queues.budget * LOW_WATER:
-            return 0  # they would be parked before their first message: the first put pays the fault
+            return 0
         cqs = [self.queues.get_or_create(topic, q) for q in queue_ids]
         try:
             spares = self.writer.space.spare_first_files(cqs)
         except (DiskFullError, OSError) as e:
             log.info("queues of %s not prepared ahead: %s", topic, e)
             return 0
-        if spares and prefault_supported():
-            loop = asyncio.get_running_loop()
-            for cq in cqs:  # no parking while a helper thread touches their mappings
-                cq.pins += 1
-            try:
-                await asyncio.gather(*(loop.run_in_executor(None, _fault_in, mf) for mf in spares))
-            finally:
-                for cq in cqs:
-                    cq.pins -= 1
         return len(spares)
 
     async def put_message(self, msg: MessageExt) -> PutResult:

@@ -136,7 +136,7 @@ async def test_a_queue_in_a_sync_round_is_not_parked(open_store: Callable[..., M
     await fill(s, topics=1)
     cq = s.queues.find("T0", 0)
     assert cq is not None
-    cq.pins += 1  # what the flusher does while its job holds the queue's descriptors
+    cq.pins += 1  # what the flusher does while its job holds the descriptors of the queue's extension files
     assert not cq.park() and not cq.parked
     cq.pins -= 1
     assert cq.park() and cq.parked
