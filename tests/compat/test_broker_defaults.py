@@ -17,6 +17,8 @@ SET_BY_THE_TESTS = {
 """Settings the compatibility fixtures give each side (tests/support/rocketmq.py, tests/support/procs.py)."""
 DELIBERATE = {
     "enableCalcFilterBitMap": ("false", "true", "Bloom bitmaps of SQL92 groups are on: filtering is sievemq's heart"),
+    "compressedRegister": ("false", "true", "the topic table is compressed once it holds 1,000 topics"),
+    "forceRegister": ("true", "false", "periodic rounds ask QUERY_DATA_VERSION first (docs/registration.md)"),
 }
 """key -> (RocketMQ's default, sievemq's, why)."""
 

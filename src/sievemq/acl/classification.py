@@ -144,7 +144,7 @@ NAMESRV_RULES: Mapping[int, Rule] = {
     C.GET_KVLIST_BY_NAMESPACE: _open("KV settings of a namespace"),
     C.REGISTER_BROKER: _admin(
         "a broker's registration (routes follow it)", "brokerName", "brokerAddr", "clusterName", "haServerAddr",
-        "brokerId", "heartbeatTimeoutMillis", "enableActingMaster", "compressed", "bodyCrc32"),
+        "brokerId", "heartbeatTimeoutMillis", "enableActingMaster", "compressed", "bodyCrc32", "topicTablePart"),
     C.UNREGISTER_BROKER: _admin("a broker leaving", "brokerName", "brokerAddr", "clusterName", "brokerId"),
     C.QUERY_DATA_VERSION: _admin(
         "a broker's liveness check (it refreshes the broker's last-seen time)", "brokerName", "brokerAddr",

@@ -95,13 +95,31 @@ class _BrokerIdentity:
         "folder of the store (commit log, queues, index, config)", "./sievemq-data", fmt=STORE_DIR
     )
     register_broker_interval_seconds: float = setting("how often to register with every name server", 30.0, above=0)
+    compressed_register: bool = setting(
+        "send the topic table in RocketMQ's compressed form (zlib) once it holds 1000 topics or more: ~60x smaller "
+        "than JSON (docs/registration.md)",
+        True,
+    )
+    force_register: bool = setting(
+        "send the whole topic table every registerBrokerIntervalSeconds; false: each round asks each name server "
+        "for the data version it holds (QUERY_DATA_VERSION, a sign of life too) and sends the table only where it "
+        "changed or was lost (docs/registration.md)",
+        False,
+    )
+    enable_split_registration: bool = setting(
+        "send the topic table in parts of splitRegistrationSize topics, one REGISTER_BROKER each", False
+    )
+    split_registration_size: int = setting(
+        "topics per part when enableSplitRegistration is on", 800, lo=2, hi=1_000_000
+    )
     auto_create_topic_enable: bool = setting("create unknown topics on first send (from TBW102)", True)
     auto_create_subscription_group: bool = setting("create unknown consumer groups on first use", True)
     max_topics: int = setting(
         "topics a broker holds at most, its own system topics and the groups' retry and dead-letter topics not "
-        "counted; a send that would create one more, or a topic creation, is refused (reason TOO_MANY_TOPICS). Each "
-        "queue that holds messages costs a 6 MB file, so this bounds the disk auto-creation lets any client take",
-        1024,
+        "counted; a send that would create one more, or a topic creation, is refused (reason TOO_MANY_TOPICS). A "
+        "topic costs memory (about 2 KB a queue that held messages) and a line of the topic table, not disk or open "
+        "files (docs/many-topics.md): this bounds the memory auto-creation lets any client take",
+        100_000,
         lo=1,
         hi=1_000_000,
     )

@@ -6,22 +6,46 @@ one worker thread writes it with ``atomic_write_json`` (``store/jsonfile.py``: t
 Writes of one file happen in order and coalesce: while a write runs, only the newest pending document of that
 file is kept, so a burst of changes costs at most two writes. ``write`` waits until a document (or a newer
 one) is on disk, for requests whose answer promises durability; ``settled`` waits until what was saved so far is.
+
+A large table (100,000 topics) uses ``save_lazy``: it passes a function that snapshots the table, called on the
+loop once per actual write however many changes came meanwhile, and returns the encoder the worker thread runs
+(docs/topic-table.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sievemq.store.jsonfile import atomic_write_json
+from sievemq.store.jsonfile import atomic_write_bytes, atomic_write_json
 
-__all__ = ["ConfigWriter"]
+__all__ = ["ConfigWriter", "Encode", "Snapshot"]
+
+Encode = Callable[[], bytes]
+"""Runs in the worker thread: the bytes of a snapshot taken on the loop."""
+Snapshot = Callable[[], Encode]
+"""Runs on the loop right before a write: takes a consistent snapshot (cheap: a shallow copy) and returns its
+encoder."""
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Lazy:
+    take: Snapshot
+    written: Callable[[Encode, OSError | None], None] | None
+
+
+def _write(path: Path, document: Any) -> None:
+    if callable(document):
+        atomic_write_bytes(path, document())
+    else:
+        atomic_write_json(path, document)
 
 
 @dataclass
@@ -50,6 +74,22 @@ class ConfigWriter:
             atomic_write_json(path, document)
             return
         self._enqueue(path, document)
+
+    def save_lazy(
+        self, path: Path, take: Snapshot, written: Callable[[Encode, OSError | None], None] | None = None
+    ) -> None:
+        """Write ``path`` soon with what ``take`` snapshots, taken when the write starts (on the loop), encoded in
+        the worker thread; without a loop: now. ``written(encoder, error)`` is called on the loop after each write
+        of such a snapshot (``error`` None: it is on disk)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            encode = take()
+            atomic_write_bytes(path, encode())
+            if written is not None:
+                written(encode, None)
+            return
+        self._enqueue(path, _Lazy(take, written))
 
     async def write(self, path: Path, document: Any) -> None:
         """Write ``document`` to ``path`` and wait until it (or a newer document) is on disk; OSError on failure."""
@@ -84,11 +124,19 @@ class ConfigWriter:
                 document, waiters = f.pending, f.waiters
                 f.pending, f.has_pending, f.waiters, f.inflight = None, False, [], waiters
                 error: OSError | None = None
+                lazy = document if isinstance(document, _Lazy) else None
                 try:
-                    await loop.run_in_executor(self._executor, atomic_write_json, path, document)
+                    if lazy is not None:
+                        document = lazy.take()
+                    await loop.run_in_executor(self._executor, _write, path, document)
                 except OSError as e:
                     error = e
                     log.error("cannot write %s: %s", path, e)
+                except Exception as e:  # a snapshot that does not encode: a bug, said, and the waiters told
+                    error = OSError(f"cannot encode {path.name}: {type(e).__name__}: {e}")
+                    log.exception("cannot encode %s", path)
+                if lazy is not None and lazy.written is not None and callable(document):
+                    lazy.written(document, error)
                 for w in waiters:
                     if w.done():
                         continue

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from sievemq.protocol.heartbeat import Subscription
 
@@ -34,21 +35,47 @@ class TopicVerdict:
     inconsistent: Mapping[str, Subscription] = field(default_factory=dict)
 
 
+_NONE: Mapping[str, Subscription] = MappingProxyType({})
+"""The inconsistent clients of a topic only one client subscribes (read-only: shared)."""
+
+
 def decide(
     subscriptions: Mapping[str, Mapping[str, Subscription]],
     registered_at: Mapping[str, Mapping[str, int]],
 ) -> dict[str, TopicVerdict]:
     """Verdicts per topic from each live client's subscriptions and the sequence number at which it registered
-    its current expression of each topic."""
+    its current expression of each topic.
+
+    A group may subscribe 100,000 topics (docs/metrics.md §12), and this runs whenever a client joins, leaves or
+    changes its subscriptions: a topic one client subscribes is decided without normalising its expression, and an
+    expression is normalised once per call however many topics use it."""
     topics: dict[str, list[str]] = {}
     for cid, subs in subscriptions.items():
         for topic in subs:
             topics.setdefault(topic, []).append(cid)
+    keys: dict[tuple[bool, str, str], tuple[str, str]] = {}
+
+    def key_of(sub: Subscription) -> tuple[str, str]:
+        k = (sub.class_filter_mode, sub.expression_type, sub.sub_string)
+        v = keys.get(k)
+        if v is None:
+            v = keys[k] = sub.expression_key()
+        return v
+
+    alone: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}
+    """A client's holders and consistent set for the topics only it subscribes: shared, not made per topic."""
     out: dict[str, TopicVerdict] = {}
     for topic, cids in topics.items():
+        if len(cids) == 1:
+            cid = cids[0]
+            one = alone.get(cid)
+            if one is None:
+                one = alone[cid] = ((cid,), frozenset(cids))
+            out[topic] = TopicVerdict(topic, subscriptions[cid][topic], one[0], one[1], _NONE)
+            continue
         by_key: dict[tuple[str, str], list[str]] = {}
         for cid in cids:
-            by_key.setdefault(subscriptions[cid][topic].expression_key(), []).append(cid)
+            by_key.setdefault(key_of(subscriptions[cid][topic]), []).append(cid)
 
         def seq(cid: str, topic: str = topic) -> tuple[int, str]:
             return (registered_at.get(cid, {}).get(topic, 0), cid)

@@ -41,7 +41,7 @@ from sievemq.broker.processors.send import SendProcessor, SendSettings
 from sievemq.broker.processors.send_back import SendBackProcessor
 from sievemq.broker.processors.transaction import TransactionProcessor
 from sievemq.broker.processors.verdicts import MessageVerdictProcessor
-from sievemq.broker.registration import NamesrvRegistrar
+from sievemq.broker.registration import NamesrvRegistrar, RegisterSettings, TableSnapshot
 from sievemq.broker.replication import build_replication
 from sievemq.broker.schedule import ScheduleService
 from sievemq.broker.stats import BrokerStats
@@ -95,6 +95,7 @@ class BrokerController:
             save,
             self.writer.settled,
             config.max_topics,
+            writer=self.writer,  # changes go to config/topics.json's journal (docs/topic-table.md)
         )
         if config.trace_topic_enable:  # RocketMQ's trace topic, 1 queue (docs/traces.md §1); a stored config wins
             trace_topic = config.msg_trace_topic_name
@@ -102,7 +103,7 @@ class BrokerController:
         self.offsets = ConsumerOffsetManager(config_dir, save)
         self.groups = SubscriptionGroupManager(
             config_dir, config.auto_create_subscription_group, config.max_reconsume_times, save,
-            config.max_subscription_groups,
+            config.max_subscription_groups, writer=self.writer,
         )  # fmt: skip
         self.consumers = ConsumerManager(self._notify_consumer_ids_changed, config.subscription_consistency)
         self.producers = ProducerManager()
@@ -170,7 +171,10 @@ class BrokerController:
             outgoing_tls(config),
             self.replication.on_registration,
             self.replication.wants_master,
-        )
+            settings=RegisterSettings(config.compressed_register, config.force_register,
+                                      config.enable_split_registration, config.split_registration_size),
+            force=self._registration_answers,  # a slave learns its master from what a registration answers
+        )  # fmt: skip
         self._tasks: list[asyncio.Task[None]] = []
         self.final_phy_offset: int | None = None
         """The commit log's end once ``stop()`` stopped every writer (a failover broker's next term starts there)."""
@@ -288,11 +292,13 @@ class BrokerController:
             "haServerAddr": c.ha_address,
         }
 
-    def _register_body(self) -> dict[str, Any]:
-        return {
-            "filterServerList": self.filter_servers.addresses(),
-            "topicConfigSerializeWrapper": self.topics.wrapper(),
-        }
+    def _register_body(self) -> TableSnapshot:
+        # references only: the registrar encodes them once per data version, beside the event loop when large
+        topics = self.topics
+        return TableSnapshot(dict(topics.data_version), list(topics.table.values()), self.filter_servers.addresses())
+
+    def _registration_answers(self) -> bool:
+        return self.replication.is_slave and self.replication.term is None
 
     async def register_now(self) -> None:
         """Register with every name server at once (after a topic change)."""
@@ -414,6 +420,7 @@ class BrokerController:
         self.topics.persist()
         self.groups.persist()
         await self.writer.close()
+        await self.topics.close()
         self.final_phy_offset = self.store.max_phy_offset  # nothing writes any more: what the store holds
         await self.store.shutdown()
         log.info("broker %s stopped cleanly", self.config.broker_name)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from sievemq.broker.config_files import ConfigWriter
 from sievemq.errors import RemotingError
 from sievemq.protocol.names import IllegalName, group_problem
 from sievemq.protocol.reasons import Reason
@@ -65,6 +69,11 @@ class GroupConfig:
         return cls(**kw)
 
 
+def encode_groups(table: dict[str, GroupConfig], option: int = 0) -> bytes:
+    """``{"subscriptionGroupTable": ...}`` as RocketMQ's JSON, sorted (orjson encodes the dataclasses directly)."""
+    return orjson.dumps({"subscriptionGroupTable": table}, option=option | orjson.OPT_SORT_KEYS)
+
+
 class SubscriptionGroupManager:
     """The broker's group table."""
 
@@ -75,12 +84,16 @@ class SubscriptionGroupManager:
         max_reconsume_times: int,
         save: Callable[[Path, Any], None] = atomic_write_json,
         max_groups: int = 1_000_000,
+        writer: ConfigWriter | None = None,
     ) -> None:
         """``save(path, document)`` writes the file (the broker's ``ConfigWriter.save``: off the event loop);
-        ``max_groups``: how many groups the table holds at most (``maxSubscriptionGroups``)."""
+        ``writer``: instead, the table is snapshotted once per actual write and encoded in the writer's thread
+        (docs/topic-table.md §6); ``max_groups``: how many groups the table holds at most
+        (``maxSubscriptionGroups``)."""
         self.max_groups = max_groups
         self.path = config_dir / "subscriptionGroup.json"
         self._save = save
+        self._writer = writer
         self.table: dict[str, GroupConfig] = {}
         self.auto_create = auto_create
         self.max_reconsume_times = max_reconsume_times
@@ -95,8 +108,15 @@ class SubscriptionGroupManager:
                 log.error("%s: group %.160r skipped: %s", self.path, name, e)
 
     def persist(self) -> None:
-        """Save the table."""
-        self._save(self.path, {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}})
+        """Save the table (a ``GroupConfig`` in it is never changed in place, it is replaced: a shallow copy is a
+        consistent snapshot)."""
+        if self._writer is not None:
+            self._writer.save_lazy(self.path, self._take)
+        else:
+            self._save(self.path, {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.table.items())}})
+
+    def _take(self) -> Callable[[], bytes]:
+        return partial(encode_groups, dict(self.table), orjson.OPT_INDENT_2)
 
     def find(self, group: str) -> GroupConfig | None:
         """The group's config; created with defaults when auto-creation is on and ``group`` is a legal name, as

@@ -25,11 +25,14 @@ class PullHoldService:
 
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[_Waiter]] = {}
+        self._held = 0
+        """Parked pulls over every queue (``held``: GET_BROKER_RUNTIME_INFO asks without walking the queues)."""
 
     def hold(self, topic: str, queue_id: int, offset: int, match: CqMatch | None) -> asyncio.Future[None]:
         """Park a pull waiting for an entry at ``offset`` or later that ``match(tags_code, properties)`` accepts."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault((topic, queue_id), []).append(_Waiter(offset, match, fut))
+        self._held += 1
         return fut
 
     def release(self, topic: str, queue_id: int, fut: asyncio.Future[None]) -> None:
@@ -38,7 +41,9 @@ class PullHoldService:
         ws = self._waiters.get(key)
         if ws is None:
             return
+        before = len(ws)
         ws[:] = [w for w in ws if w.future is not fut]
+        self._held -= before - len(ws)
         if not ws:
             del self._waiters[key]
 
@@ -55,7 +60,7 @@ class PullHoldService:
 
     def held(self) -> int:
         """Number of parked pulls."""
-        return sum(len(ws) for ws in self._waiters.values())
+        return self._held
 
     def wake(self, topic: str, queue_id: int) -> None:
         """Wake every pull parked on one queue (its group's offset was reset: docs/admin.md §4)."""

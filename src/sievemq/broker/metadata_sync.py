@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 KICKED_GAP_S = 1.0
 """The shortest time between two rounds (a flood of messages of unknown topics brings one round a second)."""
+TOPIC_PAGE = 2000
+"""Topics per GET_ALL_TOPIC_CONFIG page (RocketMQ 5's ``splitMetadataSize``)."""
+PAGE_RESTARTS_MAX = 5
+"""How many times a copy starts over because the master's topics changed while it was paging."""
 
 
 class MetadataSync:
@@ -74,6 +78,10 @@ class MetadataSync:
         """With ACL 2.0 on: where the master's users and ACLs go (set by the broker once its gate exists)."""
         self.auth_source_off: str | None = None
         """The source that answered GET_ALL_AUTH_METADATA with 3 (its ACL 2.0 is off), or None."""
+        self._copied: tuple[bytes, str, bool] | None = None
+        """The master's topic data version copied last (with its address and the merge flag)."""
+        self._copied_revision = -1
+        """Our table's revision right after that copy."""
         self._task = Background("slave-metadata-sync")
         self._kick = asyncio.Event()
 
@@ -114,6 +122,49 @@ class MetadataSync:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), self.interval - gap)
 
+    async def _topic_page(self, addr: str, seq: int, version: str, count: int) -> tuple[dict[str, Any], int | None]:
+        """One page of the master's topics, and its total (None: a master that does not page sent them all)."""
+        fields = {"topicSeq": seq, "maxTopicNum": count, "dataVersion": version}
+        resp = await self.pool.request(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, fields),
+                                       timeout=30.0)  # fmt: skip
+        if resp.code != ResponseCode.SUCCESS:
+            raise ConnectionError(f"the master answered GET_ALL_TOPIC_CONFIG with [{resp.code}] {resp.remark}")
+        body = orjson.loads(resp.body) if resp.body else {}
+        total = resp.ext_fields.get("totalTopicNum")
+        return (body if isinstance(body, dict) else {}), (int(total) if total is not None else None)
+
+    async def _copy_topics(self, addr: str, merge: bool) -> None:
+        """Take the master's topics, in pages; nothing more than a one-topic page when its data version is the one
+        copied last and ours did not change since (docs/topic-table.md §5)."""
+        probe, total = await self._topic_page(addr, 0, "", 1)
+        version = probe.get("dataVersion") or {}
+        key = (orjson.dumps(version, option=orjson.OPT_SORT_KEYS), addr, merge)
+        if key == self._copied and self.topics.revision == self._copied_revision:
+            return
+        if total is None or total <= 1:  # all of it came already
+            table = probe.get("topicConfigTable") or {}
+        else:
+            table = {}
+            seq, restarts = 0, 0
+            while seq < total:
+                page, total_now = await self._topic_page(addr, seq, orjson.dumps(version).decode(), TOPIC_PAGE)
+                rows = page.get("topicConfigTable") or {}
+                if (page.get("dataVersion") or {}) != version:  # changed meanwhile: from the start
+                    restarts += 1
+                    if restarts > PAGE_RESTARTS_MAX:
+                        raise ConnectionError("the master's topics kept changing while they were copied")
+                    version, table, seq = page.get("dataVersion") or {}, {}, 0
+                    total = total_now if total_now is not None else total
+                    key = (orjson.dumps(version, option=orjson.OPT_SORT_KEYS), addr, merge)
+                    continue
+                if not rows:
+                    break
+                table.update(rows)
+                seq += len(rows)
+                total = total_now if total_now is not None else total
+        self.topics.replace_all({"dataVersion": version, "topicConfigTable": table}, merge)
+        self._copied, self._copied_revision = key, self.topics.revision
+
     async def _get(self, addr: str, code: int) -> Any:
         resp = await self.pool.request(addr, RemotingCommand.request(code), timeout=10.0)
         if resp.code != ResponseCode.SUCCESS:
@@ -132,7 +183,7 @@ class MetadataSync:
         resp = await self.pool.request(addr, push, timeout=10.0)
         if resp.code != ResponseCode.SUCCESS:
             raise ConnectionError(f"the master refused our offsets: [{resp.code}] {resp.remark}")
-        self.topics.replace_all(await self._get(addr, RequestCode.GET_ALL_TOPIC_CONFIG), merge)
+        await self._copy_topics(addr, merge)
         self.groups.replace_all((await self._get(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).get(
             "subscriptionGroupTable") or {}, merge)  # fmt: skip
         self.offsets.merge_max((await self._get(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).get("offsetTable") or {})

@@ -8,6 +8,10 @@ from its old position must not undo the reset), and its pulls from any other off
 (``take_reset``), once ``RESET_GRACE_SECONDS`` have passed: a client told of the reset (RESET_CONSUMER_CLIENT_OFFSET)
 moves by itself in that time, and a pull answered "moved" as well would make it drop the queue until its next
 rebalance and consume it a third time. A mark lives in memory, for at most ``RESET_PENDING_SECONDS``.
+
+A broker may hold 100,000 topics and their groups' offsets (docs/metrics.md §12): the groups of a topic and the topics
+of a group are indexed (QUERY_TOPIC_CONSUME_BY_WHO, consume stats and group deletion do not walk the table), and a
+snapshot to persist re-encodes only the entries that changed since the last one.
 """
 
 from __future__ import annotations
@@ -44,12 +48,46 @@ class ConsumerOffsetManager:
         self.pulled: dict[str, dict[int, int]] = {}
         """``topic@group`` -> queue id -> the offset the group's last pull of it was told to go on from (memory only,
         as RocketMQ's pullOffsetTable): what consume stats report as ``pullOffset``."""
+        self._groups_of: dict[str, set[str]] = {}
+        """Topic -> groups with an entry in ``table`` (kept by every method that adds or removes one)."""
+        self._topics_of: dict[str, set[str]] = {}
+        """Group -> topics with an entry in ``table``."""
+        self._encoded: dict[str, dict[str, int]] = {}
+        """``topic@group`` -> its entry as the persisted document writes it (every entry of ``table``, those in
+        ``_changed`` as of the last snapshot)."""
+        self._changed: set[str] = set()
+        """Keys changed since the last snapshot (their ``_encoded`` entry is stale or missing)."""
+
+    def _queues(self, topic: str, group: str) -> dict[int, int]:
+        """The entry of (topic, group), made (and indexed) when there is none; marked changed."""
+        key = f"{topic}@{group}"
+        queues = self.table.get(key)
+        if queues is None:
+            queues = self.table[key] = {}
+            self._groups_of.setdefault(topic, set()).add(group)
+            self._topics_of.setdefault(group, set()).add(topic)
+        self._changed.add(key)
+        return queues
+
+    def _drop(self, topic: str, group: str) -> None:
+        """Remove the entry of (topic, group) and its index entries."""
+        key = f"{topic}@{group}"
+        self.table.pop(key, None)
+        self._encoded.pop(key, None)
+        self._changed.discard(key)
+        for index, a, b in ((self._groups_of, topic, group), (self._topics_of, group, topic)):
+            members = index.get(a)
+            if members is not None:
+                members.discard(b)
+                if not members:
+                    del index[a]
 
     def load(self) -> None:
         """Read the persisted table."""
         data = read_json(self.path, None) or {}
         for key, queues in (data.get("offsetTable") or {}).items():
-            self.table[key] = {int(q): int(o) for q, o in queues.items()}
+            topic, _, group = str(key).partition("@")
+            self._queues(topic, group).update({int(q): int(o) for q, o in queues.items()})
 
     def persist(self, force: bool = False) -> None:
         """Save the table if it changed since the last save (or ``force``)."""
@@ -62,23 +100,31 @@ class ConsumerOffsetManager:
         (unless not ``mark``: a copy for a replica)."""
         if not (self._dirty or force):
             return None
+        encoded = self._encoded if mark else dict(self._encoded)
+        for key in self._changed:
+            queues = self.table.get(key)
+            if queues is not None:
+                encoded[key] = {str(q): o for q, o in sorted(queues.items())}
         if mark:
             self._dirty = False
-        return {"offsetTable": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(self.table.items())}}
+            self._changed = set()
+        # the entries in the order first written (RocketMQ's file has no order either): a copy of the outer dict,
+        # not a sort of 100,000 keys every second the table changed
+        return {"offsetTable": dict(encoded)}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Store a committed offset (negative offsets, as ali-ons sends for untouched queues, are ignored)."""
         if offset < 0 or (self._resets and self.pending_reset(group, topic, queue_id) is not None):
             return
-        queues = self.table.setdefault(f"{topic}@{group}", {})
-        if queues.get(queue_id) != offset:
-            queues[queue_id] = offset
+        queues = self.table.get(f"{topic}@{group}")
+        if queues is None or queues.get(queue_id) != offset:
+            self._queues(topic, group)[queue_id] = offset
             self._dirty = True
 
     def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Set the group's offset of a queue to ``offset`` (a reset) and ignore the group's commits of it until it
         pulls the queue again (``take_reset``)."""
-        self.table.setdefault(f"{topic}@{group}", {})[queue_id] = offset
+        self._queues(topic, group)[queue_id] = offset
         self._dirty = True
         now = self.clock()
         self._resets[(group, topic, queue_id)] = (offset, now + RESET_PENDING_SECONDS, now + RESET_GRACE_SECONDS)
@@ -115,12 +161,13 @@ class ConsumerOffsetManager:
             topic, sep, group = str(key).partition("@")
             if not sep or topic_problem(topic) or group_problem(group) or not isinstance(queues, dict):
                 raise ValueError(f"bad offset table entry {str(key)[:80]!r}")
-            mine = self.table.setdefault(f"{topic}@{group}", {})
+            mine = self.table.get(f"{topic}@{group}") or {}
             for q, o in queues.items():
                 qid, off = int(q), int(o)
                 if not 0 <= qid < 1 << 31 or not 0 <= off < 1 << 63:
                     raise ValueError(f"bad offset {o!r} of queue {q!r} in {str(key)[:80]!r}")
                 if off > mine.get(qid, -1) and (not self._resets or self.pending_reset(group, topic, qid) is None):
+                    mine = self._queues(topic, group)
                     mine[qid] = off
                     moved += 1
         if moved:
@@ -146,38 +193,37 @@ class ConsumerOffsetManager:
 
     def groups_of_topic(self, topic: str) -> list[str]:
         """Groups with committed offsets on ``topic``."""
-        return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
+        return sorted(self._groups_of.get(topic, ()))
+
+    def topics_of_group(self, group: str) -> list[str]:
+        """Topics ``group`` has committed offsets of (no copy of the offsets: ``offsets_of_group`` makes one)."""
+        return sorted(self._topics_of.get(group, ()))
 
     def offsets_of_group(self, group: str) -> dict[str, dict[int, int]]:
         """Topic -> queue -> offset for ``group``."""
-        out: dict[str, dict[int, int]] = {}
-        for key, queues in self.table.items():
-            topic, _, g = key.partition("@")
-            if g == group:
-                out[topic] = dict(queues)
-        return out
+        return {t: dict(self.table[f"{t}@{group}"]) for t in sorted(self._topics_of.get(group, ()))}
 
     def groups(self) -> set[str]:
         """Every group with a committed offset."""
-        return {k.partition("@")[2] for k in self.table}
+        return set(self._topics_of)
 
     def remove_group(self, group: str) -> bool:
         """Forget every offset (and pending reset) of ``group``; True if it had any."""
-        keys = [k for k in self.table if k.partition("@")[2] == group]
-        for key in keys:
-            del self.table[key]
+        topics = sorted(self._topics_of.get(group, ()))
+        for topic in topics:
+            self._drop(topic, group)
         for r in [r for r in self._resets if r[0] == group]:
             del self._resets[r]
         for key in [k for k in self.pulled if k.partition("@")[2] == group]:
             del self.pulled[key]
-        if keys:
+        if topics:
             self._dirty = True
-        return bool(keys)
+        return bool(topics)
 
     def remove_topic(self, topic: str) -> None:
         """Forget every offset of ``topic``."""
-        for key in [k for k in self.table if k.split("@", 1)[0] == topic]:
-            del self.table[key]
+        for group in sorted(self._groups_of.get(topic, ())):
+            self._drop(topic, group)
             self._dirty = True
         for key in [k for k in self.pulled if k.split("@", 1)[0] == topic]:
             del self.pulled[key]

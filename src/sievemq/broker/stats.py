@@ -43,6 +43,10 @@ class BrokerStats:
         self.put_bytes_by_topic: Counter[str] = Counter()
         """Bytes of the stored records (body, properties and header, as in the commit log)."""
         self.get_bytes_by_topic: Counter[str] = Counter()
+        self.put_bytes_total = 0
+        """The sum of ``put_bytes_by_topic`` (``put_total`` and ``get_total`` are the other two tables' sums): a scrape
+        reads the first ``httpMetricsMaxSeries`` topics and takes the ``(other)`` series from the totals."""
+        self.get_bytes_total = 0
         self.send_latency = LatencyHistogram()
         """Seconds from a send's arrival at its processor to its answer (SYNC_FLUSH and SYNC_MASTER waits included)."""
         self.pull_latency = LatencyHistogram()
@@ -75,6 +79,7 @@ class BrokerStats:
         self.put_total += n
         self.put_by_topic[topic] += n
         self.put_bytes_by_topic[topic] += nbytes
+        self.put_bytes_total += nbytes
         self.windows.add("TOPIC_PUT", topic, n, nbytes)
 
     def get(self, topic: str, n: int, nbytes: int = 0, group: str | None = None) -> None:
@@ -89,6 +94,7 @@ class BrokerStats:
             self.found_total += 1
         self.get_by_topic[topic] += n
         self.get_bytes_by_topic[topic] += nbytes
+        self.get_bytes_total += nbytes
 
     def stats_data(self, name: str, key: str) -> dict[str, dict[str, float]] | None:
         """RocketMQ's stats ``name`` (``TOPIC_PUT_NUMS``...) of ``key`` over the last minute, hour and day, None when
@@ -104,7 +110,7 @@ class BrokerStats:
         rates (``"<10 s> <1 min> <10 min>"`` messages per second, a window not covered yet empty), stored sizes,
         send latency percentiles (ms, the upper bound of the histogram bucket), boot time and uptime."""
         self._tick()
-        put_bytes = sum(self.put_bytes_by_topic.values())
+        put_bytes = self.put_bytes_total
         times = max(1, self.put_total)  # RocketMQ's putMessageTimesTotal is at least 1
         now_ms = int(self._clock() * 1000)
         return {

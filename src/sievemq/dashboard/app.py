@@ -216,8 +216,9 @@ class _Api:
 
     async def topics(self, q: Query, user: User) -> Any:
         system, limit = q.take_bool("system"), q.take_int("limit", 500, 1, LIST_MAX)
+        after = q.take_after()
         q.done()
-        return await self.data.topics(system, limit)
+        return await self.data.topics(system, limit, after)
 
     async def topic(self, q: Query, user: User) -> Any:
         topic = q.take_topic()
@@ -226,8 +227,9 @@ class _Api:
 
     async def groups(self, q: Query, user: User) -> Any:
         system, limit = q.take_bool("system"), q.take_int("limit", 500, 1, LIST_MAX)
+        after = q.take_after()
         q.done()
-        return await self.data.groups(system, limit)
+        return await self.data.groups(system, limit, after)
 
     async def group(self, q: Query, user: User) -> Any:
         group = q.take_group()

@@ -143,6 +143,11 @@ class Query:
             raise bad_parameter(name, "contains control characters")
         return raw
 
+    def take_after(self, name: str = "after") -> str | None:
+        """Where a list's page starts (the name after which it goes on: any topic or group name, system ones
+        included, so only its length and characters are checked), or None when absent."""
+        return self.take_text(name, 255) if self._raw(name, False) is not None else None
+
     def take_key(self, name: str = "key") -> str:
         """A message key (KEYS holds keys separated by spaces: a key has none)."""
         value = self.take_text(name, KEY_MAX)

@@ -7,6 +7,7 @@ with a JSON-ready dict; parameters arrive checked (``params.py``) and answers ar
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from typing import Any
 
 from sievemq.admin.api import AdminClient, BrokerInfo, describe_failure
@@ -29,6 +30,11 @@ LIST_MAX = 2000
 """Most topics or groups one list answers (``truncated`` says when there were more)."""
 _AT_ONCE = 8
 """Topics or groups asked about at once by one list."""
+
+
+def _page(names: list[str], after: str | None) -> list[str]:
+    """The sorted ``names`` after ``after`` (all of them when None)."""
+    return names if after is None else names[bisect_right(names, after):]
 
 
 class DashboardData:
@@ -63,12 +69,14 @@ class DashboardData:
         stats.errors.update(errors)
         return stats, await self._route(topic), consumed
 
-    async def topics(self, include_system: bool, limit: int) -> dict[str, Any]:
-        """``/api/topics``: every topic (not the system ones unless asked), at most ``limit``."""
+    async def topics(self, include_system: bool, limit: int, after: str | None = None) -> dict[str, Any]:
+        """``/api/topics``: the topics (not the system ones unless asked) in name order, at most ``limit``, those
+        after ``after`` when given (a page; ``next`` is the ``after`` of the next one, None on the last)."""
         brokers = await self.admin.brokers()
         system = {b.name for b in brokers} | {b.cluster for b in brokers} | {reply_topic(b.cluster) for b in brokers}
-        names = sorted(t for t in await self.admin.topic_list()
+        every = sorted(t for t in await self.admin.topic_list()
                        if include_system or not (is_system_topic(t) or t in system))  # fmt: skip
+        names = _page(every, after)
         gate = asyncio.Semaphore(_AT_ONCE)
         errors: dict[str, str] = {}
 
@@ -84,16 +92,19 @@ class DashboardData:
                     return None
 
         rows = await asyncio.gather(*(one(t) for t in names[:limit]))
-        return {"topics": [r for r in rows if r is not None], "truncated": len(names) > limit, "errors": errors}
+        return {"topics": [r for r in rows if r is not None], "truncated": len(names) > limit, "errors": errors,
+                "total": len(every), "next": names[limit - 1] if len(names) > limit else None}  # fmt: skip
 
     async def topic(self, topic: str) -> dict[str, Any]:
         """``/api/topic``: one topic's queues and consumers (TopicNotFound when there is no such topic)."""
         return views.topic_detail(*await self._topic(topic, await self.admin.brokers()))
 
-    async def groups(self, include_system: bool, limit: int) -> dict[str, Any]:
-        """``/api/groups``: every consumer group with members, subscriptions, consistency and total lag."""
+    async def groups(self, include_system: bool, limit: int, after: str | None = None) -> dict[str, Any]:
+        """``/api/groups``: the consumer groups with members, subscriptions, consistency and total lag, in name
+        order, at most ``limit``, those after ``after`` when given (``next``: as for topics)."""
         brokers = await self.admin.brokers()
-        names = sorted(g for g in await known_groups(self.admin, brokers) if include_system or g not in SYSTEM_GROUPS)
+        every = sorted(g for g in await known_groups(self.admin, brokers) if include_system or g not in SYSTEM_GROUPS)
+        names = _page(every, after)
         gate = asyncio.Semaphore(_AT_ONCE)
 
         async def one(g: str) -> dict[str, Any]:
@@ -110,14 +121,20 @@ class DashboardData:
                     "topics": progress.topics, "consistency": state, "errors": progress.errors}  # fmt: skip
 
         rows = await asyncio.gather(*(one(g) for g in names[:limit]))
-        return {"groups": list(rows), "truncated": len(names) > limit}
+        return {"groups": list(rows), "truncated": len(names) > limit, "total": len(every),
+                "next": names[limit - 1] if len(names) > limit else None}  # fmt: skip
 
     async def group(self, group: str) -> dict[str, Any]:
         """``/api/group``: lag per queue, members and their subscriptions, consistency, filter counts."""
         progress = await group_progress(self.admin, group)
         statuses = await self.admin.group_status(group)
         filters = await self.admin.group_filters(group)
-        return {**progress.to_json(), "consistency": views.consistency(statuses), "status": statuses,
+        doc = progress.to_json()
+        queues = doc.get("queues") or []
+        if len(queues) > LIST_MAX:  # a group consuming thousands of topics: the most lagging queues, in order
+            keep = set(sorted(range(len(queues)), key=lambda i: -int(queues[i].get("lag") or 0))[:LIST_MAX])
+            doc["queues"] = [q for i, q in enumerate(queues) if i in keep]
+        return {**doc, "queuesTotal": len(queues), "consistency": views.consistency(statuses), "status": statuses,
                 "filters": filters}  # fmt: skip
 
     async def by_id(self, msg_id: str, topic: str | None) -> dict[str, Any]:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import zlib
-from typing import Any
 
 import orjson
 
 from sievemq.namesrv.departures import describe
 from sievemq.namesrv.routes import RouteTable
+from sievemq.protocol import register_body
 from sievemq.protocol.names import IllegalName
 from sievemq.protocol.reasons import REASON_FIELD, Reason
-from sievemq.protocol.route import TopicConfig
+from sievemq.protocol.register_body import PART_FIELD, BodyError, looks_compressed, table_part, version_key
 from sievemq.remoting.codes import RequestCode, ResponseCode
 from sievemq.remoting.command import RemotingCommand
 from sievemq.remoting.connection import Connection
@@ -22,6 +23,9 @@ from sievemq.remoting.server import ProcessorTable
 from sievemq.settings.properties import config_properties
 
 log = logging.getLogger(__name__)
+
+OFF_LOOP_BYTES = 64 * 1024
+"""A registration body larger than this is read in a worker thread (the event loop keeps answering routes)."""
 
 
 class NamesrvProcessors:
@@ -59,43 +63,47 @@ class NamesrvProcessors:
         table.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm)
 
     async def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """103 REGISTER_BROKER: record the broker, its topics and its filter servers."""
+        """103 REGISTER_BROKER: record the broker, its topics and its filter servers. The body may be compressed
+        (RocketMQ's binary form: header ``compressed``, or recognised by its zlib header); the same body again
+        under the same data version is only a sign of life (docs/registration.md §3)."""
         f = cmd.ext_fields
-        crc = int_or(f, "bodyCrc32", 0)
-        if crc and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != crc:
+        body = cmd.body or b""
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        given = int_or(f, "bodyCrc32", 0)
+        if given and crc != given:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        if get_bool(f, "compressed"):
-            return cmd.response(
-                ResponseCode.SYSTEM_ERROR,
-                "compressed RegisterBrokerBody is not supported; set compressedRegister=false on the broker",
-            )
-        topics: list[TopicConfig] = []
-        filter_servers: list[str] = []
-        data_version: dict[str, Any] = {}
-        if cmd.body:
+        cluster, addr = require_str(f, "clusterName"), require_str(f, "brokerAddr")
+        name, broker_id = require_str(f, "brokerName"), require_int(f, "brokerId")
+        ha = get_str(f, "haServerAddr", "") or ""
+        key = (crc, len(body))
+        result = self.routes.repeat(cluster, addr, name, broker_id, ha, key, id(conn), time.monotonic())
+        if result is None:
             try:
-                body = orjson.loads(cmd.body)
-                wrapper = body.get("topicConfigSerializeWrapper") or {}
-                data_version = dict(wrapper.get("dataVersion") or {})
-                topics = [TopicConfig.from_json(tc) for tc in (wrapper.get("topicConfigTable") or {}).values()]
-                filter_servers = [str(a) for a in body.get("filterServerList") or []]
+                part = table_part(f.get(PART_FIELD))
+                compressed = get_bool(f, "compressed") or looks_compressed(body)
+                if len(body) > OFF_LOOP_BYTES:  # a large table: read it beside the event loop
+                    decoded = await asyncio.to_thread(register_body.decode, body, compressed)
+                else:
+                    decoded = register_body.decode(body, compressed)
             except IllegalName as e:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {REASON_FIELD: Reason.INVALID_NAME})
-            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
-                why = f"malformed RegisterBrokerBody: {e}"
+            except ValueError as e:  # BodyError, a bad topicTablePart, a value out of range
+                why = str(e) if isinstance(e, BodyError) else f"malformed RegisterBrokerBody: {e}"
                 return cmd.response(ResponseCode.SYSTEM_ERROR, why, {REASON_FIELD: Reason.INVALID_HEADER})
-        result = self.routes.register_broker(
-            cluster=require_str(f, "clusterName"),
-            broker_addr=require_str(f, "brokerAddr"),
-            broker_name=require_str(f, "brokerName"),
-            broker_id=require_int(f, "brokerId"),
-            ha_server_addr=get_str(f, "haServerAddr", "") or "",
-            topic_configs=topics,
-            data_version=data_version,
-            filter_server_list=filter_servers,
-            conn_id=id(conn),
-            now=time.monotonic(),
-        )
+            result = self.routes.register_broker(
+                cluster=cluster,
+                broker_addr=addr,
+                broker_name=name,
+                broker_id=broker_id,
+                ha_server_addr=ha,
+                topic_configs=decoded.topics,
+                data_version=decoded.data_version,
+                filter_server_list=decoded.filter_servers,
+                conn_id=id(conn),
+                now=time.monotonic(),
+                part=part,
+                body_key=key,
+            )
         self.registrations += 1
         kv = self.kv.get("ORDER_TOPIC_CONFIG", {})
         body_out = orjson.dumps({"table": kv}) if kv else b""
@@ -190,7 +198,7 @@ class NamesrvProcessors:
             incoming = orjson.loads(cmd.body) if cmd.body else {}
         except orjson.JSONDecodeError:
             incoming = {}
-        changed = live is None or live.data_version != incoming
+        changed = live is None or version_key(live.data_version) != version_key(incoming)
         if live is not None:
             live.last_update = time.monotonic()
         body = orjson.dumps(live.data_version) if live else b""

@@ -1,8 +1,13 @@
 """The name server's route tables (pure state, no I/O): which broker holds which queues of which topic.
 
-Only a master's (broker id 0) registration changes queue data, and only when its data version changed or it
-registers for the first time. Unlike RocketMQ 4.x, a master's registration is its complete topic list: topics
-it no longer lists are removed from its routes (so ``sievemq topic delete`` disappears from routes at once).
+Only a master's (broker id 0) registration changes queue data (docs/registration.md §3). With a new data version
+(or a broker new to this name server) its topics are applied, each compared with what the routes hold; with the
+same version only topics the routes lack are added (RocketMQ's rule: a split or incremental registration carries
+the version of its first part). A registration marked as the complete table (``part``: this is part i of n, a
+sievemq broker's ``topicTablePart`` header; 1 of 1 unsplit) also removes, once all n parts of one version arrived,
+the topics it no longer lists (so ``sievemq topic delete`` leaves the routes at once); an unmarked one (RocketMQ's
+brokers, whose registrations may be partial) removes none, as RocketMQ's name server. The same body again under
+the same version is a repeat: ``repeat`` answers it in O(1), without reading it.
 """
 
 from __future__ import annotations
@@ -11,7 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sievemq.namesrv.departures import Departures
+from sievemq.protocol.register_body import version_key
 from sievemq.protocol.route import PERM_READ, PERM_WRITE, BrokerData, QueueData, TopicConfig, TopicRouteData
+
+MAX_REMEMBERED_BODIES = 4096
+"""Bodies per broker address remembered as applied under its current data version (a split table's parts)."""
 
 
 @dataclass(slots=True)
@@ -22,6 +31,21 @@ class BrokerLive:
     data_version: dict[str, Any]
     conn_id: int
     ha_server_addr: str = ""
+    identity: tuple[str, str, int] = ("", "", 0)
+    """(cluster, broker name, broker id) it registered as."""
+    bodies: set[tuple[int, int]] = field(default_factory=set)
+    """(crc32, length) of the bodies applied under ``data_version``: the same body again is a repeat."""
+
+
+@dataclass(slots=True)
+class TableParts:
+    """The parts of a master's complete topic table received under one data version."""
+
+    version: tuple[int, int, int]
+    total: int
+    seen: set[int] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)
+    swept: bool = False
 
 
 @dataclass(slots=True)
@@ -43,6 +67,35 @@ class RouteTable:
     live: dict[str, BrokerLive] = field(default_factory=dict)
     filter_servers: dict[str, list[str]] = field(default_factory=dict)
     departures: Departures = field(default_factory=Departures)
+    broker_topics: dict[str, set[str]] = field(default_factory=dict)
+    """Broker name -> the topics it has queues of (an index of ``topic_queues``)."""
+    parts: dict[str, TableParts] = field(default_factory=dict)
+    """Master broker name -> its complete table's parts under its latest data version."""
+
+    def repeat(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        body_key: tuple[int, int],
+        conn_id: int,
+        now: float,
+    ) -> RegisterResult | None:
+        """A registration whose body (``body_key``: crc32 and length) was applied already under the broker's current
+        data version, from the same broker: refresh its liveness and answer (O(1)); None when it is not a repeat
+        (then read the body and call ``register_broker``)."""
+        live = self.live.get(broker_addr)
+        if live is None or live.identity != (cluster, broker_name, broker_id) or body_key not in live.bodies:
+            return None
+        bd = self.brokers.get(broker_name)
+        if bd is None or bd.broker_addrs.get(broker_id) != broker_addr:
+            return None
+        live.last_update = now
+        live.conn_id = conn_id
+        live.ha_server_addr = ha_server_addr
+        return self._result(bd, broker_id)
 
     def register_broker(
         self,
@@ -56,8 +109,12 @@ class RouteTable:
         filter_server_list: list[str],
         conn_id: int,
         now: float,
+        part: tuple[int, int] | None = (1, 1),
+        body_key: tuple[int, int] | None = None,
     ) -> RegisterResult:
-        """Record a broker registration; returns the master/HA addresses for a slave."""
+        """Record a broker registration; returns the master/HA addresses for a slave. ``part``: (i, n), part i of
+        the n parts of the broker's complete table; None: maybe partial (nothing is removed). ``body_key``: what
+        ``repeat`` recognises the body by afterwards."""
         self.clusters.setdefault(cluster, set()).add(broker_name)
         self.departures.returned(broker_name)
         bd = self.brokers.get(broker_name)
@@ -72,21 +129,23 @@ class RouteTable:
         first = first or bd.broker_addrs.get(broker_id) != broker_addr
         bd.broker_addrs[broker_id] = broker_addr
         prev = self.live.get(broker_addr)
-        changed = prev is None or prev.data_version != data_version
-        if broker_id == 0 and (changed or first):
-            names = {tc.topic_name for tc in topic_configs}
-            for tc in topic_configs:
-                self.topic_queues.setdefault(tc.topic_name, {})[broker_name] = QueueData(
-                    broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
-                )
-            for topic in list(self.topic_queues):
-                if topic not in names:
-                    self._remove_topic_of_broker(topic, broker_name)
-        self.live[broker_addr] = BrokerLive(now, data_version, conn_id, ha_server_addr)
+        identity = (cluster, broker_name, broker_id)
+        version = version_key(data_version)
+        changed = first or prev is None or prev.identity != identity or version_key(prev.data_version) != version
+        if broker_id == 0:
+            self._apply(broker_name, topic_configs, version, changed, part)
+        live = prev if prev is not None and not changed else BrokerLive(now, data_version, conn_id, identity=identity)
+        live.last_update, live.conn_id, live.ha_server_addr = now, conn_id, ha_server_addr
+        if body_key is not None and len(live.bodies) < MAX_REMEMBERED_BODIES:
+            live.bodies.add(body_key)
+        self.live[broker_addr] = live
         if filter_server_list:
             self.filter_servers[broker_addr] = list(filter_server_list)
         else:
             self.filter_servers.pop(broker_addr, None)
+        return self._result(bd, broker_id)
+
+    def _result(self, bd: BrokerData, broker_id: int) -> RegisterResult:
         result = RegisterResult()
         if broker_id != 0:
             master = bd.broker_addrs.get(0)
@@ -96,11 +155,66 @@ class RouteTable:
                 result.ha_server_addr = ml.ha_server_addr if ml else ""
         return result
 
+    def _apply(
+        self,
+        broker_name: str,
+        topics: list[TopicConfig],
+        version: tuple[int, int, int],
+        changed: bool,
+        part: tuple[int, int] | None,
+    ) -> None:
+        """A master's topics: all compared and applied when ``changed`` or when they are a part of its complete
+        table not received yet under this version; otherwise only those the routes lack. Once every part of a
+        complete table arrived, topics it does not list are removed."""
+        gen = self.parts.get(broker_name)
+        fresh = changed
+        if part is not None:
+            index, total = part
+            if gen is None or gen.version != version or gen.total != total:
+                gen = self.parts[broker_name] = TableParts(version, total)
+            if index in gen.seen and not changed:
+                return  # this part was applied under this version already
+            fresh = True
+            gen.seen.add(index)
+            if not gen.swept:
+                gen.names.update(tc.topic_name for tc in topics)
+        self._upsert(broker_name, topics, only_missing=not fresh)
+        if gen is not None and part is not None and not gen.swept and len(gen.seen) >= gen.total:
+            gen.swept = True
+            for topic in self.broker_topics.get(broker_name, set()) - gen.names:
+                self._remove_topic_of_broker(topic, broker_name)
+            gen.names = set()  # not needed any more: a repeat of a part changes nothing
+
+    def _upsert(self, broker_name: str, topics: list[TopicConfig], only_missing: bool) -> None:
+        owned = self.broker_topics.setdefault(broker_name, set())
+        table = self.topic_queues
+        for tc in topics:
+            name = tc.topic_name
+            queues = table.get(name)
+            if queues is None:
+                queues = table[name] = {}
+            qd = queues.get(broker_name)
+            if qd is None:
+                owned.add(name)
+            elif only_missing or (
+                qd.read_queue_nums == tc.read_queue_nums
+                and qd.write_queue_nums == tc.write_queue_nums
+                and qd.perm == tc.perm
+                and qd.topic_sys_flag == tc.topic_sys_flag
+            ):
+                continue
+            queues[broker_name] = QueueData(
+                broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
+            )
+
     def _remove_topic_of_broker(self, topic: str, broker_name: str) -> None:
         queues = self.topic_queues.get(topic)
         if queues is None:
             return
         queues.pop(broker_name, None)
+        owned = self.broker_topics.get(broker_name)
+        if owned is not None:
+            owned.discard(topic)
         if not queues:
             del self.topic_queues[topic]
 
@@ -136,8 +250,10 @@ class RouteTable:
                     names.discard(broker_name)
                     if not names:
                         del self.clusters[cluster or bd.cluster]
-                for topic in list(self.topic_queues):
+                for topic in served:
                     self._remove_topic_of_broker(topic, broker_name)
+                self.broker_topics.pop(broker_name, None)
+                self.parts.pop(broker_name, None)
 
     def _forget_addr(self, broker_addr: str, why: str, now: float) -> None:
         for name, bd in list(self.brokers.items()):
@@ -200,7 +316,10 @@ class RouteTable:
 
     def delete_topic(self, topic: str) -> None:
         """Remove a topic from every broker's routes."""
-        self.topic_queues.pop(topic, None)
+        for broker_name in self.topic_queues.pop(topic, {}):
+            owned = self.broker_topics.get(broker_name)
+            if owned is not None:
+                owned.discard(topic)
         self.departures.forget_topic(topic)
 
     def topic_list(self) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from sievemq.store.mapped_file import fsync_dir
 
-__all__ = ["atomic_write_json", "read_json"]
+__all__ = ["atomic_write_bytes", "atomic_write_json", "read_json"]
 
 
 def _bak(path: Path) -> Path:
@@ -28,9 +28,14 @@ def _bak(path: Path) -> Path:
 
 def atomic_write_json(path: Path | str, obj: Any) -> None:
     """Durably replace ``path`` with ``obj`` as JSON, keeping the previous version as ``.bak``."""
+    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False, indent=1, sort_keys=True).encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Durably replace ``path`` with ``data`` (a document already encoded), keeping the previous version as
+    ``.bak``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(obj, ensure_ascii=False, indent=1, sort_keys=True).encode("utf-8")
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

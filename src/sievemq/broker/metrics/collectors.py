@@ -1,5 +1,6 @@
 """The broker's traffic, filter and bookkeeping metrics, read from counters the broker keeps anyway
-(docs/metrics.md §3-4). Nothing here runs per message: ``collect`` runs when ``/metrics`` is scraped."""
+(docs/metrics.md §3-4). Nothing here runs per message: ``collect`` runs when ``/metrics`` is scraped, and reads at
+most ``httpMetricsMaxSeries`` entries of each per-topic table, however many topics the broker holds (``bounded.py``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from sievemq.broker.filter_manager import FilterCounts
 from sievemq.broker.filter_servers import FunctionCounts
 from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.metrics.bounded import head
 from sievemq.broker.pop.service import PopService
 from sievemq.broker.stats import BrokerStats
 from sievemq.broker.timer.service import TimerService
 from sievemq.broker.topics import TopicConfigManager
 from sievemq.broker.transactions.service import TransactionService
-from sievemq.metrics.families import FILTER_HELP, counter, gauge, histogram, labelled_counter
+from sievemq.metrics.families import FILTER_HELP, counter, gauge, histogram
 from sievemq.metrics.series import OTHER
 
 __all__ = ["BookkeepingCollector", "FilterCollector", "TrafficCollector", "filter_outcomes", "function_outcomes"]
@@ -29,21 +31,28 @@ class TrafficCollector:
         self.stats = stats
         self.limit = limit
 
-    def _per_topic(self, name: str, doc: str, counts: Mapping[str, int]) -> Metric:
-        return labelled_counter(name, doc, ["topic"], (((t,), n) for t, n in counts.items()), self.limit)
+    def _per_topic(self, name: str, doc: str, counts: Mapping[str, int], total: int) -> Metric:
+        """The first ``limit`` topics counted, the others in ``(other)``: ``total`` (the table's sum) less them."""
+        metric = CounterMetricFamily(name, doc, labels=["topic"])
+        kept, rest = head(counts, self.limit, total)
+        for topic, n in kept:
+            metric.add_metric([topic], n)
+        if rest is not None:
+            metric.add_metric([OTHER], rest)
+        return metric
 
     def collect(self) -> Iterable[Metric]:
         """The per-topic counters and the two latency histograms."""
         s = self.stats
         yield self._per_topic("sievemq_messages_in", "Messages stored for producers (and replies), by the topic the "
                               "producer named (a delayed, timer or transactional message counts when it arrives)",
-                              s.put_by_topic)  # fmt: skip
+                              s.put_by_topic, s.put_total)  # fmt: skip
         yield self._per_topic("sievemq_messages_in_bytes", "Bytes of those messages as stored (record: body, "
-                              "properties and header)", s.put_bytes_by_topic)  # fmt: skip
+                              "properties and header)", s.put_bytes_by_topic, s.put_bytes_total)  # fmt: skip
         yield self._per_topic("sievemq_messages_out", "Messages delivered to consumers (pulls and POPs; the same "
-                              "message delivered twice counts twice)", s.get_by_topic)  # fmt: skip
+                              "message delivered twice counts twice)", s.get_by_topic, s.get_total)  # fmt: skip
         yield self._per_topic("sievemq_messages_out_bytes", "Bytes of those messages as delivered (records)",
-                              s.get_bytes_by_topic)  # fmt: skip
+                              s.get_bytes_by_topic, s.get_bytes_total)  # fmt: skip
         yield histogram("sievemq_send_latency_seconds", "Time from a send request reaching the broker's send "
                         "processor to its answer, refusals included (a SYNC_FLUSH or SYNC_MASTER wait is part of "
                         "it; the network and the request's queueing are not)", s.send_latency)  # fmt: skip

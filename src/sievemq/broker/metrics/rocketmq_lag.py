@@ -14,6 +14,10 @@ hash, or the group's Bloom bits in the message's bitmap (a SQL92 group without t
 them, as RocketMQ's ``ConsumeQueue.estimateMessageCount`` does; a whole pass reads at most ``PASS_SCAN_MAX``.
 Otherwise a pass over the live groups' queues costs a few dictionary lookups per queue and at most two store-time
 reads per queue that has something waiting.
+
+A scrape goes over at most ``LAG_QUEUES_MAX`` queues (``LagRounds``): live groups subscribing more than that (a
+group consuming thousands of topics) are gone over in rounds spread across scrapes, each scrape showing the figures
+of the last whole round updated with those of the round under way.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from sievemq.protocol.names import is_retry_topic
 from sievemq.protocol.route import PERM_READ, PERM_WRITE
 from sievemq.store import MessageStore
 
-__all__ = ["PASS_SCAN_MAX", "SAMPLE_MATCHES", "SCAN_MAX", "FilterEstimate", "GroupLag", "ScanBudget", "group_lags"]
+__all__ = ["LAG_QUEUES_MAX", "PASS_SCAN_MAX", "SAMPLE_MATCHES", "SCAN_MAX", "FilterEstimate", "GroupLag", "LagRounds",
+           "ScanBudget", "group_lags"]  # fmt: skip
+
+LAG_QUEUES_MAX = 20_000
+"""Queues (of live groups' subscribed topics) one scrape goes over at most (``LagRounds``)."""
 
 SCAN_MAX = 10_000
 """Consume-queue entries read at most per estimated range (RocketMQ reads up to ``maxConsumeQueueScan``, 20,000)."""
@@ -169,10 +177,11 @@ def _oldest(store: MessageStore, topic: str, queue_id: int, offset: int, current
 
 def group_lags(consumers: ConsumerManager, groups: SubscriptionGroupManager, topics: TopicConfigManager,
                offsets: ConsumerOffsetManager, store: MessageStore, pop: PopBook, filters: ConsumerFilterManager,
-               clock: Callable[[], float] = time.time) -> Iterator[GroupLag]:  # fmt: skip
-    """The figures of every (group, topic) RocketMQ's broker would report (see the module docstring)."""
-    now_ms = int(clock() * 1000)
-    budget = ScanBudget()
+               clock: Callable[[], float] = time.time,
+               budget: ScanBudget | None = None) -> Iterator[GroupLag]:  # fmt: skip
+    """The figures of every (group, topic) RocketMQ's broker would report (see the module docstring); ``budget``:
+    the consume-queue entries the estimates may read (a new ``ScanBudget`` when None)."""
+    budget = budget if budget is not None else ScanBudget()
     for name, info in list(consumers.groups.items()):
         if name not in groups.table or not info.channels:
             continue
@@ -183,6 +192,7 @@ def group_lags(consumers: ConsumerManager, groups: SubscriptionGroupManager, top
             tc = topics.get(topic)
             if tc is None or not tc.perm & (PERM_READ | PERM_WRITE):
                 continue
+            now_ms = int(clock() * 1000)
             result = GroupLag(name, topic)
             estimate = FilterEstimate.of(store, name, info.subscription(topic), filters, budget)
             oldest_unconsumed: int | None = None
@@ -217,3 +227,36 @@ def group_lags(consumers: ConsumerManager, groups: SubscriptionGroupManager, top
             if oldest_unpulled is not None:
                 result.queueing_latency_ms = max(0, now_ms - oldest_unpulled)
             yield result
+
+
+class LagRounds:
+    """``group_lags`` spread over scrapes: each ``rows`` call goes on with the round under way for about
+    ``queues_max`` queues (a new round when the last one ended), with a fresh ``ScanBudget``, and answers the last
+    whole round's figures updated with the new ones (a (group, topic) gone stays until the round after it ends).
+    Within ``queues_max`` queues a call makes a whole round: the figures are those of now."""
+
+    def __init__(self, rounds: Callable[[ScanBudget], Iterator[GroupLag]], queues_of: Callable[[str], int],
+                 queues_max: int = LAG_QUEUES_MAX) -> None:  # fmt: skip
+        """``rounds(budget)``: a new round (``group_lags``); ``queues_of(topic)``: the queues a topic's figures
+        cost."""
+        self.rounds = rounds
+        self.queues_of = queues_of
+        self.queues_max = queues_max
+        self.budget = ScanBudget()
+        self._round: Iterator[GroupLag] | None = None
+        self._fresh: dict[tuple[str, str], GroupLag] = {}
+        self._last: dict[tuple[str, str], GroupLag] = {}
+
+    def rows(self) -> list[GroupLag]:
+        """The figures to show now."""
+        self.budget.left = PASS_SCAN_MAX
+        if self._round is None:
+            self._round, self._fresh = self.rounds(self.budget), {}
+        read = 0
+        for r in self._round:
+            self._fresh[(r.group, r.topic)] = r
+            read += self.queues_of(r.topic)
+            if read >= self.queues_max:
+                return list({**self._last, **self._fresh}.values())
+        self._last, self._round = self._fresh, None
+        return list(self._last.values())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -23,16 +23,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from sievemq.broker.clients import ConsumerManager, ProducerManager
 from sievemq.broker.filter_manager import ConsumerFilterManager
 from sievemq.broker.groups import SubscriptionGroupManager
+from sievemq.broker.metrics.bounded import head, head_histograms
 from sievemq.broker.metrics.rocketmq_counts import RocketMQCounts
 from sievemq.broker.metrics.rocketmq_labels import (
     consume_mode,
     flag,
-    is_retry_or_dlq,
     is_system,
     is_system_group,
     version_desc,
 )
-from sievemq.broker.metrics.rocketmq_lag import group_lags
+from sievemq.broker.metrics.rocketmq_lag import GroupLag, LagRounds, ScanBudget, group_lags
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.pop.book import PopBook
 from sievemq.broker.topics import TopicConfigManager
@@ -58,6 +58,9 @@ BROKER_PERMISSION = PERM_READ | PERM_WRITE
 """sievemq has no ``brokerPermission`` setting: its brokers always read and write, RocketMQ's default 6."""
 DLQ_SCAN_MAX = 1000
 """Dead-letter records read per queue per scrape; a larger burst is counted over the next scrapes."""
+DLQ_REFIND_EVERY = 20
+"""Scrapes after which the dead-letter topics are looked for again in the topic table even if its size is the same
+(a topic deleted and another made between two scrapes)."""
 HALF_READS_MAX = 10_000
 """Half-message records read per scrape to learn their topics."""
 
@@ -94,18 +97,12 @@ def _bounded(metric: CounterMetricFamily | GaugeMetricFamily, node: Sequence[str
 
 
 def _histograms(name: str, doc: str, node: Sequence[str], labels: Sequence[str],
-                rows: Sequence[tuple[tuple[str, ...], LatencyHistogram]], limit: int) -> Metric:  # fmt: skip
-    """A histogram family, one series per label set, the first ``limit`` kept and the others merged in ``(other)``."""
+                rows: Sequence[tuple[tuple[str, ...], LatencyHistogram]],
+                rest: LatencyHistogram | None) -> Metric:  # fmt: skip
+    """A histogram family: one series per kept label set (``bounded.head_histograms``), ``rest`` in ``(other)``."""
     metric = HistogramMetricFamily(name, doc, labels=[*NODE_LABELS, *labels])
-    rest: LatencyHistogram | None = None
-    for i, (values, h) in enumerate(rows):
-        if i < limit:
-            _add_histogram(metric, [*node, *values], h)
-            continue
-        if rest is None:
-            rest = LatencyHistogram(h.bounds)
-        rest.counts = [a + b for a, b in zip(rest.counts, h.counts, strict=True)]
-        rest.sum += h.sum
+    for values, h in rows:
+        _add_histogram(metric, [*node, *values], h)
     if rest is not None:
         _add_histogram(metric, [*node, *([OTHER] * len(labels))], rest)
     return metric
@@ -128,48 +125,70 @@ class DeadLetterCounts:
     each, this reads the records the dead-letter queues gained since the last scrape (their ``RETRY_TOPIC`` property
     names the original topic), at most ``DLQ_SCAN_MAX`` per queue per scrape. Queues that existed at start count from
     their end then. A slave's copies of dead letters are passed over (``copying()`` true): its master counted them.
+
+    The dead-letter topics are found in the topic table (every place that dead-letters creates its topic there):
+    its names are walked again only when the table's size changed or every ``DLQ_REFIND_EVERY`` scrapes, so a scrape
+    of a broker with 100,000 topics and a few dead-letter topics looks at those few queues only.
     """
 
-    def __init__(self, store: MessageStore, copying: Callable[[], bool] = lambda: False) -> None:
+    def __init__(self, store: MessageStore, copying: Callable[[], bool] = lambda: False,
+                 topics: TopicConfigManager | None = None) -> None:  # fmt: skip
+        """``topics``: where the dead-letter topics are found (None: the store's queues, every scrape)."""
         self.store = store
         self.copying = copying
+        self.topics = topics
         self.counts: Counter[tuple[str, str]] = Counter()
         """(group, original topic) -> messages, in the order first counted."""
         self.read_to: dict[tuple[str, int], int] = {}
         """(dead-letter topic, queue) -> the next queue offset to read."""
-        for topic, queues in store.topic_queues().items():
-            if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                for q in queues:
-                    self.read_to[(topic, q)] = store.get_max_offset(topic, q)
+        self._queues: list[tuple[str, int]] = []
+        self._found_at: tuple[int, int] = (-1, 0)
+        """(size of the topic table, scrapes since) when ``_queues`` was found."""
+        for topic, q in self.queues():
+            self.read_to[(topic, q)] = store.get_max_offset(topic, q)
+
+    def queues(self) -> list[tuple[str, int]]:
+        """The dead-letter queues: (topic, queue id)."""
+        if self.topics is None:
+            return [(t, q) for t, qs in self.store.topic_queues().items() if t.startswith(DLQ_GROUP_TOPIC_PREFIX)
+                    for q in qs]  # fmt: skip
+        table = self.topics.table
+        size, since = self._found_at
+        if size == len(table) and since < DLQ_REFIND_EVERY:
+            self._found_at = (size, since + 1)
+            return self._queues
+        self._queues = [(t, q) for t in [t for t in table if t.startswith(DLQ_GROUP_TOPIC_PREFIX)]
+                        for q in range(max(1, table[t].read_queue_nums, table[t].write_queue_nums))]  # fmt: skip
+        self._found_at = (len(table), 0)
+        return self._queues
 
     def update(self) -> Counter[tuple[str, str]]:
         """Count what was dead-lettered since the last call; the counts."""
         store = self.store
         skip = self.copying()
-        for topic, queues in store.topic_queues().items():
-            if not topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                continue
+        for topic, q in self.queues():
             group = topic[len(DLQ_GROUP_TOPIC_PREFIX) :]
-            for q in queues:
-                last = store.get_max_offset(topic, q)
-                start = self.read_to.get((topic, q), 0)
-                if start > last:  # the topic was deleted and made again: its queue starts over
-                    start = 0
-                start = max(start, store.get_min_offset(topic, q))
-                if skip:
-                    self.read_to[(topic, q)] = max(start, last)
-                    continue
-                end = min(last, start + DLQ_SCAN_MAX)
-                offset = start
-                while offset < end:
-                    got = store.get_message(topic, q, offset, min(32, end - offset), None)
-                    for raw in got.records:
-                        props = decode_record(raw, read_body=False)[0].properties
-                        self.counts[(group, props.get(PropertyKey.RETRY_TOPIC) or retry_topic(group))] += 1
-                    if got.next_begin_offset <= offset:
-                        break
-                    offset = got.next_begin_offset
-                self.read_to[(topic, q)] = max(offset, start)
+            last = store.get_max_offset(topic, q)
+            start = self.read_to.get((topic, q), 0)
+            if start > last:  # the topic was deleted and made again: its queue starts over
+                start = 0
+            if start >= last:
+                continue
+            start = max(start, store.get_min_offset(topic, q))
+            if skip:
+                self.read_to[(topic, q)] = max(start, last)
+                continue
+            end = min(last, start + DLQ_SCAN_MAX)
+            offset = start
+            while offset < end:
+                got = store.get_message(topic, q, offset, min(32, end - offset), None)
+                for raw in got.records:
+                    props = decode_record(raw, read_body=False)[0].properties
+                    self.counts[(group, props.get(PropertyKey.RETRY_TOPIC) or retry_topic(group))] += 1
+                if got.next_begin_offset <= offset:
+                    break
+                offset = got.next_begin_offset
+            self.read_to[(topic, q)] = max(offset, start)
         return self.counts
 
 
@@ -232,13 +251,28 @@ class RocketMQCollector:
         self.filters = filters
         self.limit = limit
         self.clock = clock
-        self.dead_letters = DeadLetterCounts(store, copying)
+        self.dead_letters = DeadLetterCounts(store, copying, topics)
         self.halves = HalfTopics(store, halves if halves is not None else {})
 
+        def a_round(budget: ScanBudget) -> Iterator[GroupLag]:
+            return group_lags(consumers, groups, topics, offsets, store, pop, filters, clock, budget)
+
+        def queues_of(topic: str) -> int:
+            tc = topics.get(topic)
+            return max(1, tc.write_queue_nums) if tc is not None else 1
+
+        self.lag_rounds = LagRounds(a_round, queues_of)
+        """The consumer figures, over at most ``LAG_QUEUES_MAX`` queues per scrape (``rocketmq_lag.py``)."""
+
     def _counter(self, name: str, doc: str, labels: Sequence[str], rows: Rows,
-                 extra: Callable[[tuple[str, ...]], Mapping[str, str]] | None = None) -> Metric:  # fmt: skip
+                 extra: Callable[[tuple[str, ...]], Mapping[str, str]] | None = None, *,
+                 rest: float | None = None) -> Metric:  # fmt: skip
+        """``rest``: the rows are the kept ones already (``bounded.head``) and this is the ``(other)`` series."""
         metric = CounterMetricFamily(name, doc, labels=[*NODE_LABELS, *labels])
-        return _bounded(metric, self.node, labels, rows, self.limit, extra=extra)
+        if rest is not None:
+            rows = [*rows, ((OTHER,) * len(labels), rest)]
+        return _bounded(metric, self.node, labels, rows, self.limit + 1 if rest is not None else self.limit,
+                        extra=extra)  # fmt: skip
 
     def _gauge(self, name: str, doc: str, labels: Sequence[str], rows: Rows, rest_max: bool = False) -> Metric:
         metric = GaugeMetricFamily(name, doc, labels=[*NODE_LABELS, *labels])
@@ -261,35 +295,46 @@ class RocketMQCollector:
     # ------------------------------------------------------------------------------------------ traffic
     def _traffic(self) -> Iterable[Metric]:
         c = self.counts
+        limit = self.limit
         into = ["topic", "message_type", "is_system"]
 
-        def put_rows(table: Mapping[tuple[str, str], int]) -> Rows:
-            return (((t, k, flag(is_system(t))), n) for (t, k), n in list(table.items()) if not is_retry_or_dlq(t))
+        def rows(kept: list[tuple[tuple[str, str], int]], system: Callable[[str, str], bool]) -> Rows:
+            return (((a, b, flag(system(a, b))), n) for (a, b), n in kept)
 
+        def put_system(topic: str, _kind: str) -> bool:
+            return is_system(topic)
+
+        def get_system(topic: str, group: str) -> bool:
+            return is_system(topic, group)
+
+        # The tables hold no retry or dead-letter topic (RocketMQCounts leaves them out); at most ``limit`` entries
+        # of each are read, the (other) series is the running total less them (bounded.py).
+        kept, rest = head(c.put_messages, limit, c.put_messages_total)
         yield self._counter("rocketmq_messages_in", "Total number of incoming messages (sends stored, by the topic "
                             "the producer named; retry and dead-letter topics left out)", into,
-                            put_rows(c.put_messages))  # fmt: skip
+                            rows(kept, put_system), rest=rest)  # fmt: skip
+        kept, rest = head(c.put_bytes, limit, c.put_bytes_total)
         yield self._counter("rocketmq_throughput_in", "Total traffic of incoming messages, bytes as stored",
-                            into, put_rows(c.put_bytes))  # fmt: skip
-        sizes = [((t, k, flag(is_system(t))), h) for (t, k), h in list(c.message_size.items())
-                 if not is_retry_or_dlq(t)]  # fmt: skip
+                            into, rows(kept, put_system), rest=rest)  # fmt: skip
+        sizes, size_rest = head_histograms(c.message_size, limit, c.message_size_total)
         yield _histograms("rocketmq_message_size", "Incoming messages size, bytes per message of each send request",
-                          self.node, into, sizes, self.limit)  # fmt: skip
+                          self.node, into, [((t, k, flag(is_system(t))), h) for (t, k), h in sizes],
+                          size_rest)  # fmt: skip
         out = ["topic", "consumer_group", "is_system"]
-
-        def get_rows(table: Mapping[tuple[str, str], int]) -> Rows:
-            return (((t, g, flag(is_system(t, g))), n) for (t, g), n in list(table.items()) if not is_retry_or_dlq(t))
-
-        popping = {(g, t) for g, t, _ in list(self.pop.queues)}
+        got, got_rest = head(c.get_messages, limit, c.get_messages_total)
+        got_bytes, got_bytes_rest = head(c.get_bytes, limit, c.get_bytes_total)
+        pairs = {(g, t) for (t, g), _ in got} | {(g, t) for (t, g), _ in got_bytes}
+        popping = {(g, t) for g, t, _ in list(self.pop.queues) if (g, t) in pairs} if pairs else set()
 
         def pop_retry(values: tuple[str, ...]) -> Mapping[str, str]:
             """RocketMQ labels a POP's deliveries ``is_retry`` (sievemq's POP has no retry topic: false)."""
             return {"is_retry": "false"} if (values[1], values[0]) in popping else {}
 
         yield self._counter("rocketmq_messages_out", "Total number of outgoing messages (pulls and POPs; retry and "
-                            "dead-letter topics left out)", out, get_rows(c.get_messages), pop_retry)  # fmt: skip
+                            "dead-letter topics left out)", out, rows(got, get_system), pop_retry,
+                            rest=got_rest)  # fmt: skip
         yield self._counter("rocketmq_throughput_out", "Total traffic of outgoing messages, bytes as delivered", out,
-                            get_rows(c.get_bytes), pop_retry)  # fmt: skip
+                            rows(got_bytes, get_system), pop_retry, rest=got_bytes_rest)  # fmt: skip
         dlq = self.dead_letters.update()
         yield self._counter("rocketmq_send_to_dlq_messages", "Consumer send to DLQ messages (since the broker "
                             "started, by group and original topic)", ["consumer_group", "topic", "is_system"],
@@ -324,8 +369,7 @@ class RocketMQCollector:
 
     # ------------------------------------------------------------------------------------------ lag
     def _lag(self) -> Iterable[Metric]:
-        rows = list(group_lags(self.consumers, self.groups, self.topics, self.offsets, self.store, self.pop,
-                               self.filters, self.clock))  # fmt: skip
+        rows = self.lag_rounds.rows()
         labels = ["consumer_group", "topic", "is_retry", "is_system"]
 
         def of(field: str) -> Rows:

@@ -1,9 +1,10 @@
-"""Administration: topics (UPDATE_AND_CREATE_TOPIC 17, GET_ALL_TOPIC_CONFIG 21, GET_TOPIC_NAME_LIST 23,
-GET_TOPIC_STATS_INFO 202, DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 352; 207 is ``group_admin.py``'s) and
-GET_BROKER_RUNTIME_INFO (28)."""
+"""Administration: topics (UPDATE_AND_CREATE_TOPIC 17, UPDATE_AND_CREATE_TOPIC_LIST 18, GET_ALL_TOPIC_CONFIG 21,
+GET_TOPIC_NAME_LIST 23, GET_TOPIC_STATS_INFO 202, DELETE_TOPIC_IN_BROKER 215), groups (200, 201, 352; 207 is
+``group_admin.py``'s) and GET_BROKER_RUNTIME_INFO (28)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
@@ -11,7 +12,7 @@ import orjson
 
 from sievemq.broker.clients import ConsumerManager
 from sievemq.broker.config_files import ConfigWriter
-from sievemq.broker.groups import GroupConfig, SubscriptionGroupManager
+from sievemq.broker.groups import GroupConfig, SubscriptionGroupManager, encode_groups
 from sievemq.broker.long_polling import PullHoldService
 from sievemq.broker.offsets import ConsumerOffsetManager
 from sievemq.broker.rates import human_bytes
@@ -44,6 +45,24 @@ _GROUP_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
 PREPARED_QUEUES_MAX = 16
 """How many of a created topic's queues get their first file ahead (``MessageStore.prepare_queues``): enough for the
 usual 4-16 queues, and a request for 1,024 does not make 1,024 files that no message may ever need."""
+
+
+TOPIC_PAGE_MAX = 2000
+"""The most topics one page of GET_ALL_TOPIC_CONFIG holds (RocketMQ's ``splitMetadataSize``)."""
+
+
+def _encode_wrapper(data_version: dict[str, int], table: dict[str, TopicConfig]) -> bytes:
+    """TopicConfigSerializeWrapper JSON of ``table``."""
+    return orjson.dumps({"dataVersion": data_version, "topicConfigTable": {n: tc.to_json() for n, tc in table.items()}})
+
+
+def _same_version(text: str, ours: dict[str, int]) -> bool:
+    """True when ``text`` (a DataVersion's JSON, as a paging client sends it back) is ``ours``."""
+    try:
+        theirs = orjson.loads(text) if text else None
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(theirs, dict) and all(theirs.get(k) == ours.get(k) for k in ("counter", "timestamp"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +160,22 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS)
 
     async def _save_topics(self, configs: list[TopicConfig]) -> None:
-        for tc in configs:
-            self.topics.check_room(tc.topic_name)
-        for tc in configs:
-            self.topics.update(tc)
-            await self.store.prepare_queues(tc.topic_name, range(min(tc.write_queue_nums, PREPARED_QUEUES_MAX)))
-        await self.writer.flush()
+        """Create or update ``configs`` as one change, answered once it is on disk (the journal's append,
+        docs/topic-table.md) and registered. Queues are prepared ahead (``prepare_queues``) for at most
+        ``PREPARED_QUEUES_MAX`` queues per request: a list of 1,000 topics does not make 4,000 files at once."""
+        self.topics.check_room_for([tc.topic_name for tc in configs])
+        new = [tc for tc in configs if self.topics.get(tc.topic_name) is None]
+        self.topics.update_many(configs)
+        budget = PREPARED_QUEUES_MAX
+        for tc in new:
+            n = min(tc.write_queue_nums, budget)
+            if n <= 0:
+                break
+            budget -= n
+            await self.store.prepare_queues(tc.topic_name, range(n))
+        await self.topics.saved()
+        if self.topics.journal is None:  # a table without a journal: its file is written whole
+            await self.writer.flush()
         await self.register_now()
 
     async def create_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -192,8 +221,23 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps({"attributes": {}, **tc.to_json()}))
 
     async def all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        """21 GET_ALL_TOPIC_CONFIG: TopicConfigSerializeWrapper JSON."""
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(self.topics.wrapper()))
+        """21 GET_ALL_TOPIC_CONFIG: TopicConfigSerializeWrapper JSON; header ``totalTopicNum``. RocketMQ 5's pages
+        (docs/topic-table.md §5): with ``topicSeq`` / ``maxTopicNum`` / ``dataVersion`` in the request, topics
+        ``topicSeq ..`` in name order, at most ``min(maxTopicNum, TOPIC_PAGE_MAX)``, from 0 when ``dataVersion`` is
+        not ours. The whole table (no paging header) is encoded off the event loop."""
+        f = cmd.ext_fields
+        dv = dict(self.topics.data_version)
+        total = {"totalTopicNum": str(len(self.topics.table))}
+        if not any(k in f for k in ("topicSeq", "maxTopicNum", "dataVersion")):
+            table = dict(self.topics.table)  # TopicConfigs are replaced, never changed: a consistent snapshot
+            body = await asyncio.get_running_loop().run_in_executor(None, _encode_wrapper, dv, table)
+            return cmd.response(ResponseCode.SUCCESS, ext_fields=total, body=body)
+        begin = max(0, int_or(f, "topicSeq", 0))
+        if not _same_version(get_str(f, "dataVersion") or "", dv):
+            begin = 0
+        count = min(max(1, int_or(f, "maxTopicNum", TOPIC_PAGE_MAX)), TOPIC_PAGE_MAX)
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=total,
+                            body=_encode_wrapper(dv, self.topics.page(begin, count)))  # fmt: skip
 
     async def topic_names(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """23 GET_TOPIC_NAME_LIST."""
@@ -231,7 +275,11 @@ class AdminProcessor:
         self.topics.delete(topic)
         self.offsets.remove_topic(topic)
         self.store.delete_topics({topic})
-        await self.writer.flush()
+        await self.topics.saved()
+        if self.topics.journal is None:
+            await self.writer.flush()
+        else:  # not a compaction of the topic table that may run: only what this request changed
+            await self.writer.settled(self.offsets.path)
         await self.register_now()
         return cmd.response(ResponseCode.SUCCESS)
 
@@ -247,7 +295,7 @@ class AdminProcessor:
             raise RemotingError(
                 ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupConfig: {e}", Reason.INVALID_HEADER
             ) from None
-        await self.writer.flush()
+        await self.writer.settled(self.groups.path)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def create_group_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -269,13 +317,12 @@ class AdminProcessor:
         except (orjson.JSONDecodeError, TypeError, AttributeError, ValueError) as e:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, f"malformed SubscriptionGroupList: {e}",
                                 Reason.INVALID_HEADER) from None  # fmt: skip
-        await self.writer.flush()
+        await self.writer.settled(self.groups.path)
         return cmd.response(ResponseCode.SUCCESS)
 
     async def all_groups(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """201 GET_ALL_SUBSCRIPTIONGROUP_CONFIG."""
-        body = {"subscriptionGroupTable": {n: asdict(c) for n, c in sorted(self.groups.table.items())}}
-        return cmd.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+        return cmd.response(ResponseCode.SUCCESS, body=encode_groups(dict(self.groups.table)))
 
     async def get_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """352 GET_SUBSCRIPTIONGROUP_CONFIG (header ``group``): its SubscriptionGroupConfig JSON (created with the

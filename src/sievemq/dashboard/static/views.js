@@ -63,9 +63,22 @@ views.cluster = async () => {
 };
 
 // ------------------------------------------------------------------------------------------------- topics
+// A list's pages: PAGE rows each (every row costs the dashboard a few requests to each broker, at every refresh).
+const PAGE = 100;
+
+function pager(page, system, after, list) {
+  const base = system ? {system: "true"} : {};
+  const links = [];
+  if (after) links.push(link(page, base, "first page"));
+  if (list.next) links.push(link(page, {...base, after: list.next}, "next page"));
+  return links.length ? h("p", {class: "muted"}, `${fmt.num(list.total)} in all. `,
+    ...links.flatMap((l, i) => (i ? [" · ", l] : [l]))) : null;
+}
+
 views.topics = async (p) => {
   const system = p.get("system") === "true";
-  const t = await api("topics", {system});
+  const after = p.get("after");
+  const t = await api("topics", {system, after, limit: PAGE});
   const rows = t.topics.map((x) => [
     link("topic", {topic: x.topic}, x.topic),
     x.brokers.map((b) => `${b.brokerName}: ${b.writeQueueNums}`).join(", ") || "–",
@@ -81,7 +94,7 @@ views.topics = async (p) => {
       ["Topic", "Queues per broker", "Messages", "In", "Out", "Consumer groups", "Newest message"], rows,
       {numeric: ["Messages", "In", "Out"], empty: "no topics yet: send a message, or create one"})),
     Object.keys(t.errors).length ? ui.errors(t.errors) : null,
-    t.truncated ? h("p", {class: "muted"}, "More topics exist than shown.") : null);
+    pager("topics", system, after, t));
   return {node, refresh: true};
 };
 
@@ -124,7 +137,8 @@ function subscriptionText(subs) {
 
 views.groups = async (p) => {
   const system = p.get("system") === "true";
-  const g = await api("groups", {system});
+  const after = p.get("after");
+  const g = await api("groups", {system, after, limit: PAGE});
   const node = h("div", {},
     h("div", {class: "title-row"}, h("h1", {}, "Consumer groups"),
       link("groups", system ? {} : {system: "true"}, system ? "hide system groups" : "show system groups")),
@@ -133,7 +147,8 @@ views.groups = async (p) => {
       g.groups.map((x) => [link("group", {group: x.group}, x.group), x.members.length, fmt.type(x.consumeType),
         x.messageModel || "–", subscriptionText(x.subscriptions), consistencyBadge(x.consistency), lagBadge(x.lag),
         fmt.num(x.inflight), fmt.time(x.lastTimestamp)]),
-      {numeric: ["Members", "Lag", "In flight"], empty: "no consumer groups yet"})));
+      {numeric: ["Members", "Lag", "In flight"], empty: "no consumer groups yet"})),
+    pager("groups", system, after, g));
   return {node, refresh: true};
 };
 
@@ -176,6 +191,9 @@ views.group = async (p) => {
         q.queueId, fmt.num(q.brokerOffset), fmt.num(q.consumerOffset), lagBadge(q.lag), fmt.num(q.inflight),
         fmt.time(q.lastTimestamp)]})),
       {numeric: ["Queue", "Broker offset", "Consumer offset", "Lag", "In flight"], empty: "no queues"})),
+    g.queuesTotal > g.queues.length
+      ? h("p", {class: "muted"}, `The ${fmt.num(g.queues.length)} most lagging of ${fmt.num(g.queuesTotal)} queues.`)
+      : null,
     ui.section("Filter counts", filterCounts(counts)));
   return {node, refresh: true};
 };
