@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from pathlib import Path
@@ -370,14 +371,18 @@ class BrokerController:
 
     async def start(self) -> None:
         """Load state, recover the store, listen, and register with the name servers."""
-        self.topics.load()
-        self.offsets.load()
-        self.groups.load()
-        self.schedule.load()
-        self.filters.load()
-        if self.config.enable_calc_filter_bit_map:
-            self.store.set_bitmap_calculator(self.filters.calc_bitmap)
-        self.store.load()
+        gc.disable()  # a broker of 100,000 topics loads millions of long-lived objects: no collection walks them
+        try:
+            self.topics.load()
+            self.offsets.load()
+            self.groups.load()
+            self.schedule.load()
+            self.filters.load()
+            if self.config.enable_calc_filter_bit_map:
+                self.store.set_bitmap_calculator(self.filters.calc_bitmap)
+            self.store.load()
+        finally:
+            gc.enable()  # (the CLI freezes what start-up made once the broker serves: util/heap.py)
         self.store.add_dispatch_listener(self._on_dispatch)
         await self.store.start()
         self.topics.on_change = self.registrar.kick

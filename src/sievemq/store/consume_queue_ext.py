@@ -154,8 +154,8 @@ class ConsumeQueueExt:
             raise ValueError(f"consume-queue ext file size {file_size} is too small")
         self.topic = topic
         self.queue_id = queue_id
-        self.mfq = MappedFileQueue(base / topic / str(queue_id), file_size, EXT_FIRST_ALLOCATION, EXT_GROW_MAX,
-                                   pwrite=True)  # fmt: skip
+        self.mfq = MappedFileQueue(lambda: base.joinpath(topic, str(queue_id)), file_size, EXT_FIRST_ALLOCATION,
+                                   EXT_GROW_MAX, pwrite=True)  # fmt: skip
         self.next_start = 0
         """Start offset of the first file when the stream is empty (moved past lost addresses)."""
         self._hot: tuple[list[MappedFile], int, int, MappedFile] | None = None

@@ -49,6 +49,7 @@ import errno
 import mmap
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +125,8 @@ def _first_hole(fd: int, size: int) -> int:
 class MappedFile:
     """A fixed-size file mapped in memory; ``wrote_position`` is the end of valid data in it."""
 
-    __slots__ = ("_addr", "_closed", "allocated", "fd", "file_from_offset", "file_size", "flushed_position",
-                 "grow_chunk", "grow_max", "mapped", "mm", "new_file", "parked", "path", "pwrite",
+    __slots__ = ("_addr", "_closed", "_dir", "_path", "allocated", "fd", "file_from_offset", "file_size",
+                 "flushed_position", "grow_chunk", "grow_max", "mapped", "mm", "new_file", "parked", "pwrite",
                  "wrote_position")  # fmt: skip
 
     open_files = 0
@@ -140,8 +141,11 @@ class MappedFile:
         left closed (``unpark`` opens it). ``mapped`` False: no mapping at all; reads use ``pread``, writes ``pwrite``
         (no ``mm``).
         """
-        self.path = path
+        self._path: Path | None = path
+        self._dir: Callable[[], Path] | None = None
         self.file_from_offset = int(path.name) if start is None else start
+        if parked and self._look(path, file_size, mapped, allocate):
+            return
         existed = path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -186,12 +190,47 @@ class MappedFile:
         self._closed = False
         self._addr = 0
 
+    def _look(self, path: Path, file_size: int, mapped: bool, allocate: int | None) -> bool:
+        """A parked file found on disk, looked at with one ``stat`` (start-up does it for 400,000 files); False when
+        it must be opened (missing, or shorter than ``file_size``). Where its blocks end is found when it is opened
+        (``unpark``) unless every byte has blocks."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return False
+        if st.st_size < file_size:
+            return False
+        self.file_size = size = st.st_size
+        self.allocated = size if st.st_blocks * 512 >= size else -1
+        self.fd = -1
+        self.grow_chunk = allocate
+        self.grow_max = 0
+        self.parked = True
+        self.mapped = mapped
+        self.pwrite = not mapped
+        self.wrote_position = self.flushed_position = 0
+        self.new_file = False
+        self._closed = False
+        self._addr = 0
+        return True
+
+    @property
+    def path(self) -> Path:
+        """The file's path (for a file a clean stop's summary gave, made when first asked for)."""
+        path = self._path
+        if path is None:
+            assert self._dir is not None
+            path = self._path = self._dir() / file_name(self.file_from_offset)
+        return path
+
     @classmethod
-    def known(cls, path: Path, start: int, file_size: int, allocated: int, wrote: int, *, mapped: bool,
-              grow_chunk: int | None, grow_max: int) -> MappedFile:  # fmt: skip
-        """A parked file as a clean stop left it (``queue_summary.py``): nothing is opened."""
+    def known(cls, directory: Callable[[], Path], start: int, file_size: int, allocated: int, wrote: int, *,
+              mapped: bool, grow_chunk: int | None, grow_max: int) -> MappedFile:  # fmt: skip
+        """A parked file as a clean stop left it (``queue_summary.py``): nothing is opened, not even its path made
+        (``directory()`` gives its folder when it is first needed: 400,000 paths cost seconds)."""
         mf = cls.__new__(cls)
-        mf.path = path
+        mf._path = None
+        mf._dir = directory
         mf.file_from_offset = start
         mf.file_size = file_size
         mf.allocated = allocated
@@ -343,7 +382,7 @@ class MappedFile:
     def rename(self, path: Path, start: int) -> None:
         """Give the file its final name (a spare file joining its stream); the mapping stays as it is."""
         os.rename(self.path, path)
-        self.path = path
+        self._path = path
         self.file_from_offset = start
 
     def zero_from(self, pos: int) -> None:
@@ -370,7 +409,8 @@ class MappedFile:
             p = a
             while p < b:
                 q = min(b, p + len(_ZERO_CHUNK))
-                if self.read(p, q - p) != _ZERO_CHUNK[: q - p]:
+                data = self.read(p, q - p)
+                if data.count(0) != len(data):  # (no copy of the zeros to compare with)
                     if self.mapped:
                         self.mm[p:q] = _ZERO_CHUNK[: q - p]
                     else:
@@ -399,6 +439,8 @@ class MappedFile:
         if not self.parked or self._closed:
             return
         fd = os.open(self.path, os.O_RDWR)
+        if self.allocated < 0:  # found on disk with holes (``_look``): its blocks end at the first one
+            self.allocated = _first_hole(fd, self.file_size)
         if self.mapped:
             try:
                 self.mm = mmap.mmap(fd, self.file_size, flags=mmap.MAP_SHARED,

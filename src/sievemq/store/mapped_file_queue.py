@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,16 +67,17 @@ class SyncSlice:
 class MappedFileQueue:
     """Mapped files of one stream, ordered by start offset."""
 
-    __slots__ = ("_spares", "_starts", "alloc_chunk", "directory", "file_size", "files", "flushed_offset",
+    __slots__ = ("_directory", "_spares", "_starts", "alloc_chunk", "file_size", "files", "flushed_offset",
                  "grow_max", "mapped", "parked", "pwrite")  # fmt: skip
 
-    def __init__(self, directory: Path, file_size: int, alloc_chunk: int | None = None, grow_max: int = 0, *,
-                 pwrite: bool = False, mapped: bool = True) -> None:  # fmt: skip
+    def __init__(self, directory: Path | Callable[[], Path], file_size: int, alloc_chunk: int | None = None,
+                 grow_max: int = 0, *, pwrite: bool = False, mapped: bool = True) -> None:  # fmt: skip
         """``alloc_chunk``: a new file gets blocks for its first ``alloc_chunk`` bytes only, and more as it fills
         (``MappedFile.grow_to``; with ``grow_max`` the step doubles up to it); None: the whole file at creation.
         ``pwrite``: the files are written with ``pwrite`` (``MappedFile.pwrite``); ``mapped`` False: they are not
-        mapped at all (``MappedFile``'s ``mapped``)."""
-        self.directory = directory
+        mapped at all (``MappedFile``'s ``mapped``). ``directory`` may be a function that makes the path when it is
+        first needed (a store of 400,000 queues makes few of them)."""
+        self._directory = directory
         self.file_size = file_size
         self.alloc_chunk = alloc_chunk
         self.grow_max = grow_max
@@ -93,9 +94,10 @@ class MappedFileQueue:
     def load(self, *, parked: bool = False) -> None:
         """Map every data file of the directory (written positions are set by the owner's recovery); ``parked``:
         look at them only (``unpark`` maps them)."""
-        if not self.directory.is_dir():
+        try:
+            listing = os.listdir(self.directory)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        listing = os.listdir(self.directory)
         for n in listing:
             if n.endswith(SPARE_SUFFIX):  # a crash left it: it holds no data
                 with contextlib.suppress(FileNotFoundError):
@@ -121,13 +123,24 @@ class MappedFileQueue:
             self.flushed_offset = self.max_offset
         self.parked = parked and bool(self.files)
 
+    @property
+    def directory(self) -> Path:
+        """The stream's folder."""
+        d = self._directory
+        if not isinstance(d, Path):
+            d = self._directory = d()
+        return d
+
+    def _folder(self) -> Path:
+        return self.directory
+
     def restore(self, files: tuple[tuple[int, int], ...], wrote: int) -> None:
         """Know the stream's files as a clean stop left them, parked (``queue_summary.py``): ``(start, allocated)``
         of each file, ``wrote`` bytes in the last; nothing is opened."""
         n = len(files)
         for i, (start, allocated) in enumerate(files):
             self.files.append(MappedFile.known(
-                self.directory / file_name(start), start, self.file_size, allocated,
+                self._folder, start, self.file_size, allocated,
                 wrote if i == n - 1 else self.file_size, mapped=self.mapped, grow_chunk=self.alloc_chunk,
                 grow_max=self.grow_max))  # fmt: skip
         self._starts = [f.file_from_offset for f in self.files]
