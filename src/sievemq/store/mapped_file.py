@@ -409,8 +409,8 @@ class MappedFile:
             p = a
             while p < b:
                 q = min(b, p + len(_ZERO_CHUNK))
-                data = self.read(p, q - p)
-                if data.count(0) != len(data):  # (no copy of the zeros to compare with)
+                chunk = self.read(p, q - p)
+                if chunk.count(0) != len(chunk):  # (no copy of the zeros to compare with)
                     if self.mapped:
                         self.mm[p:q] = _ZERO_CHUNK[: q - p]
                     else:
