@@ -49,9 +49,10 @@ def store_paths(root: Path) -> set[str]:
 _ALLOWED = [
     re.compile(r"commitlog(/\d{20})?"),
     re.compile(r"index(/\d{20})?"),
+    re.compile(r"consumequeue/\.summary(\.tmp)?"),  # a clean stop's summary (store/queue_summary.py)
     # a created topic's first queue files are made ahead, as spares (MessageStore.prepare_queues)
     re.compile(r"(consumequeue|consumequeue_ext)(/(?P<topic>[^/]+)(/\d+(/\d{20}(\.spare)?)?)?)?"),
-    re.compile(r"config(/[A-Za-z]+\.json(\.bak|\.tmp)?)?"),
+    re.compile(r"config(/[A-Za-z]+\.json(\.bak|\.tmp|\.journal\.\d+)?)?"),  # topics.json's change journal
     re.compile(r"checkpoint|abort|lock"),
 ]
 
