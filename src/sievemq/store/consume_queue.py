@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import struct
-from array import array
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,8 +69,19 @@ EntryValidator = Callable[[int, int, int, int], bool]
 class ConsumeQueue:
     """One queue's entries; all mutation happens on the event-loop thread."""
 
-    __slots__ = ("_ext_dangling", "entries_per_file", "ext", "floor_phy", "known", "mfq", "min_logic_offset", "pins",
-                 "queue_id", "tail", "topic")  # fmt: skip
+    __slots__ = (
+        "entries_per_file",
+        "ext",
+        "ext_dangling",
+        "floor_phy",
+        "known",
+        "mfq",
+        "min_logic_offset",
+        "pins",
+        "queue_id",
+        "tail",
+        "topic",
+    )  # fmt: skip
 
     def __init__(
         self, base: Path, topic: str, queue_id: int, entries_per_file: int, *,
@@ -85,8 +95,9 @@ class ConsumeQueue:
                                    FIRST_ALLOCATION, GROW_MAX, mapped=False)  # fmt: skip
         self.min_logic_offset = 0
         self.ext = ConsumeQueueExt(ext_base, topic, queue_id, ext_file_size) if ext_base is not None else None
-        self._ext_dangling = False
-        """Recovery found entries whose units are gone: the ext must be re-based past their addresses."""
+        self.ext_dangling = False
+        """Recovery found entries whose units are gone: the ext must be re-based past their addresses
+        (``queue_recovery.py``)."""
         self.pins = 0
         """While above 0 the queue is not parked (a helper thread uses a mapping or a descriptor of it)."""
         self.floor_phy = -1
@@ -209,32 +220,6 @@ class ConsumeQueue:
         return (offset // self.entries_per_file + 1) * self.entries_per_file
 
     # ------------------------------------------------------------------------------------------ write
-    def new_files_for(self, queue_offset: int, n: int) -> list[int]:
-        """Start byte offsets of the files that appending ``n`` entries from ``queue_offset`` on would create."""
-        mf = self.mfq.last
-        end = (queue_offset + n) * CQ_UNIT
-        if mf is not None:
-            if end <= mf.end_offset:
-                return []
-            start = mf.end_offset
-        else:
-            start = queue_offset // self.entries_per_file * self.entries_per_file * CQ_UNIT
-        return list(range(start, end, self.mfq.file_size)) if n > 0 else []
-
-    def space_for(self, queue_offset: int, n: int) -> tuple[int, list[tuple[int, int]]]:
-        """What appending ``n`` entries from ``queue_offset`` on needs on disk: ``(upto, new)`` where ``upto`` is
-        the position in the last file the writes reach (0: none beyond its allocation) and ``new`` the files to
-        create as ``(start byte offset, bytes written in it)``."""
-        end = (queue_offset + n) * CQ_UNIT
-        mf = self.mfq.last
-        upto = 0
-        if mf is not None:
-            reach = min(end, mf.end_offset) - mf.file_from_offset
-            if reach > mf.allocated:
-                upto = reach
-        size = self.mfq.file_size
-        return upto, [(s, min(end, s + size) - s) for s in self.new_files_for(queue_offset, n)]
-
     def append(self, queue_offset: int, phy: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``queue_offset``; False (nothing written) if it is already there."""
         cur = self.max_offset
@@ -294,74 +279,16 @@ class ConsumeQueue:
         """Map the queue's files (``parked``: look at them only; ``ensure_open`` maps them)."""
         self.mfq.load(parked=parked)
 
-    def recover(self, validate: EntryValidator | None = None, phy_min: int = 0) -> int:
-        """Find the written end (first entry with size 0); drop invalid tail entries and return their count.
-
-        With a validator, entries from the first one (at or above commit-log offset ``phy_min``) whose
-        extension unit is gone are dropped too (the ``consumequeue_ext`` files were lost), and a tail
-        entry whose unit cannot be read is invalid. The caller re-dispatches what was dropped.
-        """
-        files = self.mfq.files
-        if not files:
-            return 0
-        last = files[-1]
-        last.wrote_position = _data_end(last)
-        last.flushed_position = last.wrote_position
-        self.mfq.flushed_offset = self.mfq.max_offset
-        tail_end = self.max_offset
-        if validate is not None:
-            first = self.mfq.min_offset // CQ_UNIT
-            lost = self.ext_lost_from(phy_min)
-            end = tail_end if lost is None else lost
-            while end > first:
-                e = self.entry(end - 1)
-                if e is not None and e[1] != BLANK_SIZE and e[2] <= EXT_ADDRESS_MAX:
-                    unit = self.ext.get(e[2]) if self.ext is not None else None
-                    if unit is None:  # a lost unit: redo the entry
-                        self._ext_dangling = True
-                        e = None
-                    else:
-                        e = (e[0], e[1], unit.tags_code)
-                if e is None or (e[1] != BLANK_SIZE and not validate(end - 1, *e)):
-                    end -= 1
-                    continue
-                break
-            tail_end = end
-        dropped = self.max_offset - tail_end
-        # Always rewrite the tail boundary: zeroes any torn bytes after the last good entry.
-        self.set_end_offset(tail_end)
-        return dropped
-
     def set_end_offset(self, offset: int) -> None:
         """Truncate the queue so that ``offset`` is the next offset to write, and its extension with it."""
         self.mfq.set_end(offset * CQ_UNIT)
         if self.min_logic_offset > offset:
             self.min_logic_offset = offset
         ext = self.ext
-        if ext is not None and (ext.has_files or self._ext_dangling):  # a queue without units costs no scan
+        if ext is not None and (ext.has_files or self.ext_dangling):  # a queue without units costs no scan
             ext.truncate_by_max_address(last_ext_address(self))
 
     # ------------------------------------------------------------------------------------------ ext links
-    def ext_lost_from(self, phy_min: int) -> int | None:
-        """Queue offset of the first entry whose unit is gone (the ext files were lost), or None.
-
-        Checks the first entry with an ext address among the first file's worth of entries whose
-        message is still in the commit log (phy ``>= phy_min``): retention keeps every unit from there
-        on, so a missing one means the files were lost. (Lost units of the newest entries are found by
-        the tail validation; units lost only in the middle of a queue are not looked for: those entries
-        read as "unit unknown", which passes filters.) Used by recovery to rebuild from the commit log.
-        """
-        if self.ext is None or self.max_offset <= self.mfq.min_offset // CQ_UNIT:
-            return None
-        first = first_ext_entry(self, self.first_offset_with_phy_at_least(phy_min), self.entries_per_file)
-        if first is None:
-            return None
-        qoff, addr = first
-        if self.ext.get(addr) is not None:
-            return None
-        self._ext_dangling = True
-        return qoff
-
     def first_offset_with_phy_at_least(self, phy_limit: int) -> int:
         """Smallest queue offset (within stored entries) whose phy >= ``phy_limit``, or max_offset."""
         lo = self.mfq.min_offset // CQ_UNIT
@@ -450,18 +377,6 @@ class ConsumeQueue:
             shutil.rmtree(self.directory)
         if self.ext is not None:
             self.ext.destroy()
-
-
-def _data_end(mf: MappedFile) -> int:
-    """Byte position of the first entry whose size field is 0 (the file's allocated end if none: holes are zeros)."""
-    raw = array("i")
-    end = min(mf.file_size, mf.allocated)
-    raw.frombytes(mf.read(0, end - end % CQ_UNIT))
-    sizes = raw[2::5]  # the size field of each entry; zero is zero in any byte order
-    try:
-        return sizes.index(0) * CQ_UNIT
-    except ValueError:
-        return len(sizes) * CQ_UNIT
 
 
 def ext_slots(cq: ConsumeQueue, offset: int, n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:

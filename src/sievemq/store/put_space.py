@@ -21,7 +21,7 @@ from sievemq.store.mapped_file import MappedFile
 from sievemq.store.mapped_file_queue import MappedFileQueue
 from sievemq.store.results import DiskFullError
 
-__all__ = ["PutSpace", "count_keys"]
+__all__ = ["PutSpace", "count_keys", "cq_new_files", "cq_space"]
 
 
 def count_keys(msgs: list[MessageExt]) -> int:
@@ -32,6 +32,34 @@ def count_keys(msgs: list[MessageExt]) -> int:
         keys = props.get("KEYS")
         n += (keys.count(" ") + 1 if keys else 0) + (1 if props.get("UNIQ_KEY") else 0)
     return n
+
+
+def cq_new_files(cq: ConsumeQueue, queue_offset: int, n: int) -> list[int]:
+    """Start byte offsets of the files that appending ``n`` entries to ``cq`` from ``queue_offset`` on would create."""
+    mf = cq.mfq.last
+    end = (queue_offset + n) * CQ_UNIT
+    if mf is not None:
+        if end <= mf.end_offset:
+            return []
+        start = mf.end_offset
+    else:
+        start = queue_offset // cq.entries_per_file * cq.entries_per_file * CQ_UNIT
+    return list(range(start, end, cq.mfq.file_size)) if n > 0 else []
+
+
+def cq_space(cq: ConsumeQueue, queue_offset: int, n: int) -> tuple[int, list[tuple[int, int]]]:
+    """What appending ``n`` entries to ``cq`` from ``queue_offset`` on needs on disk: ``(upto, new)`` where ``upto``
+    is the position in the last file the writes reach (0: none beyond its allocation) and ``new`` the files to create
+    as ``(start byte offset, bytes written in it)``."""
+    end = (queue_offset + n) * CQ_UNIT
+    mf = cq.mfq.last
+    upto = 0
+    if mf is not None:
+        reach = min(end, mf.end_offset) - mf.file_from_offset
+        if reach > mf.allocated:
+            upto = reach
+    size = cq.mfq.file_size
+    return upto, [(s, min(end, s + size) - s) for s in cq_new_files(cq, queue_offset, n)]
 
 
 class PutSpace:
@@ -83,7 +111,7 @@ class PutSpace:
             plan.append((self.commitlog.mfq, [(s, 0) for s in starts]))
         cq_grow: tuple[MappedFile, int] | None = None
         if cq is not None:
-            upto, new = cq.space_for(queue_offset, entries)
+            upto, new = cq_space(cq, queue_offset, entries)
             if upto and (last := cq.mfq.last) is not None:
                 cq_grow = (last, upto)
             if new:
@@ -93,7 +121,7 @@ class PutSpace:
     def spare_first_files(self, cqs: list[ConsumeQueue]) -> list[MappedFile]:
         """The first file of each queue that has none yet, created and allocated now as a spare (its first
         append takes it); ``DiskFullError`` when the disk cannot hold them (then none is created)."""
-        plan = [(cq.mfq, [(s, 0) for s in cq.new_files_for(cq.max_offset, 1)]) for cq in cqs if not cq.mfq.files]
+        plan = [(cq.mfq, [(s, 0) for s in cq_new_files(cq, cq.max_offset, 1)]) for cq in cqs if not cq.mfq.files]
         plan = [(mfq, starts) for mfq, starts in plan if starts and not any(mfq.has_spare(x) for x, _ in starts)]
         if not plan:
             return []

@@ -39,6 +39,7 @@ from sievemq.store.checkpoint import Checkpoint
 from sievemq.store.commitlog import CommitLog
 from sievemq.store.consume_queue import ConsumeQueue
 from sievemq.store.index_file import IndexService
+from sievemq.store.queue_recovery import recover_queue
 
 __all__ = ["RecoveryReport", "rebuild", "recover"]
 
@@ -134,7 +135,7 @@ def recover(
     as it says, unopened)."""
     tops.update(known or {})
     for cq in cqs(lambda q: not q.known):
-        if cq.recover(_make_validator(cl, end, cq, tags_fn), phy_min):
+        if recover_queue(cq, _make_validator(cl, end, cq, tags_fn), phy_min):
             lost_from = cq.last_entry_end()
             r_cq = min(r_cq, max(phy_min, lost_from))
             report.touched_queues.append(cq)

@@ -11,6 +11,7 @@ import pytest
 from sievemq.protocol.delay_levels import delay_ms_for_level
 from sievemq.store import MessageStore, parse_levels
 from sievemq.store.consume_queue import BLANK_SIZE, CQ_ENTRY, ConsumeQueue
+from sievemq.store.queue_recovery import recover_queue
 
 from .conftest import CQ_PER_FILE, msg
 
@@ -96,7 +97,7 @@ def test_recover_finds_end_and_drops_torn_tail(tmp_path: Path) -> None:
         seen.append(qoff)
         return size == 50 and phy == 100 * qoff
 
-    assert cq.recover(validate) == 1
+    assert recover_queue(cq, validate) == 1
     assert cq.max_offset == 5 and seen == [5, 4]
     assert path.read_bytes()[100:] == bytes(60)  # torn bytes zeroed
     cq.close()
