@@ -19,7 +19,7 @@ truncated together with the queue (``set_end_offset``) and cleaned with it (``de
 
 Disk and maps (docs/many-topics.md): a file gets blocks for its first ``FIRST_ALLOCATION`` bytes (204 entries)
 and then in steps that double up to ``GROW_MAX``, so a queue costs disk in proportion to what it holds. A queue can
-be *parked* (``park``: its files' mappings and descriptors released, e.g. by the ``QueueTable``'s budget) when no
+be *parked* (``park``: its files closed, e.g. by the ``QueueTable``'s budget of open files) when no
 sync round or helper thread uses them; ``ensure_open`` maps it again.
 """
 
@@ -110,12 +110,12 @@ class ConsumeQueue:
     # ------------------------------------------------------------------------------------------ parking
     @property
     def parked(self) -> bool:
-        """True while the queue's files are not mapped (``ensure_open`` maps them)."""
+        """True while the queue's files are closed (``ensure_open`` opens them)."""
         return self.mfq.parked or (self.ext is not None and self.ext.mfq.parked)
 
     @property
     def mapped_files(self) -> int:
-        """Files of the queue (and of its extension) mapped now."""
+        """Files of the queue (and of its extension) open now."""
         n = self.mfq.mapped_files
         return n + self.ext.mfq.mapped_files if self.ext is not None else n
 
@@ -129,7 +129,7 @@ class ConsumeQueue:
         return floor, (None if last is None else (last[0], last[0] + last[1]))
 
     def ensure_open(self) -> None:
-        """Map the queue's files again if it was parked (``OSError`` when they cannot be opened)."""
+        """Open the queue's files again if it was parked (``OSError`` when they cannot be opened)."""
         if self.mfq.parked or (self.ext is not None and self.ext.mfq.parked):
             self.mfq.unpark()
             if self.ext is not None:
@@ -140,7 +140,7 @@ class ConsumeQueue:
                     raise
 
     def park(self) -> bool:
-        """Release the mappings and descriptors unless something pins the queue; True when it is parked now.
+        """Close the queue's files (and unmap its extension's) unless something pins it; True when it is parked now.
 
         What was written stays in the page cache; a flush syncs consume-queue files by path (``SyncSlice.paths``).
         The flusher pins a queue whose extension files' descriptors a sync round uses.
@@ -276,7 +276,7 @@ class ConsumeQueue:
 
     # ------------------------------------------------------------------------------------------ recovery
     def load(self, *, parked: bool = False) -> None:
-        """Map the queue's files (``parked``: look at them only; ``ensure_open`` maps them)."""
+        """Find the queue's files (``parked``: look at them only; ``ensure_open`` opens them)."""
         self.mfq.load(parked=parked)
 
     def set_end_offset(self, offset: int) -> None:

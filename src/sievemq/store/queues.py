@@ -67,7 +67,7 @@ class QueueTable:
 
     def __init__(self, cq_base: Path, ext_base: Path, entries_per_file: int, ext_file_size: int,
                  budget: int = 1 << 30) -> None:  # fmt: skip
-        """``budget``: files mapped in the process above which queues are parked (see the module docstring)."""
+        """``budget``: store files open in the process above which queues are parked (see the module docstring)."""
         self.cq_base = cq_base
         self.ext_base = ext_base
         self.entries_per_file = entries_per_file
@@ -75,7 +75,7 @@ class QueueTable:
         self.budget = budget
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._lru: OrderedDict[ConsumeQueue, None] = OrderedDict()
-        """Queues mapped now, least recently used first."""
+        """Queues open now, least recently used first."""
         self._trim_soon = False
         self._inline = 0
         """Above 0 (``one_at_a_time``): trims run inside ``touch``."""
@@ -140,7 +140,7 @@ class QueueTable:
         return qs.get(queue_id) if qs is not None else None
 
     def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        """The queue, mapped (``OSError`` when it cannot be), or None when nothing was ever dispatched to it."""
+        """The queue, open (``OSError`` when it cannot be), or None when nothing was ever dispatched to it."""
         qs = self._queues.get(topic)
         cq = qs.get(queue_id) if qs is not None else None
         if cq is not None:
@@ -148,7 +148,7 @@ class QueueTable:
         return cq
 
     def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """The queue, mapped, or created (with no file yet) when new."""
+        """The queue, open, or created (with no file yet) when new."""
         qs = self._queues.get(topic)
         if qs is None:
             qs = self._queues[topic] = {}
@@ -162,7 +162,7 @@ class QueueTable:
 
     # ------------------------------------------------------------------------------------------ the budget
     def touch(self, cq: ConsumeQueue) -> None:
-        """``cq`` is used now: map it if parked, make it the most recently used, and trim soon when over budget."""
+        """``cq`` is used now: open it if parked, make it the most recently used, and trim soon when over budget."""
         lru = self._lru
         if cq.parked:
             try:
@@ -231,7 +231,7 @@ class QueueTable:
         return parked
 
     def each(self, want: Callable[[ConsumeQueue], bool] | None = None) -> Iterator[ConsumeQueue]:
-        """Every queue (those ``want`` accepts), mapped one after the other, parking behind as the budget asks (for
+        """Every queue (those ``want`` accepts), opened one after the other, parking behind as the budget asks (for
         start-up and tools: the caller uses each queue only until it asks for the next)."""
         for cq in self.all():
             if want is not None and not want(cq):
@@ -243,8 +243,8 @@ class QueueTable:
                 self.trim_now()
 
     def expiring(self, phy_min: int) -> Iterator[ConsumeQueue]:
-        """The queues that commit-log retention down to ``phy_min`` may change, mapped one after the other as
-        ``each`` does; a parked queue whose entries all stay (``ConsumeQueue.floor_phy``) is not mapped for it."""
+        """The queues that commit-log retention down to ``phy_min`` may change, opened one after the other as
+        ``each`` does; a parked queue whose entries all stay (``ConsumeQueue.floor_phy``) is not opened for it."""
         for cq in self.all():
             if cq.parked:
                 if cq.floor_phy >= phy_min:
@@ -256,7 +256,7 @@ class QueueTable:
 
     @property
     def mapped_queues(self) -> int:
-        """Queues mapped now."""
+        """Queues open now."""
         return len(self._lru)
 
     def is_live(self, cq: ConsumeQueue) -> bool:
