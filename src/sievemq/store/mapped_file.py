@@ -200,19 +200,25 @@ class MappedFile:
             return False
         if st.st_size < file_size:
             return False
-        self.file_size = size = st.st_size
-        self.allocated = size if st.st_blocks * 512 >= size else -1
+        size = st.st_size
+        self._closed_state(size, size if st.st_blocks * 512 >= size else -1, 0, mapped, allocate, 0)
+        return True
+
+    def _closed_state(self, file_size: int, allocated: int, wrote: int, mapped: bool, grow_chunk: int | None,
+                      grow_max: int) -> None:  # fmt: skip
+        """Everything a parked file knows, for one that was never opened here (``_look``, ``known``)."""
+        self.file_size = file_size
+        self.allocated = allocated
+        self.wrote_position = self.flushed_position = wrote
         self.fd = -1
-        self.grow_chunk = allocate
-        self.grow_max = 0
+        self.grow_chunk = grow_chunk
+        self.grow_max = grow_max
         self.parked = True
         self.mapped = mapped
         self.pwrite = not mapped
-        self.wrote_position = self.flushed_position = 0
         self.new_file = False
         self._closed = False
         self._addr = 0
-        return True
 
     @property
     def path(self) -> Path:
@@ -232,18 +238,7 @@ class MappedFile:
         mf._path = None
         mf._dir = directory
         mf.file_from_offset = start
-        mf.file_size = file_size
-        mf.allocated = allocated
-        mf.wrote_position = mf.flushed_position = wrote
-        mf.fd = -1
-        mf.grow_chunk = grow_chunk
-        mf.grow_max = grow_max
-        mf.parked = True
-        mf.mapped = mapped
-        mf.pwrite = not mapped
-        mf.new_file = False
-        mf._closed = False
-        mf._addr = 0
+        mf._closed_state(file_size, allocated, wrote, mapped, grow_chunk, grow_max)
         return mf
 
     def prefault(self, pos: int, length: int) -> bool:

@@ -245,14 +245,7 @@ class QueueTable:
     def expiring(self, phy_min: int) -> Iterator[ConsumeQueue]:
         """The queues that commit-log retention down to ``phy_min`` may change, opened one after the other as
         ``each`` does; a parked queue whose entries all stay (``ConsumeQueue.floor_phy``) is not opened for it."""
-        for cq in self.all():
-            if cq.parked:
-                if cq.floor_phy >= phy_min:
-                    continue
-                self.touch(cq)
-            yield cq
-            if MappedFile.open_files > self.budget:
-                self.trim_now()
+        return self.each(lambda cq: not cq.parked or cq.floor_phy < phy_min)
 
     @property
     def mapped_queues(self) -> int:
